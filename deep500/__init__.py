@@ -1,0 +1,29 @@
+"""Deep500: a white-box benchmarking meta-framework for deep learning.
+
+``import deep500 as d5``. Frameworks are imported separately so that this import stays
+light: ``import deep500.frameworks.reference as d5ref``,
+``import deep500.frameworks.pytorch as d5pt``,
+``import deep500.frameworks.tensorflow as d5tf``.
+"""
+from deep500.lv0_operators import (CustomOp, CustomPythonOp, OpTestResult, test_op_forward,
+                                   test_op_gradient)
+from deep500.utils.device import CPUDevice, DeviceDescriptor, GPUDevice
+from deep500.utils.errors import (Deep500Error, MissingDependencyError, RecipeError,
+                                  ShapeError, UnsupportedError)
+from deep500.utils.flops import FLOPs, flop_count
+from deep500.utils.heatmaps import DiffHeatmap, VarHeatmap
+from deep500.utils.metric import MetricResult, TestMetric
+from deep500.utils.norm_metrics import L1Error, L2Error, MaxError
+from deep500.utils.tensor_desc import TensorDescriptor, tensor_t, tensordesc
+from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CPUDevice", "CustomOp", "CustomPythonOp", "Deep500Error", "DeviceDescriptor",
+    "DiffHeatmap", "FLOPs", "GPUDevice", "L1Error", "L2Error", "MaxError", "MetricResult",
+    "MissingDependencyError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
+    "TestMetric", "UnstableMeasurementWarning", "UnsupportedError", "VarHeatmap",
+    "WallclockTime", "flop_count", "tensor_t", "tensordesc", "test_op_forward",
+    "test_op_gradient",
+]

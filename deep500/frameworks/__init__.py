@@ -1,0 +1,1 @@
+"""Framework bridges: ``reference`` (NumPy), ``pytorch``, ``tensorflow``."""

@@ -1,0 +1,39 @@
+"""Gemm: Y = alpha·A'·B' + beta·C, with A' = Aᵀ if transA and B' = Bᵀ if transB, and C
+broadcast unidirectionally to (M, N). https://onnx.ai/onnx/operators/onnx__Gemm.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_broadcast import unbroadcast
+from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+
+
+@register("Gemm")
+class Gemm(ReferenceOp):
+    defaults = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
+
+    def _operands(self, A, B):
+        return (A.T if self.attr("transA") else A), (B.T if self.attr("transB") else B)
+
+    def forward(self, A, B, C=None):
+        a, b = self._operands(A, B)
+        alpha, beta = self.attr("alpha"), self.attr("beta")
+        Y = a @ b
+        if alpha != 1.0:
+            Y *= Y.dtype.type(alpha)
+        if C is not None and beta != 0.0:
+            Y += Y.dtype.type(beta) * C if beta != 1.0 else C
+        return Y
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        A, B = fwd_inputs[0], fwd_inputs[1]
+        C = fwd_inputs[2] if len(fwd_inputs) > 2 else None
+        dY = grads[0]
+        alpha, beta = self.attr("alpha"), self.attr("beta")
+        a, b = self._operands(A, B)
+        da = (dY @ b.T) * A.dtype.type(alpha)   # gradient w.r.t. A'
+        db = (a.T @ dY) * B.dtype.type(alpha)   # gradient w.r.t. B'
+        dA = da.T if self.attr("transA") else da
+        dB = db.T if self.attr("transB") else db
+        result = [dA, dB]
+        if C is not None:
+            result.append(unbroadcast(dY * C.dtype.type(beta), C.shape))
+        return result

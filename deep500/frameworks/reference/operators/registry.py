@@ -1,0 +1,66 @@
+"""Registry of reference operators by ONNX name (``Conv``, ``Gemm``, ...)."""
+from __future__ import annotations
+
+import difflib
+
+from deep500.lv0_operators.custom_op import CustomOp
+from deep500.utils.errors import Deep500Error, UnsupportedError
+
+_OPERATORS: dict[str, type] = {}
+
+
+class ReferenceOp(CustomOp):
+    """A NumPy operator following one ONNX operator's semantics.
+
+    Subclasses set ``defaults`` (every attribute the operator takes, with its ONNX
+    default) and implement ``forward`` and ``backward``. Attributes are read from
+    ``self.attributes`` (or ``self.attr(name)``).
+    """
+    framework = "reference"
+    defaults: dict = {}
+
+    def __init__(self, **attributes):
+        super().__init__()
+        unknown = sorted(set(attributes) - set(self.defaults))
+        if unknown:
+            raise Deep500Error(f"{self.op_type} has no attributes {unknown}; it takes "
+                               f"{sorted(self.defaults) or 'none'}")
+        self._attributes = {**self.defaults, **attributes}
+
+    @property
+    def attributes(self) -> dict:
+        return dict(self._attributes)
+
+    def attr(self, name: str):
+        return self._attributes[name]
+
+
+def register(op_type: str):
+    """Class decorator: make ``cls`` the reference implementation of ONNX ``op_type``."""
+    def decorate(cls):
+        if op_type in _OPERATORS:
+            raise RuntimeError(f"Reference operator {op_type} registered twice")
+        cls.op_type = op_type
+        _OPERATORS[op_type] = cls
+        return cls
+    return decorate
+
+
+def get_operator_class(op_type: str) -> type:
+    """The reference class of ONNX operator ``op_type``."""
+    try:
+        return _OPERATORS[op_type]
+    except KeyError:
+        close = difflib.get_close_matches(op_type, list(_OPERATORS), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnsupportedError(f"The reference framework has no operator {op_type!r}.{hint} "
+                               f"Supported: {', '.join(sorted(_OPERATORS))}") from None
+
+
+def create_operator(op_type: str, **attributes) -> ReferenceOp:
+    """An instance of the reference operator ``op_type`` with the given attributes."""
+    return get_operator_class(op_type)(**attributes)
+
+
+def operator_names() -> list[str]:
+    return sorted(_OPERATORS)

@@ -1,0 +1,1 @@
+"""Level 1: networks and graph executors (built from ONNX). Not implemented yet."""

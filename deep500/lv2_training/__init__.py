@@ -1,0 +1,1 @@
+"""Level 2: datasets, samplers, optimizers and training. Not implemented yet."""

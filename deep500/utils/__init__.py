@@ -1,0 +1,1 @@
+"""Shared infrastructure: descriptors, the metric protocol, statistics, timers."""

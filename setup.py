@@ -1,0 +1,38 @@
+"""Deep500: a white-box benchmarking meta-framework for deep learning."""
+from setuptools import find_packages, setup
+
+FRAMEWORKS = ["torch==2.13.0", "tensorflow-cpu>=2.20"]
+MPI = ["mpi4py>=4.0", "mpich"]
+ONNXRUNTIME = ["onnxruntime"]
+PLOT = ["matplotlib"]
+TESTS = ["pytest"]
+
+setup(
+    name="deep500",
+    version="0.1.0",
+    description="A white-box benchmarking meta-framework for deep learning",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["deep500", "deep500.*"]),
+    package_data={"deep500": ["data/*.csv", "data/*.md"]},
+    install_requires=[
+        "numpy>=1.24",
+        "onnx>=1.15",
+        "networkx>=3.0",
+        "pyyaml>=6.0",
+        "threadpoolctl>=3.1",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "frameworks": FRAMEWORKS,
+        "pytorch": FRAMEWORKS[:1],
+        "tensorflow": FRAMEWORKS[1:],
+        "mpi": MPI,
+        "onnxruntime": ONNXRUNTIME,
+        "plot": PLOT,
+        "tests": TESTS,
+        "all": FRAMEWORKS + MPI + ONNXRUNTIME + PLOT + TESTS,
+    },
+    entry_points={"console_scripts": ["deep500=deep500.cli:main"]},
+)
