@@ -190,21 +190,22 @@ def _full_jacobians(op, inputs, index, outputs, output_is_float, step):
     flat = x.reshape(-1)
     for col in range(x.size):
         original = flat[col]
+        # Copies: an operator may return views of its inputs, which change with them.
         flat[col] = original + step
-        plus = as_tuple(op.forward(*inputs))
+        plus = [np.array(o, np.float64) for o in as_tuple(op.forward(*inputs))]
         flat[col] = original - step
-        minus = as_tuple(op.forward(*inputs))
+        minus = [np.array(o, np.float64) for o in as_tuple(op.forward(*inputs))]
         flat[col] = original
         # Divide by the step actually taken after rounding to the input's dtype.
         actual = float(x.dtype.type(original + step)) - float(x.dtype.type(original - step))
         numeric[:, col] = np.concatenate(
-            [(np.asarray(plus[i], np.float64) - np.asarray(minus[i], np.float64)).ravel()
-             for i in float_outputs]) / actual
+            [(plus[i] - minus[i]).ravel() for i in float_outputs]) / actual
     analytic = np.zeros_like(numeric)
     row = 0
     for position, out_index in enumerate(float_outputs):
         for element in range(sizes[position]):
-            grads = [np.zeros_like(o) if f else None for o, f in zip(outputs, output_is_float)]
+            grads = [np.zeros(np.shape(o), np.asarray(o).dtype) if f else None
+                     for o, f in zip(outputs, output_is_float)]
             grads[out_index].reshape(-1)[element] = 1
             grad_x = as_tuple(op.backward(grads, inputs, outputs))[index]
             analytic[row] = np.asarray(grad_x, np.float64).ravel()

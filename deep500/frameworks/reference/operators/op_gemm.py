@@ -4,6 +4,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_broadcast import unbroadcast
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.errors import ShapeError
 
 
 @register("Gemm")
@@ -13,7 +14,27 @@ class Gemm(ReferenceOp):
     def _operands(self, A, B):
         return (A.T if self.attr("transA") else A), (B.T if self.attr("transB") else B)
 
+    def _check(self, A, B, C):
+        if A.ndim != 2 or B.ndim != 2:
+            raise ShapeError(f"{self.op_type}: A and B must be matrices, got shapes {A.shape} "
+                             f"and {B.shape}")
+        a, b = self._operands(A, B)
+        if a.shape[1] != b.shape[0]:
+            raise ShapeError(f"{self.op_type}: inner dimensions differ: A' is {a.shape}, B' is "
+                             f"{b.shape} (transA={self.attr('transA')}, "
+                             f"transB={self.attr('transB')})")
+        if C is not None:
+            shape = (a.shape[0], b.shape[1])
+            try:
+                broadcastable = np.broadcast_shapes(np.shape(C), shape) == shape
+            except ValueError:
+                broadcastable = False
+            if not broadcastable:
+                raise ShapeError(f"{self.op_type}: C of shape {np.shape(C)} does not broadcast "
+                                 f"to the output shape {shape}")
+
     def forward(self, A, B, C=None):
+        self._check(A, B, C)
         a, b = self._operands(A, B)
         alpha, beta = self.attr("alpha"), self.attr("beta")
         Y = a @ b
@@ -34,6 +55,6 @@ class Gemm(ReferenceOp):
         dA = da.T if self.attr("transA") else da
         dB = db.T if self.attr("transB") else db
         result = [dA, dB]
-        if C is not None:
-            result.append(unbroadcast(dY * C.dtype.type(beta), C.shape))
+        if len(fwd_inputs) > 2:
+            result.append(None if C is None else unbroadcast(dY * C.dtype.type(beta), C.shape))
         return result

@@ -1,0 +1,5 @@
+import sys
+
+from deep500.cli import main
+
+sys.exit(main())

@@ -1,0 +1,95 @@
+"""The ``deep500`` command (also ``python -m deep500``).
+
+    deep500 run RECIPE [--out DIR]   run a recipe, write results and a report
+    deep500 report DIR               rebuild the report of a run folder
+    deep500 info [--json]            software versions and hardware
+
+Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
+an acceptance threshold (results and report are still written); 2 bad input (recipe,
+arguments), nothing run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from deep500.utils.errors import Deep500Error
+
+
+def _run(args) -> int:
+    from deep500.recipe import run_recipe
+    summary = run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet)
+    if summary.report_paths:
+        print(f"Results: {summary.output_dir}/results.jsonl")
+        for path in summary.report_paths:
+            print(f"Report:  {path}")
+        print(f"{summary.measurements} configurations measured, {summary.errors} failed "
+              f"to run, {summary.acceptance_failures} missed an acceptance threshold")
+    return 0 if summary.ok else 1
+
+
+def _report(args) -> int:
+    from deep500.report import write_reports
+    for path in write_reports(args.directory):
+        print(path)
+    return 0
+
+
+def _info(args) -> int:
+    from deep500.utils import sysinfo
+    info = {"versions": sysinfo.software_versions(), "hardware": sysinfo.hardware(),
+            "threads": sysinfo.framework_threads(), "cuda_devices": sysinfo.cuda_devices()}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print("Software")
+    for name, version in info["versions"].items():
+        print(f"  {name:<12} {version or 'not installed'}")
+    hardware = info["hardware"]
+    print("Hardware")
+    print(f"  CPU          {hardware['cpu_model']}")
+    print(f"  cores        {hardware['physical_cores']} physical, {hardware['logical_cpus']} "
+          f"logical, {hardware['usable_cpus']} usable by this process")
+    gpus = hardware["gpus"]
+    print("  GPU          " + (", ".join(f"{g['index']}: {g['name']} ({g['memory']})"
+                                         for g in gpus) if gpus else "none"))
+    if info["cuda_devices"]:
+        print(f"  CUDA (torch) {', '.join(info['cuda_devices'])}")
+    print("Threads")
+    for name, value in info["threads"].items():
+        print(f"  {name:<16} {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a recipe")
+    run.add_argument("recipe", help="path of a recipe YAML file")
+    run.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(handler=_run)
+    report = commands.add_parser("report", help="rebuild the report of a run folder")
+    report.add_argument("directory")
+    report.set_defaults(handler=_report)
+    info = commands.add_parser("info", help="software versions and hardware")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(handler=_info)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except Deep500Error as exc:
+        print(f"deep500: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("deep500: interrupted; results measured so far are on disk", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Shared code of the elementwise operators: activations (one input, one output) and the
+binary arithmetic operators Add, Sub, Mul, Div with multidirectional broadcasting.
+https://onnx.ai/onnx/repo-docs/Broadcasting.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_broadcast import unbroadcast
+from deep500.frameworks.reference.operators.registry import ReferenceOp
+from deep500.utils.errors import ShapeError
+
+
+def broadcast_shape(op_type: str, *arrays) -> tuple:
+    """The shape that ``arrays`` broadcast to, or a ShapeError naming ``op_type``."""
+    try:
+        return np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    except ValueError:
+        shapes = ", ".join(str(np.shape(a)) for a in arrays)
+        raise ShapeError(f"{op_type}: input shapes {shapes} do not broadcast (NumPy-style "
+                         f"broadcasting needs each pair of trailing dimensions to be equal "
+                         f"or 1)") from None
+
+
+def check_same_dtype(op_type: str, *arrays) -> None:
+    dtypes = {np.asarray(a).dtype for a in arrays}
+    if len(dtypes) > 1:
+        raise ShapeError(f"{op_type}: inputs have different dtypes "
+                         f"{sorted(str(d) for d in dtypes)}; ONNX requires one type for all "
+                         f"inputs")
+
+
+class UnaryElementwise(ReferenceOp):
+    """Y = f(X). Subclasses implement ``_forward(X)`` and ``_backward(dY, X, Y)``."""
+
+    def forward(self, X):
+        return np.asarray(self._forward(X))
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        (X,), (Y,) = fwd_inputs, fwd_outputs[:1]
+        if grads[0] is None:
+            return [np.zeros_like(X)]
+        return [np.asarray(self._backward(grads[0], X, Y), dtype=X.dtype)]
+
+    def _forward(self, X):
+        raise NotImplementedError
+
+    def _backward(self, dY, X, Y):
+        raise NotImplementedError
+
+
+class BinaryElementwise(ReferenceOp):
+    """C = f(A, B) with broadcasting. Subclasses implement ``_forward(A, B)`` and
+    ``_backward(dC, A, B, C)``, which returns the gradients at the broadcast shape."""
+
+    def forward(self, A, B):
+        check_same_dtype(self.op_type, A, B)
+        broadcast_shape(self.op_type, A, B)
+        # np.asarray: NumPy returns scalars, not arrays, for 0-d operands.
+        return np.asarray(self._forward(A, B))
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        A, B = fwd_inputs
+        if grads[0] is None:
+            return [np.zeros_like(A), np.zeros_like(B)]
+        dC = grads[0]
+        result = []
+        for x, dx in zip((A, B), self._backward(dC, A, B, fwd_outputs[0])):
+            dx = unbroadcast(np.asarray(dx, dtype=x.dtype), x.shape)
+            # Never hand back the caller's upstream array (or one array twice): a graph
+            # executor may accumulate gradients in place.
+            result.append(dx.copy() if dx is dC or any(dx is r for r in result) else dx)
+        return result
+
+    def _forward(self, A, B):
+        raise NotImplementedError
+
+    def _backward(self, dC, A, B, C):
+        raise NotImplementedError

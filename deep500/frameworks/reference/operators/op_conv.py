@@ -1,0 +1,81 @@
+"""Conv: Y[n, m] = B[m] + Σ over the C/group input channels of m's group and the kernel
+window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inputs.
+https://onnx.ai/onnx/operators/onnx__Conv.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_im2col import (col2im, im2col,
+                                                                       pad_spatial,
+                                                                       window_geometry)
+from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.errors import ShapeError
+
+
+@register("Conv")
+class Conv(ReferenceOp):
+    defaults = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                "pads": None, "strides": None}
+
+    def _geometry(self, X, W, B):
+        if X.ndim < 3:
+            raise ShapeError(f"Conv: input X must be (N, C, *spatial) with at least one "
+                             f"spatial axis, got shape {X.shape}")
+        if W.ndim != X.ndim:
+            raise ShapeError(f"Conv: weights W must be (M, C/group, *kernel) with the rank "
+                             f"of X {X.shape}, got shape {W.shape}")
+        group = int(self.attr("group"))
+        channels, filters = X.shape[1], W.shape[0]
+        if group < 1 or channels % group or filters % group:
+            raise ShapeError(f"Conv: group={group} must divide both the input channels "
+                             f"({channels}) and the filters ({filters})")
+        if W.shape[1] != channels // group:
+            raise ShapeError(f"Conv: X has {channels} channels, so with group={group} W "
+                             f"needs {channels // group} channels per filter; W has shape "
+                             f"{W.shape}")
+        kernel = self.attr("kernel_shape")
+        if kernel is not None and tuple(kernel) != W.shape[2:]:
+            raise ShapeError(f"Conv: kernel_shape={list(kernel)} does not match W's "
+                             f"spatial shape {W.shape[2:]}")
+        if B is not None and np.shape(B) != (filters,):
+            raise ShapeError(f"Conv: bias B must have shape ({filters},), got {np.shape(B)}")
+        for name, tensor in (("W", W), ("B", B)):
+            if tensor is not None and tensor.dtype != X.dtype:
+                raise ShapeError(f"Conv: {name} has dtype {tensor.dtype}, X has {X.dtype}; "
+                                 f"they must match")
+        geometry = window_geometry("Conv", X.shape[2:], W.shape[2:],
+                                   strides=self.attr("strides"),
+                                   dilations=self.attr("dilations"),
+                                   pads=self.attr("pads"), auto_pad=self.attr("auto_pad"))
+        return geometry, group
+
+    @staticmethod
+    def _grouped_columns(X, geometry, group):
+        """im2col of X as (N, group, C/group·K, L): one matrix per sample and group, with
+        L output positions."""
+        cols = im2col(pad_spatial(X, geometry), geometry)
+        return cols.reshape(X.shape[0], group, -1, int(np.prod(geometry.output)))
+
+    def forward(self, X, W, B=None):
+        geometry, group = self._geometry(X, W, B)
+        cols = self._grouped_columns(X, geometry, group)
+        weights = W.reshape(group, W.shape[0] // group, -1)
+        Y = np.matmul(weights, cols).reshape((X.shape[0], W.shape[0]) + geometry.output)
+        if B is not None:
+            Y += B.reshape((-1,) + (1,) * len(geometry.output))
+        return Y
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        X, W = fwd_inputs[0], fwd_inputs[1]
+        B = fwd_inputs[2] if len(fwd_inputs) > 2 else None
+        geometry, group = self._geometry(X, W, B)
+        dY = grads[0].reshape(X.shape[0], group, W.shape[0] // group, -1)
+        cols = self._grouped_columns(X, geometry, group)
+        weights = W.reshape(group, W.shape[0] // group, -1)
+        dW = np.matmul(dY, cols.swapaxes(-1, -2)).sum(axis=0).reshape(W.shape)
+        dcols = np.matmul(weights.swapaxes(-1, -2), dY)
+        dX = col2im(dcols.reshape(X.shape[:2] + (geometry.kernel_size,) + geometry.output),
+                    geometry)
+        result = [dX, dW]
+        if len(fwd_inputs) > 2:
+            spatial_axes = tuple(range(2, X.ndim))
+            result.append(None if B is None else grads[0].sum(axis=(0,) + spatial_axes))
+        return result

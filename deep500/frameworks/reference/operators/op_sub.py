@@ -1,0 +1,15 @@
+"""Sub: C = A - B with multidirectional broadcasting.
+https://onnx.ai/onnx/operators/onnx__Sub.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_elementwise import BinaryElementwise
+from deep500.frameworks.reference.operators.registry import register
+
+
+@register("Sub")
+class Sub(BinaryElementwise):
+    def _forward(self, A, B):
+        return np.subtract(A, B)
+
+    def _backward(self, dC, A, B, C):
+        return dC, -dC

@@ -1,0 +1,69 @@
+"""What a recipe can name: frameworks and metrics, by name."""
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Callable
+
+from deep500.lv0_operators.custom_op import CustomOp
+from deep500.recipe.operator_spec import OperatorSpec
+from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
+
+# name -> (module, function creating an operator from (op_type, attributes, device))
+FRAMEWORKS = {
+    "reference": "deep500.frameworks.reference",
+    "pytorch": "deep500.frameworks.pytorch",
+    "tensorflow": "deep500.frameworks.tensorflow",
+}
+
+
+def framework_module(name: str):
+    if name not in FRAMEWORKS:
+        raise RecipeError(f"Unknown framework {name!r}; known: {sorted(FRAMEWORKS)}")
+    try:
+        return importlib.import_module(FRAMEWORKS[name])
+    except MissingDependencyError as exc:
+        raise RecipeError(f"framework {name!r}: {exc}") from None
+
+
+def create_operator(framework: str, spec: OperatorSpec, device) -> CustomOp:
+    """The framework's implementation of ``spec`` (reference: the NumPy operator)."""
+    module = framework_module(framework)
+    attributes = dict(spec.attributes)
+    if framework == "reference":
+        return module.create_operator(spec.op_type, **attributes)
+    return module.native_operator(spec.op_type, device=device, **attributes)
+
+
+def _metric_classes() -> dict[str, type]:
+    import deep500 as d5
+    return {cls.__name__: cls for cls in (d5.WallclockTime, d5.FLOPs, d5.L1Error,
+                                          d5.L2Error, d5.MaxError, d5.DiffHeatmap,
+                                          d5.VarHeatmap)}
+
+
+METRIC_NAMES = ("WallclockTime", "FLOPs", "L1Error", "L2Error", "MaxError", "DiffHeatmap",
+                "VarHeatmap")
+_FILE_METRICS = ("DiffHeatmap", "VarHeatmap")
+
+
+def metric_factory(name: str, params: dict, where: str) -> Callable[[str, str], object]:
+    """A function (output_dir, tag) -> metric instance; params are checked now."""
+    classes = _metric_classes()
+    if name not in classes:
+        raise RecipeError(f"{where}: unknown metric {name!r}; known: {sorted(classes)}")
+    cls = classes[name]
+    if not isinstance(params, dict):
+        raise RecipeError(f"{where}.{name}: parameters must be a mapping, got {params!r}")
+
+    def build(output_dir: str, tag: str):
+        kwargs = dict(params)
+        if name in _FILE_METRICS:
+            kwargs["path"] = os.path.join(output_dir, "heatmaps", f"{name}-{tag}.png")
+        return cls(**kwargs)
+
+    try:  # construct once now so wrong parameters fail before any work
+        build(os.devnull, "check")
+    except (TypeError, ValueError, Deep500Error) as exc:
+        raise RecipeError(f"{where}.{name}: bad parameters {params!r}: {exc}") from None
+    return build

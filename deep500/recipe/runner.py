@@ -1,0 +1,180 @@
+"""Running a recipe: check it, measure every configuration, write results as they come,
+then the report.
+
+Under ``mpirun -np N deep500 run ...`` every rank measures every configuration; rank 0
+gathers each measurement from all ranks and writes it.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from deep500.lv0_operators.op_validation import test_op_forward
+from deep500.lv3_distributed.mpi_launch import world_communicator
+from deep500.recipe import components
+from deep500.recipe.operator_spec import OperatorSpec
+from deep500.recipe.results import ResultsWriter, write_manifest
+from deep500.recipe.schema import Recipe, load_recipe
+from deep500.utils import sysinfo
+from deep500.utils.errors import Deep500Error
+from deep500.utils.threads import set_thread_counts, thread_conditions
+from deep500.utils.wallclock import UnstableMeasurementWarning
+
+
+@dataclass
+class RunSummary:
+    output_dir: str
+    measurements: int
+    errors: int
+    acceptance_failures: int
+    report_paths: list
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0 and self.acceptance_failures == 0
+
+
+def make_inputs(spec: OperatorSpec, dtype: str, seed: int) -> list[np.ndarray]:
+    """The same inputs for every framework: standard normal, seeded by (seed, operator)."""
+    rng = np.random.default_rng([seed, zlib.crc32(spec.label.encode())])
+    return [rng.standard_normal(shape).astype(dtype) for shape in spec.input_shapes]
+
+
+class _ReferenceOutputs:
+    """Reference outputs in float64 from the NumPy operators, computed once per input set.
+
+    Only the latest set is kept: configurations sharing inputs are consecutive, and
+    outputs of large convolutions are too big to hoard.
+    """
+
+    def __init__(self):
+        self._cache = {}
+
+    def get(self, spec: OperatorSpec, inputs, key) -> tuple:
+        if key not in self._cache:
+            op = components.create_operator("reference", spec, "cpu")
+            outputs = op.forward(*[x.astype(np.float64) for x in inputs])
+            self._cache = {key: outputs if isinstance(outputs, tuple) else (outputs,)}
+        return self._cache[key]
+
+
+def default_output_dir(recipe: Recipe) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("results", f"{recipe.name}-{stamp}")
+
+
+def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
+               progress: bool = True, write_report: bool = True) -> RunSummary:
+    """Run the recipe at ``path``; see the module docstring."""
+    recipe = load_recipe(path)  # every check happens before any work
+    comm = world_communicator()
+    rank, size = (comm.Get_rank(), comm.Get_size()) if comm else (0, 1)
+    if rank == 0:
+        output_dir = output_dir or default_output_dir(recipe)
+        os.makedirs(output_dir, exist_ok=True)
+    if comm:
+        output_dir = comm.bcast(output_dir, root=0)
+    configurations = recipe.configurations()
+    manifest = _manifest(recipe, argv, size, len(configurations)) if rank == 0 else None
+    writer = ResultsWriter(output_dir) if rank == 0 else None
+    if rank == 0:
+        write_manifest(output_dir, manifest)
+
+    references = _ReferenceOutputs()
+    errors = failures = 0
+    started = time.time()
+    bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
+    try:
+        for index, configuration in enumerate(bar):
+            record = _measure(recipe, configuration, index, output_dir, references,
+                              rank, size)
+            records = comm.gather(record, root=0) if comm else [record]
+            if rank == 0:
+                for item in records:
+                    writer.write(item)
+                    errors += item["kind"] == "error"
+                    failures += item["kind"] == "measurement" and not item["passed"]
+    finally:
+        if rank == 0:
+            writer.close()
+            manifest["status"] = "complete" if sys.exc_info()[0] is None else "interrupted"
+            manifest["duration_s"] = time.time() - started
+            manifest["measurements"] = len(configurations) * size
+            write_manifest(output_dir, manifest)
+    reports = []
+    if rank == 0 and write_report:
+        from deep500.report import write_reports
+        reports = write_reports(output_dir)
+    return RunSummary(output_dir, len(configurations), errors, failures, reports)
+
+
+def _progress(items, name, enabled):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+    return tqdm(items, desc=name, unit="config", file=sys.stderr, dynamic_ncols=True)
+
+
+def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
+             references: _ReferenceOutputs, rank: int, size: int) -> dict:
+    spec: OperatorSpec = configuration["operator"]
+    framework, dtype = configuration["framework"], configuration["dtype"]
+    threads = configuration.get("threads")
+    if threads is None and size > 1:
+        threads = max(1, (os.cpu_count() or 1) // size)  # ranks share the cores fairly
+    if threads is not None:
+        set_thread_counts(threads)
+    record = {"kind": "measurement", "level": 0, "experiment": recipe.experiment,
+              "index": index, "rank": rank, "size": size,
+              "configuration": {**configuration, "operator": spec.to_dict(),
+                                "threads": threads}}
+    tag = f"{index:04d}-{framework}-{spec.op_type}" + (f"-rank{rank}" if size > 1 else "")
+    try:
+        inputs = make_inputs(spec, dtype, configuration["seed"])
+        reference = references.get(spec, inputs, (spec.label, dtype, configuration["seed"]))
+        op = components.create_operator(framework, spec, configuration["device"])
+        metrics = recipe.build_metrics(output_dir, tag)
+        with warnings.catch_warnings():
+            # Kept in the result and listed in the report; printing them would break
+            # the progress bar.
+            warnings.simplefilter("ignore", UnstableMeasurementWarning)
+            result = test_op_forward(op, inputs, reference, metrics)
+    except (Deep500Error, RuntimeError, ValueError, MemoryError) as exc:
+        # One failing configuration is recorded and the others still run.
+        record.update(kind="error", error=f"{type(exc).__name__}: {exc}",
+                      threads_in_force=thread_conditions())
+        return record
+    checks = [c for c in (t.check(result.metrics) for t in recipe.acceptance) if c]
+    record.update(result=result.to_dict(), acceptance=checks,
+                  passed=all(c["passed"] for c in checks))
+    return record
+
+
+def _manifest(recipe: Recipe, argv, size: int, configurations: int) -> dict:
+    import deep500
+    package_dir = os.path.dirname(os.path.abspath(deep500.__file__))
+    return {
+        "recipe": {"name": recipe.name, "path": recipe.path, "experiment": recipe.experiment,
+                   "content": recipe.raw},
+        "command_line": list(argv if argv is not None else sys.argv),
+        "started": datetime.datetime.now().astimezone().isoformat(),
+        "status": "running",
+        "configurations": configurations,
+        "mpi_ranks": size,
+        "versions": sysinfo.software_versions(),
+        "hardware": sysinfo.hardware(),
+        "threads": {"requested": recipe.fixed.get("threads"),
+                    "in_force_at_start": sysinfo.framework_threads()},
+        "seeds": {"seed": recipe.fixed.get("seed", recipe.mutable.get("seed"))},
+        "git_revision": {"deep500": sysinfo.git_revision(package_dir),
+                         "working_directory": sysinfo.git_revision(os.getcwd())},
+        "environment": {k: v for k, v in os.environ.items()
+                        if k.endswith("_NUM_THREADS") or k in ("CUDA_VISIBLE_DEVICES",)},
+    }

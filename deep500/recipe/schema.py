@@ -1,0 +1,211 @@
+"""Recipes: YAML files that fix some components, vary others, and say what to measure.
+
+::
+
+    name: quickstart
+    experiment: operators          # Level 0: single operators across frameworks
+    fixed:     {dtype: float32, threads: 2, device: cpu, seed: 0}
+    mutable:                       # every combination of these is run
+      framework: [reference, pytorch, tensorflow]
+      operator:  [{op: Gemm, from: deepbench_gemm.csv, row: 0}, ...]
+    metrics:   {WallclockTime: {reruns: 20, warmup: 3}, FLOPs: {}, L2Error: {}}
+    acceptance: ["L2Error.relative <= 1e-4"]
+
+Everything is checked when the recipe is loaded, before any work starts; errors name
+the key and the problem.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import yaml
+
+from deep500.recipe import components
+from deep500.recipe.acceptance import Threshold, parse_threshold
+from deep500.recipe.operator_spec import OperatorSpec, parse_operator
+from deep500.utils.device import parse_device
+from deep500.utils.errors import Deep500Error, RecipeError
+
+TOP_LEVEL_KEYS = {"name", "description", "experiment", "fixed", "mutable", "metrics",
+                  "acceptance"}
+EXPERIMENTS = ("operators",)
+
+
+def _positive_int(value, where):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise RecipeError(f"{where}: expected a positive integer, got {value!r}")
+    return value
+
+
+def _non_negative_int(value, where):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RecipeError(f"{where}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _dtype(value, where):
+    if value not in ("float32", "float64"):
+        raise RecipeError(f"{where}: dtype must be float32 or float64, got {value!r}")
+    return value
+
+
+def _framework(value, where):
+    if value not in components.FRAMEWORKS:
+        raise RecipeError(f"{where}: unknown framework {value!r}; known: "
+                          f"{sorted(components.FRAMEWORKS)}")
+    return value
+
+
+def _device(value, where):
+    try:
+        parse_device(value)
+    except Deep500Error as exc:
+        raise RecipeError(f"{where}: {exc}") from None
+    return str(value)
+
+
+# Level-0 components: name -> (validator(value, where, recipe_dir), default or REQUIRED)
+REQUIRED = object()
+INPUT_COMPONENTS = ("operator", "dtype", "seed")
+OPERATOR_COMPONENTS: dict[str, tuple[Callable, Any]] = {
+    "framework": (lambda v, w, d: _framework(v, w), REQUIRED),
+    "operator": (parse_operator, REQUIRED),
+    "dtype": (lambda v, w, d: _dtype(v, w), "float32"),
+    "threads": (lambda v, w, d: _positive_int(v, w), None),
+    "device": (lambda v, w, d: _device(v, w), "cpu"),
+    "seed": (lambda v, w, d: _non_negative_int(v, w), 0),
+}
+
+
+@dataclass
+class Recipe:
+    """A checked recipe. ``configurations()`` is the cross product to run."""
+    name: str
+    path: str
+    experiment: str
+    fixed: dict
+    mutable: dict
+    metric_params: dict
+    metric_builders: dict = field(repr=False)
+    acceptance: list[Threshold]
+    description: str = ""
+    raw: dict = field(default_factory=dict, repr=False)
+
+    def configurations(self) -> list[dict]:
+        """Every combination of the mutable alternatives, merged with the fixed values."""
+        # Components that define the inputs vary slowest, so consecutive configurations
+        # share inputs and reference outputs.
+        keys = sorted(self.mutable, key=lambda k: k not in INPUT_COMPONENTS)
+        combos = itertools.product(*(self.mutable[k] for k in keys)) if keys else [()]
+        return [{**self.fixed, **dict(zip(keys, combo))} for combo in combos]
+
+    def build_metrics(self, output_dir: str, tag: str) -> list:
+        """Fresh metric instances for one measurement; FLOPs reads the timer's median."""
+        metrics = [build(output_dir, tag) for build in self.metric_builders.values()]
+        timers = [m for m in metrics if m.name == "WallclockTime"]
+        for metric in metrics:
+            if metric.name == "FLOPs" and timers:
+                metric.timer = timers[0]
+        return metrics
+
+
+def load_recipe(path: str) -> Recipe:
+    """Read and check a recipe file; raises RecipeError naming the key and the problem."""
+    if not os.path.isfile(path):
+        raise RecipeError(f"Recipe file {path!r} does not exist")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            raw = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            raise RecipeError(f"{path}: not valid YAML: {exc}") from None
+    return parse_recipe(raw, path)
+
+
+def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
+    where = os.path.basename(path)
+    recipe_dir = os.path.dirname(os.path.abspath(path))
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{where}: a recipe is a YAML mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise RecipeError(f"{where}: unknown keys {unknown}; a recipe has "
+                          f"{sorted(TOP_LEVEL_KEYS)}")
+    name = raw.get("name") or os.path.splitext(where)[0]
+    experiment = raw.get("experiment", "operators")
+    if experiment not in EXPERIMENTS:
+        raise RecipeError(f"{where}.experiment: {experiment!r} is not supported; "
+                          f"supported: {list(EXPERIMENTS)}")
+    component_table = OPERATOR_COMPONENTS
+
+    fixed_raw = raw.get("fixed") or {}
+    mutable_raw = raw.get("mutable") or {}
+    for key, value in (("fixed", fixed_raw), ("mutable", mutable_raw)):
+        if not isinstance(value, dict):
+            raise RecipeError(f"{where}.{key}: must be a mapping of component names")
+    overlap = sorted(set(fixed_raw) & set(mutable_raw))
+    if overlap:
+        raise RecipeError(f"{where}: {overlap} are both fixed and mutable; a component is "
+                          f"either held fixed or varied, not both")
+    for section, values in (("fixed", fixed_raw), ("mutable", mutable_raw)):
+        for key in values:
+            if key not in component_table:
+                raise RecipeError(f"{where}.{section}.{key}: unknown component; an "
+                                  f"'{experiment}' recipe has {sorted(component_table)}")
+
+    fixed, mutable = {}, {}
+    for key, (validate, default) in component_table.items():
+        if key in fixed_raw:
+            fixed[key] = validate(fixed_raw[key], f"{where}.fixed.{key}", recipe_dir)
+        elif key in mutable_raw:
+            alternatives = mutable_raw[key]
+            if not isinstance(alternatives, list) or not alternatives:
+                raise RecipeError(f"{where}.mutable.{key}: must be a non-empty list of "
+                                  f"alternatives, got {alternatives!r}")
+            mutable[key] = [validate(v, f"{where}.mutable.{key}[{i}]", recipe_dir)
+                            for i, v in enumerate(alternatives)]
+        elif default is REQUIRED:
+            raise RecipeError(f"{where}: component '{key}' is required, in 'fixed' or "
+                              f"'mutable'")
+        else:
+            fixed[key] = default
+
+    metrics_raw = raw.get("metrics") or {"WallclockTime": {}}
+    if isinstance(metrics_raw, list):
+        metrics_raw = {m: {} for m in metrics_raw}
+    if not isinstance(metrics_raw, dict):
+        raise RecipeError(f"{where}.metrics: a mapping of metric names to parameters")
+    metric_params = {k: dict(v or {}) for k, v in metrics_raw.items()}
+    builders = {k: components.metric_factory(k, v, f"{where}.metrics")
+                for k, v in metric_params.items()}
+
+    acceptance_raw = raw.get("acceptance") or []
+    if not isinstance(acceptance_raw, list):
+        raise RecipeError(f"{where}.acceptance: a list of thresholds")
+    acceptance = [parse_threshold(t, f"{where}.acceptance[{i}]", metric_params)
+                  for i, t in enumerate(acceptance_raw)]
+
+    recipe = Recipe(name=str(name), path=os.path.abspath(path), experiment=experiment,
+                    fixed=fixed, mutable=mutable, metric_params=metric_params,
+                    metric_builders=builders, acceptance=acceptance,
+                    description=str(raw.get("description", "")), raw=raw)
+    _check_operators_buildable(recipe, where)
+    return recipe
+
+
+def _check_operators_buildable(recipe: Recipe, where: str) -> None:
+    """Every framework must be installed and offer every operator, checked up front."""
+    frameworks = recipe.mutable.get("framework", [recipe.fixed.get("framework")])
+    operators: list[OperatorSpec] = recipe.mutable.get("operator",
+                                                        [recipe.fixed.get("operator")])
+    devices = recipe.mutable.get("device", [recipe.fixed.get("device")])
+    for framework in frameworks:
+        for spec in operators:
+            for device in devices:
+                try:
+                    components.create_operator(framework, spec, device)
+                except Deep500Error as exc:
+                    raise RecipeError(f"{where}: framework {framework!r} cannot run "
+                                      f"{spec.label}: {exc}") from None

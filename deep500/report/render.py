@@ -1,0 +1,110 @@
+"""Reports from a run folder: ``report.md`` and ``report.html`` (plots embedded), both
+views of ``results.jsonl`` and ``manifest.json``, so they can be rebuilt at any time
+(``deep500 report DIR``), also after a crash."""
+from __future__ import annotations
+
+import base64
+import html
+import os
+
+from deep500.recipe.results import read_manifest, read_results
+from deep500.report import level0
+from deep500.report.tables import Table
+
+SECTIONS = (level0,)
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+th { background: #f0f0f0; } tr:nth-child(even) { background: #fafafa; }
+img { max-width: 100%; border: 1px solid #eee; } code { background: #f4f4f4; }
+.fail { color: #b00; font-weight: bold; } .ok { color: #070; font-weight: bold; }
+"""
+
+
+def _run_table(manifest: dict) -> Table:
+    versions = manifest.get("versions", {})
+    hardware = manifest.get("hardware", {})
+    threads = manifest.get("threads", {})
+    rows = [
+        ["Recipe", f"{manifest.get('recipe', {}).get('name')} "
+                   f"({manifest.get('recipe', {}).get('path')})"],
+        ["Command", " ".join(manifest.get("command_line", []))],
+        ["Started", manifest.get("started")],
+        ["Status", manifest.get("status")],
+        ["MPI ranks", manifest.get("mpi_ranks", 1)],
+        ["CPU", f"{hardware.get('cpu_model')} ({hardware.get('usable_cpus')} usable CPUs, "
+                f"{hardware.get('physical_cores')} physical cores)"],
+        ["GPUs", ", ".join(g["name"] for g in hardware.get("gpus", [])) or "none"],
+        ["Software", ", ".join(f"{k} {v}" for k, v in versions.items() if v)],
+        ["Threads", f"requested {threads.get('requested') or 'framework defaults'}; "
+                    f"at start {threads.get('in_force_at_start')}"],
+        ["Git revision", manifest.get("git_revision", {}).get("deep500")],
+    ]
+    return Table("Run", ["", ""], rows)
+
+
+def _fairness(manifest: dict) -> str:
+    fixed = (manifest.get("recipe", {}).get("content") or {}).get("fixed", {})
+    held = ", ".join(f"{k} = {v}" for k, v in fixed.items()) or "nothing beyond the defaults"
+    return ("Held equal in every comparison: the same inputs (generated from the seed), "
+            f"and the fixed components ({held}). Each framework is timed on its own "
+            "tensors; conversions and layout changes (TensorFlow convolutions run in "
+            "NHWC) happen outside the timed region.")
+
+
+def write_reports(output_dir: str) -> list[str]:
+    """Write report.md and report.html for the run in ``output_dir``; return their paths."""
+    records = read_results(output_dir)
+    manifest = read_manifest(output_dir)
+    sections = [section.build(records, output_dir) for section in SECTIONS]
+    title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
+    failures = sum(s["acceptance_failures"] for s in sections)
+    errors = sum(s["failed"] for s in sections)
+    measured = sum(s["measured"] for s in sections)
+    verdict = (f"{measured} measurements, {errors} failed to run, {failures} missed an "
+               f"acceptance threshold.")
+    return [_markdown(output_dir, title, verdict, manifest, sections),
+            _html(output_dir, title, verdict, failures + errors == 0, manifest, sections)]
+
+
+def _markdown(output_dir, title, verdict, manifest, sections) -> str:
+    parts = [f"# {title}", "", verdict, "", _fairness(manifest), "",
+             _run_table(manifest).markdown()]
+    for section in sections:
+        for table in section["tables"]:
+            parts.append(table.markdown())
+        for caption, path in section["plots"]:
+            parts.append(f"![{caption}]({os.path.relpath(path, output_dir)})\n")
+        if section["warnings"]:
+            parts.append("**Measurement warnings**\n")
+            parts += [f"- {w}" for w in section["warnings"]]
+            parts.append("")
+    path = os.path.join(output_dir, "report.md")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(parts))
+    return path
+
+
+def _html(output_dir, title, verdict, ok, manifest, sections) -> str:
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f"<p class='{'ok' if ok else 'fail'}'>{html.escape(verdict)}</p>",
+            f"<p>{html.escape(_fairness(manifest))}</p>", _run_table(manifest).html()]
+    for section in sections:
+        body += [table.html() for table in section["tables"]]
+        for caption, path in section["plots"]:
+            with open(path, "rb") as handle:
+                data = base64.b64encode(handle.read()).decode()
+            body.append(f"<figure><img alt='{html.escape(caption)}' "
+                        f"src='data:image/png;base64,{data}'><figcaption>"
+                        f"{html.escape(caption)}</figcaption></figure>")
+        if section["warnings"]:
+            body.append("<h3>Measurement warnings</h3><ul>" + "".join(
+                f"<li>{html.escape(w)}</li>" for w in section["warnings"]) + "</ul>")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{_STYLE}</style></head><body>{''.join(body)}</body></html>")
+    path = os.path.join(output_dir, "report.html")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(page)
+    return path

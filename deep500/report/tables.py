@@ -1,0 +1,49 @@
+"""A table as data, rendered to Markdown or HTML by the report writers."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    note: str = ""
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", ""]
+        if self.note:
+            lines += [self.note, ""]
+        lines.append("| " + " | ".join(self.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
+        for row in self.rows:
+            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row)
+                       + "</tr>" for row in self.rows)
+        note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
+        return (f"<h3>{html.escape(self.title)}</h3>{note}<table><thead><tr>{head}</tr>"
+                f"</thead><tbody>{body}</tbody></table>")
+
+
+def fmt_time(seconds) -> str:
+    """Seconds in the unit that keeps 3-4 significant digits readable."""
+    if seconds is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_number(value, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    return f"{value:.{digits}g}"
