@@ -54,7 +54,7 @@ class OpTestResult:
 def _measurement_conditions(op: CustomOp, inputs: Sequence[np.ndarray]) -> dict:
     conditions = op.conditions()
     conditions["inputs"] = [TensorDescriptor.from_numpy(np.asarray(x)).to_dict()
-                            for x in inputs]
+                            if x is not None else None for x in inputs]
     conditions["threads"] = thread_conditions()
     return conditions
 
@@ -70,7 +70,7 @@ def test_op_forward(op: CustomOp, inputs: Sequence[np.ndarray],
     """
     inputs = list(inputs)
     op.check_inputs(inputs)
-    shapes = [np.shape(x) for x in inputs]
+    shapes = [np.shape(x) if x is not None else None for x in inputs]
     for metric in metrics:
         metric.reset()
         if hasattr(metric, "set_operator"):
@@ -124,7 +124,9 @@ def test_op_gradient(op: CustomOp, inputs: Sequence[np.ndarray], eps: float | No
             have at most this many elements; otherwise use random projections.
         projections: number of random directions for large tensors.
     """
-    inputs = [np.array(x, copy=True) for x in inputs]
+    # C order: the finite differences perturb inputs through a flat view (reshape(-1)),
+    # which for a Fortran-ordered copy (e.g. of a transposed array) would be a copy.
+    inputs = [np.array(x, copy=True, order="C") for x in inputs]
     op.check_inputs(inputs)
     rng = np.random.default_rng(seed)
     outputs = as_tuple(op.forward(*inputs))

@@ -43,7 +43,7 @@ class PyTorchNativeOp(CustomOp):
     def _to_torch(self, array, requires_grad=False):
         if array is None:
             return None
-        tensor = torch.from_numpy(np.ascontiguousarray(array)).to(self.device.torch_device())
+        tensor = torch.from_numpy(np.asarray(array, order="C")).to(self.device.torch_device())
         return tensor.requires_grad_(requires_grad) if requires_grad else tensor
 
     @staticmethod

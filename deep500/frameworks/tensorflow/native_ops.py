@@ -67,7 +67,7 @@ class TensorFlowNativeOp(CustomOp):
                 transform = (self.input_transforms[index]
                              if index < len(self.input_transforms) else None)
                 array = transform(array) if transform else array
-                tensors.append(tf.constant(np.ascontiguousarray(array)))
+                tensors.append(tf.constant(np.asarray(array, order="C")))
         return tensors
 
     def _to_numpy(self, result) -> tuple:
@@ -107,7 +107,7 @@ class TensorFlowNativeOp(CustomOp):
         inverse = getattr(self.output_transform, "inverse", None)
         converted = inverse(tuple(grads)) if inverse else tuple(grads)
         with tf.device(self.device.tf_device()):
-            return [tf.constant(np.ascontiguousarray(g)) if g is not None else None
+            return [tf.constant(np.asarray(g, order="C")) if g is not None else None
                     for g in converted]
 
     def _inverse_input_transform(self, index):
@@ -180,13 +180,33 @@ def _conv(attributes):
                          dilations=[1, dh, dw, 1], data_format="NHWC")
         return Y if B is None else tf.nn.bias_add(Y, B, data_format="NHWC")
 
-    def conv_per_group(X, W, B=None):
-        # TF's CPU kernels have no gradient for grouped convolutions: one conv per group.
-        Y = tf.concat([conv(x, w) for x, w in zip(tf.split(X, group, axis=3),
-                                                  tf.split(W, group, axis=3))], axis=3)
+    def dilated(W):
+        # HWIO filter with dilation - 1 zeros between taps, so that a dilation-1
+        # convolution computes the dilated one.
+        for axis, rate in ((0, dh), (1, dw)):
+            if rate > 1:
+                taps = W.shape[axis]
+                spaced = tf.pad(tf.expand_dims(W, axis + 1),
+                                [[0, rate - 1] if a == axis + 1 else [0, 0]
+                                 for a in range(5)])
+                shape = list(W.shape)
+                shape[axis] = taps * rate
+                W = tf.reshape(spaced, shape)[(slice(None),) * axis +
+                                              (slice(0, rate * (taps - 1) + 1),)]
+        return W
+
+    def conv_differentiable(X, W, B=None):
+        # TF's CPU kernels have no gradient for grouped or dilated convolutions: one
+        # conv per group, with the dilation spelled out in the filter.
+        W = dilated(W)
+        Y = tf.concat([tf.nn.conv2d(x, w, strides=[1, sh, sw, 1], padding=padding,
+                                    data_format="NHWC")
+                       for x, w in zip(tf.split(X, group, axis=3),
+                                       tf.split(W, group, axis=3))], axis=3)
         return Y if B is None else tf.nn.bias_add(Y, B, data_format="NHWC")
 
-    return {"fn": conv, "backward_fn": conv_per_group if group > 1 else None,
+    needs_workaround = group > 1 or dh > 1 or dw > 1
+    return {"fn": conv, "backward_fn": conv_differentiable if needs_workaround else None,
             "input_transforms": [NCHW_TO_NHWC, OIHW_TO_HWIO, None],
             "output_transform": NHWC_TO_NCHW, "native_layout": "NHWC"}
 
@@ -208,7 +228,17 @@ def _gemm(attributes):
 
 @_builder("MatMul")
 def _matmul(attributes):
-    return {"fn": tf.linalg.matmul}
+    def matmul(A, B):
+        # ONNX (NumPy) semantics: a 1-D operand is a row (A) or column (B) vector whose
+        # axis is dropped from the result; tf.linalg.matmul needs rank >= 2.
+        if A.shape.rank > 1 and B.shape.rank > 1:
+            return tf.linalg.matmul(A, B)
+        Y = tf.linalg.matmul(A[tf.newaxis] if A.shape.rank == 1 else A,
+                             B[:, tf.newaxis] if B.shape.rank == 1 else B)
+        if B.shape.rank == 1:
+            Y = tf.squeeze(Y, -1)
+        return tf.squeeze(Y, -2 if B.shape.rank > 1 else -1) if A.shape.rank == 1 else Y
+    return {"fn": matmul}
 
 
 @_builder("Relu")

@@ -7,7 +7,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_im2col import (WindowGeometry,
                                                                        window_geometry)
-from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.errors import ShapeError
 
 
 def pooling_geometry(op, X: np.ndarray) -> WindowGeometry:
@@ -18,7 +18,7 @@ def pooling_geometry(op, X: np.ndarray) -> WindowGeometry:
                          f"spatial axis, got shape {X.shape}")
     kernel = op.attr("kernel_shape")
     if kernel is None:
-        raise Deep500Error(f"{name}: the attribute kernel_shape is required")
+        raise ShapeError(f"{name}: the attribute kernel_shape is required")
     return window_geometry(name, X.shape[2:], kernel, strides=op.attr("strides"),
                            dilations=op.attr("dilations"), pads=op.attr("pads"),
                            auto_pad=op.attr("auto_pad"), ceil_mode=bool(op.attr("ceil_mode")))

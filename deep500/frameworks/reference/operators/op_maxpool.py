@@ -7,7 +7,7 @@ from deep500.frameworks.reference.operators._op_common_im2col import (col2im, im
                                                                        pad_spatial)
 from deep500.frameworks.reference.operators._op_common_pool import pooling_geometry
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
-from deep500.utils.errors import Deep500Error
+from deep500.utils.errors import UnsupportedError
 
 
 def _lowest(dtype) -> np.generic:
@@ -33,8 +33,8 @@ class MaxPool(ReferenceOp):
     def forward(self, X):
         storage_order = int(self.attr("storage_order"))
         if storage_order not in (0, 1):
-            raise Deep500Error(f"MaxPool: storage_order={storage_order} must be 0 (row "
-                               f"major) or 1 (column major)")
+            raise UnsupportedError(f"MaxPool: storage_order={storage_order} must be 0 "
+                                   f"(row major) or 1 (column major)")
         geometry, cols, argmax = self._argmax(X)
         Y = np.take_along_axis(cols, argmax[:, :, None], axis=2)[:, :, 0]
         return Y, self._indices(argmax, geometry, X.shape[:2], storage_order)

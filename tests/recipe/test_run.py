@@ -1,0 +1,136 @@
+"""Running recipes end to end: results on disk as measured, manifest, reports."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import deep500.recipe.runner as runner
+from deep500.recipe import run_recipe
+from deep500.recipe.results import read_manifest, read_results
+
+TINY = textwrap.dedent("""
+    name: tiny
+    fixed: {dtype: float32, threads: 1, seed: 3}
+    mutable:
+      framework: [reference, pytorch, tensorflow]
+      operator:
+        - {op: Gemm, inputs: [[32, 16], [16, 8]]}
+        - {op: Conv, inputs: [[2, 3, 9, 9], [4, 3, 3, 3]], pads: [1, 1, 1, 1], strides: [2, 2]}
+        - {op: Softmax, shape: [4, 10], axis: 1}
+    metrics:
+      WallclockTime: {reruns: 6, warmup: 1}
+      FLOPs: {}
+      L2Error: {}
+      MaxError: {}
+    acceptance: ["L2Error.relative <= 1e-4", "MaxError.relative <= 1e-3"]
+""")
+
+
+def write_recipe(tmp_path, text=TINY, name="tiny.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_run_writes_results_manifest_and_reports(tmp_path):
+    out = tmp_path / "run"
+    summary = run_recipe(write_recipe(tmp_path), str(out), argv=["deep500", "run"],
+                         progress=False)
+    assert summary.ok and summary.measurements == 9
+    records = read_results(str(out))
+    assert len(records) == 9 and all(r["kind"] == "measurement" for r in records)
+    for record in records:
+        metrics = {m["metric"]: m for m in record["result"]["metrics"]}
+        assert len(metrics["WallclockTime"]["samples"]) == 6
+        assert metrics["WallclockTime"]["summary"]["median"] > 0
+        assert metrics["L2Error"]["summary"]["relative"] <= 1e-4
+        assert record["result"]["conditions"]["threads"]["torch_threads"] == 1
+        assert record["passed"] is True
+    gemm = [r for r in records if r["configuration"]["operator"]["op_type"] == "Gemm"]
+    flops = {m["metric"]: m for m in gemm[0]["result"]["metrics"]}["FLOPs"]["summary"]
+    assert flops["flops"] == 2 * 32 * 8 * 16 and flops["gflops_per_s"] > 0
+    manifest = read_manifest(str(out))
+    assert manifest["status"] == "complete"
+    assert manifest["versions"]["numpy"] and manifest["hardware"]["cpu_model"]
+    assert manifest["recipe"]["content"]["name"] == "tiny"
+    assert manifest["threads"]["requested"] == 1 and manifest["seeds"]["seed"] == 3
+    assert "git_revision" in manifest and manifest["command_line"] == ["deep500", "run"]
+    report = (out / "report.md").read_text()
+    assert "Level 0 — operators" in report and "plots/level0_time.png" in report
+    assert report.count("| pass |") == 9
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2  # time and GFLOP/s plots
+    assert (out / "plots" / "level0_time.png").stat().st_size > 5000
+
+
+def test_inputs_are_identical_across_frameworks(tmp_path):
+    """Fairness: every framework sees the same inputs, so errors are comparable."""
+    spec = runner.load_recipe(write_recipe(tmp_path)).configurations()[0]["operator"]
+    first = runner.make_inputs(spec, "float32", 3)
+    second = runner.make_inputs(spec, "float32", 3)
+    other_seed = runner.make_inputs(spec, "float32", 4)
+    assert all((a == b).all() for a, b in zip(first, second))
+    assert not (first[0] == other_seed[0]).all()
+
+
+def test_crash_keeps_what_was_measured(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = runner.test_op_forward
+
+    def crash_on_fourth(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "test_op_forward", crash_on_fourth)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe(write_recipe(tmp_path), str(out), progress=False)
+    assert len(read_results(str(out))) == 3
+    assert read_manifest(str(out))["status"] == "interrupted"
+    # The report can be rebuilt from what is on disk.
+    from deep500.report import write_reports
+    paths = write_reports(str(out))
+    assert "3 measurements" in open(paths[0]).read()
+
+
+def test_failing_configuration_is_recorded_and_others_run(tmp_path, monkeypatch):
+    real = runner.test_op_forward
+
+    def broken_tensorflow_softmax(op, *args, **kwargs):
+        if op.name == "tensorflow:Softmax":
+            raise RuntimeError("simulated kernel failure")
+        return real(op, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "test_op_forward", broken_tensorflow_softmax)
+    out = tmp_path / "run"
+    summary = run_recipe(write_recipe(tmp_path), str(out), progress=False)
+    records = read_results(str(out))
+    assert len(records) == 9 and summary.errors == 1 and not summary.ok
+    error = [r for r in records if r["kind"] == "error"][0]
+    assert "simulated kernel failure" in error["error"]
+    assert "configurations that failed" in (out / "report.md").read_text()
+
+
+def test_acceptance_failure_is_reported(tmp_path):
+    strict = TINY.replace("L2Error.relative <= 1e-4", "L2Error.relative <= 1e-30")
+    out = tmp_path / "run"
+    summary = run_recipe(write_recipe(tmp_path, strict), str(out), progress=False)
+    assert summary.acceptance_failures > 0 and not summary.ok
+    assert "FAIL: L2Error.relative <= 1e-30" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_quickstart_recipe_runs_from_the_command_line(tmp_path, repo_root):
+    """The main job: the shipped default recipe, as the README runs it."""
+    out = tmp_path / "quickstart"
+    completed = subprocess.run(
+        [sys.executable, "-m", "deep500", "run", str(repo_root / "recipes" / "quickstart.yaml"),
+         "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 30 and all(r["passed"] for r in records)
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
