@@ -124,9 +124,10 @@ def test_op_gradient(op: CustomOp, inputs: Sequence[np.ndarray], eps: float | No
             have at most this many elements; otherwise use random projections.
         projections: number of random directions for large tensors.
     """
-    # C order: the finite differences perturb inputs through a flat view (reshape(-1)),
-    # which for a Fortran-ordered copy (e.g. of a transposed array) would be a copy.
-    inputs = [np.array(x, copy=True, order="C") for x in inputs]
+    # Copies, since inputs are perturbed in place, in C order: the finite differences
+    # perturb through a flat view (reshape(-1)), which for a Fortran-ordered copy (e.g.
+    # of a transposed array) would be a copy. None marks an omitted optional input.
+    inputs = [np.array(x, copy=True, order="C") if x is not None else None for x in inputs]
     op.check_inputs(inputs)
     rng = np.random.default_rng(seed)
     outputs = as_tuple(op.forward(*inputs))
