@@ -172,7 +172,7 @@ def test_op_gradient(op: CustomOp, inputs: Sequence[np.ndarray], eps: float | No
         ok = bool(np.all(error <= a * max(scale, 1e-12) + r * np.abs(expected)))
         passed &= ok
         per_input.append({"input": index, "method": method, "eps": step, "passed": ok,
-                          "max_abs_error": float(error.max()) if error.size else 0.0,
+                          "rtol": r, "atol": a, "max_abs_error": float(error.max()) if error.size else 0.0,
                           "max_abs_numeric": scale})
         for metric in metrics:
             metric.reset()
@@ -181,7 +181,7 @@ def test_op_gradient(op: CustomOp, inputs: Sequence[np.ndarray], eps: float | No
             metric_results.append(result)
     conditions = _measurement_conditions(op, inputs)
     return OpTestResult("gradient", op.name, conditions, metric_results, passed,
-                        {"inputs": per_input, "rtol": rtol, "atol": atol, "seed": seed})
+                        {"inputs": per_input, "seed": seed})
 
 
 def _full_jacobians(op, inputs, index, outputs, output_is_float, step):

@@ -81,5 +81,8 @@ def parse_device(spec) -> DeviceDescriptor:
         return CPUDevice()
     kind, _, index = str(spec).lower().partition(":")
     if kind in ("gpu", "cuda"):
+        if index and not index.isdecimal():
+            raise Deep500Error(f"Unknown device {spec!r}: the GPU index must be a "
+                               f"non-negative integer, as in 'gpu:1'")
         return GPUDevice(int(index or 0))
     raise Deep500Error(f"Unknown device {spec!r}: use 'cpu', 'gpu' or 'gpu:N'")

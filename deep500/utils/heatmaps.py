@@ -8,6 +8,7 @@ import numpy as np
 
 from deep500.utils.errors import require
 from deep500.utils.metric import MetricResult, TestMetric
+from deep500.utils.norm_metrics import _as_list
 
 
 def _as_matrix(values: np.ndarray) -> np.ndarray:
@@ -55,9 +56,8 @@ class DiffHeatmap(TestMetric):
         self.output_index = output_index
 
     def measure(self, inputs, outputs, reference_outputs) -> MetricResult:
-        outs = list(outputs.values()) if isinstance(outputs, dict) else list(outputs)
-        refs = (list(reference_outputs.values()) if isinstance(reference_outputs, dict)
-                else list(reference_outputs))
+        # A bare array is one output (list() would split it into rows).
+        outs, refs = _as_list(outputs), _as_list(reference_outputs)
         diff = np.abs(np.asarray(outs[self.output_index], np.float64)
                       - np.asarray(refs[self.output_index], np.float64))
         write_heatmap(diff, self.path, f"|output {self.output_index} - reference|",

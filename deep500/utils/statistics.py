@@ -27,7 +27,8 @@ def _binomial_half_cdf(n: int, k: int) -> float:
 
 
 def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float] | None:
-    """1-based ranks (j, k) of the median's confidence interval and its exact coverage.
+    """1-based ranks (j, k) of the median's confidence interval and its exact coverage
+    (for n above 5000, ranks and coverage from the normal approximation).
 
     Returns None when n is too small for any interval to reach ``confidence`` (for 95%,
     n < 6).
@@ -41,22 +42,24 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float] 
         z = _normal_quantile(1.0 - alpha / 2.0)
         j = int(math.floor((n - z * math.sqrt(n)) / 2.0))
         j = max(j, 1)
-        return j, n - j + 1, confidence
+        # P(B <= j - 1) by the normal approximation with continuity correction.
+        tail = 0.5 * (1.0 + math.erf((j - 0.5 - n / 2.0) / (math.sqrt(n) / 2.0)
+                                     / math.sqrt(2.0)))
+        return j, n - j + 1, 1.0 - 2.0 * tail
+    # Exact, in integers: below = sum_{i < j} C(n, i) is 2^n P(B <= j - 1), the number of
+    # outcomes with at most j - 1 samples strictly below x_(j). One big-integer update
+    # per rank keeps n = 5000 at a few milliseconds.
     best = None
-    cdf = 0.0
-    term = 1.0 / (1 << n) if n < 1024 else None
+    total = 1 << n
+    below = 0
+    comb = 1  # C(n, j - 1)
     for j in range(1, n // 2 + 1):
-        # P(B <= j - 1): samples strictly below x_(j) number at most j - 1.
-        if term is not None:
-            if j > 1:
-                term *= (n - (j - 2)) / (j - 1)
-            cdf += term
-        else:
-            cdf = _binomial_half_cdf(n, j - 1)
-        coverage = 1.0 - 2.0 * cdf
+        below += comb
+        coverage = 1.0 - (2 * below) / total
         if coverage < confidence:
             break
         best = (j, n - j + 1, coverage)
+        comb = comb * (n - j + 1) // j
     return best
 
 

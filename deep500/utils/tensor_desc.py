@@ -49,7 +49,10 @@ def _numpy_dtype(dtype: Any) -> np.dtype:
     module = type(dtype).__module__
     if module.startswith("torch"):
         import torch
-        return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+        try:
+            return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+        except TypeError as exc:  # e.g. torch.bfloat16: no NumPy counterpart
+            raise UnsupportedError(f"PyTorch dtype {dtype} has no NumPy counterpart") from exc
     if module.startswith("tensorflow"):
         return np.dtype(dtype.as_numpy_dtype)
     try:
@@ -149,6 +152,9 @@ class TensorDescriptor:
     def from_tensor_t(cls, desc: tensor_t) -> "TensorDescriptor":
         if desc.dtype not in DTYPES_BY_CODE:
             raise UnsupportedError(f"Unknown tensor_t dtype code {desc.dtype}")
+        if not 0 <= desc.ndim <= MAX_DIMS:
+            raise UnsupportedError(f"tensor_t ndim is {desc.ndim}; it must be in "
+                                   f"0..{MAX_DIMS}")
         return cls(DTYPES_BY_CODE[desc.dtype], list(desc.shape[:desc.ndim]))
 
     # -- serialisation -------------------------------------------------------------

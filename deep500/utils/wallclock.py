@@ -38,6 +38,10 @@ class WallclockTime(TestMetric):
         if reruns < 1 or warmup < 0:
             raise ValueError(f"WallclockTime needs reruns >= 1 and warmup >= 0, got "
                              f"reruns={reruns}, warmup={warmup}")
+        if not 0.0 < confidence < 1.0 or not ci_warn_fraction >= 0.0:
+            raise ValueError(f"WallclockTime needs 0 < confidence < 1 and "
+                             f"ci_warn_fraction >= 0, got confidence={confidence}, "
+                             f"ci_warn_fraction={ci_warn_fraction}")
         self.measured_reruns = int(reruns)
         self.warmup = int(warmup)
         self.reruns = self.measured_reruns + self.warmup
@@ -100,9 +104,9 @@ class WallclockTime(TestMetric):
                               samples=samples, conditions={"device": str(self.device)})
         width = summary.get("ci_relative_width")
         if width is not None and width == width and width > self.ci_warn_fraction:
-            message = (f"the 95% CI of the median spans {width:.1%} of it (more than "
-                       f"{self.ci_warn_fraction:.0%}); the machine may be noisy: add "
-                       f"reruns or quiet the machine")
+            message = (f"the {self.confidence:.0%} CI of the median spans {width:.1%} of "
+                       f"it (more than {self.ci_warn_fraction:.0%}); the machine may be "
+                       f"noisy: add reruns or quiet the machine")
             result.warnings.append(message)
             warnings.warn(message, UnstableMeasurementWarning, stacklevel=2)
         elif width != width:

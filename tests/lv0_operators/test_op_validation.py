@@ -363,7 +363,12 @@ def test_gradient_details_record_explicit_eps_and_seed():
     assert result.passed is True
     assert result.details["inputs"][0]["eps"] == 1e-5
     assert result.details["seed"] == 3
-    assert result.details["rtol"] == 1e-4 and result.details["atol"] == 1e-5
+    assert result.details["inputs"][0]["rtol"] == 1e-4
+    assert result.details["inputs"][0]["atol"] == 1e-5
+    # Defaults by dtype are recorded as applied, not as "None".
+    default = d5.test_op_gradient(cube_op(), [x])
+    assert default.details["inputs"][0]["rtol"] == 1e-5
+    assert default.details["inputs"][0]["atol"] == 1e-6
     assert result.conditions["inputs"] == [{"dtype": "float64", "shape": [2, 2],
                                             "layout": None}]
 

@@ -71,7 +71,9 @@ class TensorFlowNativeOp(CustomOp):
         return tensors
 
     def _to_numpy(self, result) -> tuple:
-        outputs = tuple(t.numpy() if t is not None else None for t in as_tuple(result))
+        # np.asarray: .numpy() of a 0-d tensor is a NumPy scalar, not an array.
+        outputs = tuple(np.asarray(t.numpy()) if t is not None else None
+                        for t in as_tuple(result))
         return self.output_transform(outputs) if self.output_transform else outputs
 
     def forward(self, *inputs):
