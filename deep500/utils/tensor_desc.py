@@ -1,8 +1,8 @@
 """Tensor descriptors: dtype, shape and layout, convertible between NumPy, PyTorch,
 TensorFlow and the C struct ``tensor_t`` that C++ operators read.
 
-The C layout of ``tensor_t`` (``deep500/lv0_operators/include/deep500/deep500.h``
-mirrors it) is::
+The C layout of ``tensor_t`` (C++ operators declare the same struct; the test suite
+compiles a C reader of it) is::
 
     #define D500_MAX_DIMS 8
     typedef struct {

@@ -50,8 +50,8 @@ def test_warmup_runs_are_counted_and_discarded():
 
     def fn():
         calls.append(None)
-        # The three warm-up calls are slow, the measured ones are not.
-        busy_wait(20_000_000 if len(calls) <= 3 else 100_000)
+        # The three warm-up calls are slow (40 ms), the measured ones are not (0.1 ms).
+        busy_wait(40_000_000 if len(calls) <= 3 else 100_000)
 
     timer = WallclockTime(reruns=7, warmup=3, ci_warn_fraction=100.0)
     assert timer.reruns == 10 and timer.measured_reruns == 7
@@ -61,9 +61,9 @@ def test_warmup_runs_are_counted_and_discarded():
     assert len(timer.samples_seconds) == 7
     assert result.summary["n"] == 7 and result.summary["warmup"] == 3
     assert len(result.samples) == 7
-    # The discarded samples are the first (slow) ones: all kept ones are far below 20 ms.
-    assert max(result.samples) < 0.010
-    assert min(timer._samples_ns[:3]) >= 20_000_000
+    # The discarded samples are the first (slow) ones: all kept ones are far below 40 ms.
+    assert max(result.samples) < 0.020
+    assert min(timer._samples_ns[:3]) >= 40_000_000
 
 
 def test_time_passes_arguments_and_resets():
@@ -76,15 +76,24 @@ def test_time_passes_arguments_and_resets():
 
 
 def test_measures_a_known_busy_wait():
-    timer = WallclockTime(reruns=15, warmup=2, ci_warn_fraction=100.0)
-    result = timer.time(busy_wait)
-    median = result.value
-    assert result.primary == "median" and result.unit == "s"
-    # Every sample contains the whole busy-wait, so nothing can be shorter than it.
-    assert min(result.samples) >= BUSY_NS * 1e-9
-    # Generous upper tolerance (+50%) for a loaded CI machine.
-    assert BUSY_NS * 1e-9 <= median <= 1.5 * BUSY_NS * 1e-9, f"median {median * 1e3:.3f} ms"
-    assert result.summary["ci_low"] <= median <= result.summary["ci_high"]
+    # Up to 5 attempts: on an oversubscribed machine a preempted busy-wait overshoots by
+    # a scheduler time slice (~4 ms), and 15 runs cannot always outvote that. A timer
+    # that is wrong (units, counting warm-up or bookkeeping) fails every attempt.
+    medians = []
+    for _ in range(5):
+        timer = WallclockTime(reruns=15, warmup=2, ci_warn_fraction=100.0)
+        result = timer.time(busy_wait)
+        assert result.primary == "median" and result.unit == "s"
+        # Every sample contains the whole busy-wait, so nothing can be shorter than it.
+        assert min(result.samples) >= BUSY_NS * 1e-9
+        assert result.summary["ci_low"] <= result.value <= result.summary["ci_high"]
+        medians.append(result.value)
+        # Generous upper tolerance (+50%) for a loaded CI machine.
+        if result.value <= 1.5 * BUSY_NS * 1e-9:
+            break
+    else:
+        pytest.fail(f"median of a 2 ms busy-wait measured as "
+                    f"{', '.join(f'{m * 1e3:.3f}' for m in medians)} ms in 5 attempts")
 
 
 class RecordingMetric(TestMetric):
