@@ -1,17 +1,23 @@
-"""Overhead of Deep500's level-0 measurement against PyTorch's own benchmark timer.
+"""Overhead of Deep500's level-0 timing against PyTorch's own benchmark timer.
 
 For every operator size of the quickstart recipe, the same PyTorch call (the closure
 ``d5pt.native_operator(...).native_call`` returns, on prepared tensors) is timed by
 
-  * baseline: ``torch.utils.benchmark.Timer.blocked_autorange`` (loops of many calls,
-    per-call time = block time / calls, median over blocks), and
-  * Deep500:  ``d5.test_op_forward`` with ``d5.WallclockTime`` (every call timed on its
-    own with ``perf_counter_ns``, median over calls),
+  * baseline: ``torch.utils.benchmark.Timer.timeit(k)`` — max(k/100, 2) warm-up calls,
+    then one loop of k calls, time per call = loop time / k;
+  * Deep500:  ``d5.test_op_forward`` with ``d5.WallclockTime(reruns=k)`` — every call
+    timed on its own with ``perf_counter_ns`` and bracketed by the metric protocol, the
+    path recipes use, after the same warm-up; time per call = mean of the k samples.
 
-alternating the two for several rounds, with the same thread count. Overhead is the
-Deep500 median over the Timer median, minus one. Target: median overhead <= 1%.
+Both see the same thread count. The two alternate in paired rounds of ~25 ms each (the
+order flips every round, so drift and order effects cancel); each round gives a ratio
+Deep500 / Timer of the mean time per call, and the overhead of a size is the median
+ratio minus one. Means, not medians, are compared because the overhead is extra time per
+call: the Timer only yields loop means. Target: median overhead over sizes <= 1%.
 
-Run:  python benchmarks/lv0_overhead.py [--rounds 5] [--threads 2]
+The absolute cost per measured call is also printed: both methods timing an empty call.
+
+Run:  python benchmarks/lv0_overhead.py [--rounds 30] [--threads 2]
 """
 from __future__ import annotations
 
@@ -33,56 +39,84 @@ from deep500.recipe.runner import make_inputs  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
 
-def measure_size(spec, threads: int, rounds: int, seconds: float):
+class _Call(d5.CustomOp):
+    """Wraps a prepared call so test_op_forward times exactly it."""
+    framework = "pytorch"
+
+    def __init__(self, call, op_type):
+        super().__init__()
+        self.call = call
+        self.op_type = op_type
+
+    def native_call(self, inputs):
+        return self.call, lambda result: ()
+
+
+def paired_ratios(call, op_type: str, threads: int, rounds: int, round_seconds: float):
+    """Per round: (Deep500 mean per call, Timer mean per call)."""
     from torch.utils.benchmark import Timer
-    op = d5pt.native_operator(spec.op_type, **spec.attributes)
-    inputs = make_inputs(spec, "float32", 0)
-    call, _ = op.native_call(inputs)
-    timer = Timer(stmt="call()", globals={"call": call}, num_threads=threads,
-                  label="lv0_overhead", description=spec.label)
-    baseline_medians, deep500_medians = [], []
-    per_call = timer.timeit(3).median  # sizes the Deep500 rerun count to ~`seconds`
-    reruns = int(min(max(seconds / max(per_call, 1e-9), 20), 20000))
-    for _ in range(rounds):
-        baseline_medians.append(timer.blocked_autorange(min_run_time=seconds).median)
-        # The same call through the level-0 validation path the recipes use.
-        result = d5.test_op_forward(op, inputs, metrics=[d5.WallclockTime(reruns, warmup=2)])
-        deep500_medians.append(result["WallclockTime"].summary["median"])
-    baseline = statistics.median(baseline_medians)
-    measured = statistics.median(deep500_medians)
-    return baseline, measured, reruns
+    timer = Timer(stmt="call()", globals={"call": call}, num_threads=threads)
+    per_call = timer.timeit(5).mean
+    calls = int(min(max(round_seconds / max(per_call, 1e-9), 5), 200000))
+    measured = _Call(call, op_type)
+    pairs = []
+    for index in range(rounds):
+        def deep500_round():
+            # The same warm-up as Timer.timeit does before its loop.
+            metric = d5.WallclockTime(reruns=calls, warmup=max(calls // 100, 2))
+            return d5.test_op_forward(measured, [], metrics=[metric])[
+                "WallclockTime"].summary["mean"]
+        if index % 2:
+            baseline = timer.timeit(calls).mean
+            ours = deep500_round()
+        else:
+            ours = deep500_round()
+            baseline = timer.timeit(calls).mean
+        pairs.append((ours, baseline))
+    return pairs, calls
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", default=os.path.join(REPO, "recipes", "quickstart.yaml"))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=0.2,
-                        help="time per measurement and method in each round")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--round-seconds", type=float, default=0.025)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    # Wide intervals are visible in the round-to-round spread; keep the table readable.
+    # Run-to-run spread shows in the rounds; keep the table readable.
     warnings.simplefilter("ignore", d5.UnstableMeasurementWarning)
     set_thread_counts(args.threads)
     specs = []
     for configuration in load_recipe(args.recipe).configurations():
         if configuration["operator"] not in specs:
             specs.append(configuration["operator"])
-    print(f"Baseline: torch.utils.benchmark.Timer.blocked_autorange; measured: "
-          f"d5.test_op_forward + d5.WallclockTime; {args.threads} threads, "
-          f"{args.rounds} alternating rounds, median of round medians")
-    print(f"{'operator':<44} {'Timer':>11} {'Deep500':>11} {'reruns':>7} {'overhead':>9}")
+    print("Baseline: torch.utils.benchmark.Timer.timeit; measured: d5.test_op_forward + "
+          f"d5.WallclockTime; {args.threads} threads; {args.rounds} paired rounds per size")
+
+    empty, _ = paired_ratios(lambda: None, "empty", args.threads, args.rounds,
+                             args.round_seconds)
+    ours_empty = statistics.median(p[0] for p in empty)
+    timer_empty = statistics.median(p[1] for p in empty)
+    print(f"empty call: Deep500 {ours_empty * 1e9:.0f} ns, Timer {timer_empty * 1e9:.0f} ns "
+          f"per call (cost of the measuring itself: {(ours_empty - timer_empty) * 1e9:+.0f} ns)")
+    print(f"{'operator':<34} {'Timer':>10} {'Deep500':>10} {'calls':>6} {'overhead':>9} "
+          f"{'IQR of rounds':>16}")
     overheads = []
     for spec in specs:
-        baseline, measured, reruns = measure_size(spec, args.threads, args.rounds,
-                                                  args.seconds)
-        overhead = measured / baseline - 1.0
+        op = d5pt.native_operator(spec.op_type, **spec.attributes)
+        call, _ = op.native_call(make_inputs(spec, "float32", 0))
+        pairs, calls = paired_ratios(call, spec.op_type, args.threads, args.rounds,
+                                     args.round_seconds)
+        ratios = np.array([ours / base for ours, base in pairs])
+        overhead = float(np.median(ratios)) - 1.0
+        low, high = np.percentile(ratios, [25, 75]) - 1.0
         overheads.append(overhead)
-        print(f"{spec.label:<44} {baseline * 1e6:>9.1f}µs {measured * 1e6:>9.1f}µs "
-              f"{reruns:>7} {overhead:>+8.2%}")
+        print(f"{spec.label:<34} {statistics.median(p[1] for p in pairs) * 1e6:>8.1f}µs "
+              f"{statistics.median(p[0] for p in pairs) * 1e6:>8.1f}µs {calls:>6} "
+              f"{overhead:>+8.2%} [{low:+.1%}, {high:+.1%}]")
     median = float(np.median(overheads))
-    print(f"median overhead: {median:+.2%} (target <= +1.00%): "
+    print(f"median overhead over sizes: {median:+.2%} (target <= +1.00%): "
           f"{'MET' if median <= 0.01 else 'NOT MET'}")
     return 0
 
