@@ -26,6 +26,25 @@ def framework_module(name: str):
         raise RecipeError(f"framework {name!r}: {exc}") from None
 
 
+def check_device(framework: str, device) -> None:
+    """Raise a RecipeError if ``framework`` cannot run on ``device`` on this machine."""
+    from deep500.utils.device import parse_device
+    device = parse_device(device)
+    if not device.is_gpu:
+        return
+    if framework == "reference":
+        raise RecipeError("the NumPy reference runs on the CPU only; use device: cpu for it")
+    module = framework_module(framework)
+    if framework == "pytorch":
+        import torch
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    else:
+        count = len(module.native_ops.tf.config.list_physical_devices("GPU"))
+    if device.index >= count:
+        raise RecipeError(f"{framework} sees {count} GPU(s) on this machine, so device "
+                          f"{device} is not available")
+
+
 def create_operator(framework: str, spec: OperatorSpec, device) -> CustomOp:
     """The framework's implementation of ``spec`` (reference: the NumPy operator)."""
     module = framework_module(framework)

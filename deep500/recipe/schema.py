@@ -202,6 +202,11 @@ def _check_operators_buildable(recipe: Recipe, where: str) -> None:
                                                         [recipe.fixed.get("operator")])
     devices = recipe.mutable.get("device", [recipe.fixed.get("device")])
     for framework in frameworks:
+        for device in devices:
+            try:
+                components.check_device(framework, device)
+            except RecipeError as exc:
+                raise RecipeError(f"{where}: {exc}") from None
         for spec in operators:
             for device in devices:
                 try:

@@ -74,6 +74,10 @@ def test_valid_recipe_plans_the_cross_product():
     ({"acceptance": ["MaxError.relative <= 1e-4"]}, "names metric 'MaxError', which the recipe"),
     ({"acceptance": ["L2Error.relative <= small"]}, "is not a number"),
     ({"experiment": "alchemy"}, "experiment: 'alchemy' is not supported"),
+    ({"fixed": {"device": "gpu:99"}}, "the NumPy reference runs on the CPU only"),
+    ({"fixed": {"device": "gpu:99"}, "mutable": {"framework": ["pytorch"], "operator": [
+        {"op": "Relu", "shape": [2]}]}}, "device gpu:99 is not available"),
+    ({"fixed": {"device": "tpu"}}, "fixed.device: Unknown device 'tpu'"),
 ])
 def test_bad_recipe_names_key_and_problem(changes, message):
     with pytest.raises(RecipeError) as error:
