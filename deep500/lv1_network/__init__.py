@@ -1,1 +1,6 @@
-"""Level 1: networks and graph executors (built from ONNX). Not implemented yet."""
+"""Level 1: networks (built from ONNX by visitors) and graph executors."""
+from deep500.lv1_network.events import ExecutorEvent
+from deep500.lv1_network.graph_executor import GraphExecutor
+from deep500.lv1_network.network import GRADIENT_SUFFIX, Network, gradient_name
+
+__all__ = ["ExecutorEvent", "GRADIENT_SUFFIX", "GraphExecutor", "Network", "gradient_name"]

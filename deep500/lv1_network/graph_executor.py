@@ -1,0 +1,97 @@
+"""The Level-1 graph executor interface: run a network for inference, or for inference
+and backpropagation, on inputs given as ``{ONNX tensor name: NumPy array}``."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from deep500.lv1_network.events import ExecutorEvent
+from deep500.lv1_network.network import Network
+from deep500.utils.device import CPUDevice, parse_device
+from deep500.utils.errors import Deep500Error, ShapeError
+
+
+class GraphExecutor:
+    """Base class of executors. Subclasses implement ``_inference`` and
+    ``_inference_and_backprop``; this class checks inputs and calls events.
+
+    Attributes:
+        network: the executor's :class:`Network`.
+        input_specs: ``{name: OnnxValueInfo}`` of the inputs a caller must feed.
+        events: :class:`ExecutorEvent` objects called around each run.
+    """
+    framework = "abstract"
+    supports_backprop = True
+
+    def __init__(self, network: Network, device=None, events: Sequence[ExecutorEvent] = (),
+                 input_specs: dict | None = None):
+        self.network = network
+        self.device = parse_device(device) if device is not None else CPUDevice()
+        self.events = list(events)
+        self.input_specs = dict(input_specs or {})
+
+    @property
+    def operator_events(self) -> list[ExecutorEvent]:
+        return [e for e in self.events if e.wants_operator_events]
+
+    # -- public --------------------------------------------------------------------
+    def inference(self, inputs: dict) -> dict:
+        """Run the network forward; returns ``{output name: array}``."""
+        self._check_inputs(inputs)
+        for event in self.events:
+            event.before_executor(inputs)
+        outputs = self._inference(inputs)
+        for event in self.events:
+            event.after_inference(outputs)
+        return outputs
+
+    def inference_and_backprop(self, inputs: dict, y: str = "loss") -> dict:
+        """Forward, then the gradient of scalar output ``y`` w.r.t. every parameter.
+
+        Returns outputs and gradients (keyed ``gradient_name(parameter)``, see
+        ``network.gradient(y)``); gradients are also stored in the network.
+        """
+        if not self.supports_backprop:
+            raise Deep500Error(f"The {self.framework} executor runs inference only")
+        self._check_inputs(inputs)
+        for event in self.events:
+            event.before_executor(inputs)
+        outputs = self._inference_and_backprop(inputs, y)
+        for event in self.events:
+            event.after_backprop(outputs)
+        return outputs
+
+    # -- for subclasses ------------------------------------------------------------
+    def _inference(self, inputs: dict) -> dict:
+        raise NotImplementedError
+
+    def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        raise NotImplementedError
+
+    def _check_inputs(self, inputs: dict) -> None:
+        """Missing or surplus inputs, or static shapes/dtypes that differ, raise before
+        any framework code runs."""
+        if not isinstance(inputs, dict):
+            raise Deep500Error(f"{self.framework} executor: inputs must be a dict of "
+                               f"{{tensor name: array}}, got {type(inputs).__name__}")
+        missing = [n for n in self.input_specs if n not in inputs]
+        if missing:
+            raise Deep500Error(f"Network '{self.network.name}' needs inputs {missing} "
+                               f"(expected: {sorted(self.input_specs)}; given: "
+                               f"{sorted(inputs)})")
+        for name, value in inputs.items():
+            spec = self.input_specs.get(name)
+            if spec is None:
+                continue
+            value = np.asarray(value)
+            if spec.shape is not None:
+                if len(spec.shape) != value.ndim or any(
+                        isinstance(d, int) and d > 0 and d != v
+                        for d, v in zip(spec.shape, value.shape)):
+                    raise ShapeError(f"Input {name!r} of network '{self.network.name}' "
+                                     f"should have shape {list(spec.shape)} (None/strings "
+                                     f"are free), got {list(value.shape)}")
+            if spec.dtype is not None and value.dtype != spec.dtype:
+                raise ShapeError(f"Input {name!r} of network '{self.network.name}' should "
+                                 f"have dtype {spec.dtype}, got {value.dtype}")

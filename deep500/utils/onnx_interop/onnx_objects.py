@@ -1,0 +1,66 @@
+"""Deep500's object model of an ONNX file: typed operations, values, parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from deep500.utils.onnx_interop.schemas import OnnxOperation
+
+
+@dataclass(frozen=True)
+class OnnxValueInfo:
+    """A named tensor of the graph: element type and shape (symbolic dims as strings,
+    unknown dims as None)."""
+    name: str
+    dtype: np.dtype | None
+    shape: tuple | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @classmethod
+    def from_proto(cls, proto: onnx.ValueInfoProto) -> "OnnxValueInfo":
+        tensor_type = proto.type.tensor_type
+        dtype = None
+        if tensor_type.elem_type:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        shape = None
+        if tensor_type.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else
+                          (d.dim_param or None) for d in tensor_type.shape.dim)
+        return cls(proto.name, dtype, shape)
+
+
+@dataclass
+class OnnxModel:
+    """A parsed model. ``operations`` are in topological order; ``initializers`` (the
+    parameters and constants stored in the file) are NumPy arrays."""
+    name: str
+    opset: int
+    inputs: list[OnnxValueInfo]
+    outputs: list[OnnxValueInfo]
+    initializers: dict[str, np.ndarray]
+    operations: list[OnnxOperation]
+    value_info: dict[str, OnnxValueInfo] = field(default_factory=dict)
+    proto: onnx.ModelProto | None = field(default=None, repr=False)
+    source: str = "<in memory>"
+
+    @property
+    def feed_inputs(self) -> list[OnnxValueInfo]:
+        """Graph inputs a caller must feed (inputs that are not initializers)."""
+        return [i for i in self.inputs if i.name not in self.initializers]
+
+    @property
+    def parameters(self) -> list[str]:
+        """Trainable tensors: floating-point initializers."""
+        return [name for name, value in self.initializers.items()
+                if np.issubdtype(value.dtype, np.floating)]
+
+    def operation(self, name: str) -> OnnxOperation:
+        for op in self.operations:
+            if op.name == name:
+                return op
+        raise KeyError(f"model {self.name!r} has no node {name!r}")

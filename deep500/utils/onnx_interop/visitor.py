@@ -1,0 +1,61 @@
+"""Walking a parsed ONNX model: the visitor pattern frameworks use to build networks.
+
+``OnnxBaseVisitor.visit_model(model, network)`` calls, in order: ``visit_graph``,
+``visit_initializer`` per stored tensor, ``visit_input`` per graph input that is fed,
+``visit_<op>`` per node in topological order (the ONNX name in lower case, e.g.
+``visit_conv``, ``visit_globalaveragepool``), ``visit_output`` per graph output, and
+``visit_graph_end``. A node whose ``visit_<op>`` the visitor lacks raises an error
+naming the operator, the node and the model.
+"""
+from __future__ import annotations
+
+from deep500.utils.errors import UnsupportedError
+from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
+from deep500.utils.onnx_interop.schemas import OnnxOperation
+
+
+class OnnxBaseVisitor:
+    """Base class of visitors; subclasses define the hooks and ``visit_<op>`` methods."""
+    framework = "a Deep500 visitor"
+
+    def visit_model(self, model: OnnxModel, network) -> None:
+        self.model = model
+        self.visit_graph(model, network)
+        for name, value in model.initializers.items():
+            self.visit_initializer(name, value, network)
+        for value_info in model.feed_inputs:
+            self.visit_input(value_info, network)
+        for op in model.operations:
+            self.visitor_for(op)(op, network)
+        for value_info in model.outputs:
+            self.visit_output(value_info, network)
+        self.visit_graph_end(model, network)
+
+    def visitor_for(self, op: OnnxOperation):
+        method = getattr(self, f"visit_{op.op_type.lower()}", None)
+        if method is None:
+            model = getattr(self, "model", None)
+            where = f" of model '{model.name}' ({model.source})" if model else ""
+            raise UnsupportedError(
+                f"{self.framework} does not support operator {op.op_type} (opset version "
+                f"{op.since_version}), used by node '{op.name}'{where}")
+        return method
+
+    def supports(self, op_type: str) -> bool:
+        return hasattr(self, f"visit_{op_type.lower()}")
+
+    # -- hooks -------------------------------------------------------------------
+    def visit_graph(self, model: OnnxModel, network) -> None:
+        pass
+
+    def visit_initializer(self, name: str, value, network) -> None:
+        pass
+
+    def visit_input(self, value_info: OnnxValueInfo, network) -> None:
+        pass
+
+    def visit_output(self, value_info: OnnxValueInfo, network) -> None:
+        pass
+
+    def visit_graph_end(self, model: OnnxModel, network) -> None:
+        pass
