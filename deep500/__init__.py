@@ -5,6 +5,9 @@ light: ``import deep500.frameworks.reference as d5ref``,
 ``import deep500.frameworks.pytorch as d5pt``,
 ``import deep500.frameworks.tensorflow as d5tf``.
 """
+from deep500.lv1_network import (ExecutorEvent, FrameworkOverhead, GraphExecutor, Network,
+                                  OperatorTimes, PeakMemory, gradient_name,
+                                  test_executor_backprop, test_executor_inference)
 from deep500.lv0_operators import (CustomOp, CustomPythonOp, OpTestResult, test_op_forward,
                                    test_op_gradient)
 from deep500.utils.device import CPUDevice, DeviceDescriptor, GPUDevice
@@ -15,6 +18,9 @@ from deep500.utils.heatmaps import DiffHeatmap, VarHeatmap
 from deep500.utils.metric import MetricResult, TestMetric
 from deep500.utils.norm_metrics import L1Error, L2Error, MaxError
 from deep500.utils.tensor_desc import TensorDescriptor, tensor_t, tensordesc
+from deep500.utils.onnx_interop import OnnxBaseVisitor, load_and_parse_model
+from deep500.utils.onnx_interop import parser  # noqa: F401 - d5.parser.load_and_parse_model
+from deep500.utils.validation_result import TestResult
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 
 __version__ = "0.1.0"
@@ -25,5 +31,8 @@ __all__ = [
     "MissingDependencyError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
     "TestMetric", "UnstableMeasurementWarning", "UnsupportedError", "VarHeatmap",
     "WallclockTime", "flop_count", "tensor_t", "tensordesc", "test_op_forward",
-    "test_op_gradient",
+    "test_op_gradient", "ExecutorEvent", "FrameworkOverhead", "GraphExecutor", "Network",
+    "OperatorTimes", "PeakMemory", "gradient_name", "test_executor_backprop",
+    "test_executor_inference", "OnnxBaseVisitor", "load_and_parse_model", "parser",
+    "TestResult",
 ]

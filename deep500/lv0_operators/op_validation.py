@@ -9,46 +9,16 @@ gᵀJv = (L(x + εv) − L(x − εv)) / 2ε with L(x) = Σ g·f(x), against ⟨
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.utils.errors import Deep500Error, ShapeError
-from deep500.utils.metric import MetricResult, TestMetric, run_measured, to_jsonable
+from deep500.utils.metric import TestMetric, run_measured
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.threads import thread_conditions
-
-
-@dataclass
-class OpTestResult:
-    """The structured outcome of a level-0 validation function."""
-    test: str
-    operator: str
-    conditions: dict
-    metrics: list = field(default_factory=list)
-    passed: bool | None = None
-    details: dict = field(default_factory=dict)
-    outputs: tuple | None = field(default=None, repr=False)
-
-    def __getitem__(self, metric_name: str) -> MetricResult:
-        for result in self.metrics:
-            if result.metric == metric_name:
-                return result
-        raise KeyError(f"No {metric_name} among {[m.metric for m in self.metrics]}")
-
-    def to_dict(self) -> dict:
-        return to_jsonable({"test": self.test, "operator": self.operator,
-                            "conditions": self.conditions, "passed": self.passed,
-                            "details": self.details,
-                            "metrics": [m.to_dict() for m in self.metrics]})
-
-    def __str__(self) -> str:
-        status = {True: "PASSED", False: "FAILED", None: "measured"}[self.passed]
-        lines = [f"{self.test} test of {self.operator}: {status}"]
-        lines += [f"  {m}" for m in self.metrics]
-        return "\n".join(lines)
+from deep500.utils.validation_result import OpTestResult
 
 
 def _measurement_conditions(op: CustomOp, inputs: Sequence[np.ndarray]) -> dict:

@@ -62,6 +62,14 @@ class GraphExecutor:
             event.after_backprop(outputs)
         return outputs
 
+    # -- memory ---------------------------------------------------------------------
+    def peak_memory_bytes(self) -> int | None:
+        """Peak memory of the last run, if this framework reports it."""
+        return getattr(self, "last_peak_bytes", None)
+
+    def reset_peak_memory(self) -> None:
+        """Start a new peak-memory measurement (where supported)."""
+
     # -- for subclasses ------------------------------------------------------------
     def _inference(self, inputs: dict) -> dict:
         raise NotImplementedError

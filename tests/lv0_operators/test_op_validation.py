@@ -218,7 +218,7 @@ def test_forward_conditions_and_json():
     text = json.dumps(as_dict, allow_nan=False)  # NaN (1-sample CI) must not leak
     back = json.loads(text)
     assert back["test"] == "forward"
-    assert back["operator"] == "python:cube"
+    assert back["subject"] == "python:cube"
     assert [m["metric"] for m in back["metrics"]] == ["WallclockTime", "L2Error"]
     assert back["conditions"]["inputs"][0]["shape"] == [3, 4]
     assert back["metrics"][1]["summary"]["relative"] == 0.0

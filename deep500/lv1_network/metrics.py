@@ -1,0 +1,168 @@
+"""White-box metrics of graph executors: per-operator time, framework overhead, peak
+memory.
+
+``OperatorTimes`` is an :class:`ExecutorEvent` as well as a metric: the validation
+functions install it on the executor, which then brackets every operator with it (only
+then — executors skip per-operator hooks when no event asks for them).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from time import perf_counter_ns
+
+import numpy as np
+
+from deep500.lv1_network.events import ExecutorEvent
+from deep500.utils.device import parse_device
+from deep500.utils.metric import MetricResult, TestMetric
+from deep500.utils.statistics import summarize
+
+
+class OperatorTimes(ExecutorEvent, TestMetric):
+    """Seconds spent in each operator of the forward pass, per run.
+
+    Executors that cannot call back per operator (onnxruntime) report their own
+    profiler's per-node times in ``executor.last_operator_times`` after each run; the
+    validation functions feed those in through ``record_run``.
+    """
+    wants_operator_events = True
+    measures_time = True
+
+    def __init__(self, device=None):
+        self.set_device(device)
+        self.reset()
+
+    def set_device(self, device) -> None:
+        """Synchronise ``device`` around each operator (no-op for the CPU)."""
+        self.device = parse_device(device)
+        self._sync = self.device.synchronize if self.device.is_gpu else None
+
+    def reset(self) -> None:
+        self.runs: list[dict[str, float]] = []
+        self.op_types: dict[str, str] = {}
+        self._current: dict[str, int] | None = None
+        self._t0 = 0
+
+    def before_executor(self, inputs) -> None:
+        self._current = defaultdict(int)
+
+    def before_operator(self, op) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._t0 = perf_counter_ns()
+
+    def after_operator(self, op) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._current[op.name] += perf_counter_ns() - self._t0
+        self.op_types.setdefault(op.name, op.op_type)
+
+    def _close_run(self, outputs=None) -> None:
+        if self._current:
+            self.runs.append({k: v * 1e-9 for k, v in self._current.items()})
+        self._current = None
+
+    after_inference = _close_run
+    after_backprop = _close_run
+
+    def record_run(self, times: dict[str, float], op_types: dict[str, str]) -> None:
+        """Add a run measured elsewhere (seconds per operator name)."""
+        self.runs.append(dict(times))
+        for name, op_type in op_types.items():
+            self.op_types.setdefault(name, op_type)
+
+    def totals(self) -> list[float]:
+        return [sum(run.values()) for run in self.runs]
+
+    def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        names = list(dict.fromkeys(name for run in self.runs for name in run))
+        per_operator = []
+        for name in names:
+            times = [run.get(name, 0.0) for run in self.runs]
+            per_operator.append({"name": name, "op_type": self.op_types.get(name, "?"),
+                                 "median": float(np.median(times))})
+        total = float(np.median(self.totals())) if self.runs else 0.0
+        for entry in per_operator:
+            entry["share"] = entry["median"] / total if total else 0.0
+        by_type = defaultdict(float)
+        for entry in per_operator:
+            by_type[entry["op_type"]] += entry["median"]
+        summary = {"runs": len(self.runs), "total_median": total,
+                   "operators": sorted(per_operator, key=lambda e: -e["median"]),
+                   "by_op_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1]))}
+        return MetricResult(self.name, summary, primary="total_median", unit="s",
+                            samples=self.totals())
+
+
+class FrameworkOverhead(TestMetric):
+    """Whole-network time against the sum of its operators' times.
+
+    overhead = 1 − Σ operator time / network time: the share of a run spent outside
+    operators (dispatch, graph interpretation, conversions). Measured with per-operator
+    events on, which themselves add a little to the network time.
+    """
+    measures_time = True
+
+    def __init__(self, reruns: int = 10, warmup: int = 2, device=None):
+        self.reruns = reruns + warmup
+        self.warmup = warmup
+        self.operator_times = OperatorTimes(device)
+        self.device = parse_device(device)
+        self.reset()
+
+    def reset(self) -> None:
+        self._samples: list[int] = []
+        self.operator_times.reset()
+
+    def begin(self, inputs=None) -> None:
+        if self.device.is_gpu:
+            self.device.synchronize()
+        self._t0 = perf_counter_ns()
+
+    def end(self, outputs=None) -> None:
+        if self.device.is_gpu:
+            self.device.synchronize()
+        self._samples.append(perf_counter_ns() - self._t0)
+
+    def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        network = [s * 1e-9 for s in self._samples[self.warmup:]]
+        operators = self.operator_times.totals()[self.warmup:]
+        pairs = [(n, o) for n, o in zip(network, operators) if n > 0]
+        overheads = [1.0 - o / n for n, o in pairs]
+        summary = {"overhead": float(np.median(overheads)) if overheads else None,
+                   "network": summarize(network).get("median"),
+                   "operators": float(np.median(operators)) if operators else None}
+        return MetricResult(self.name, summary, primary="overhead", samples=overheads)
+
+
+class PeakMemory(TestMetric):
+    """Peak memory of a run, where the framework reports it (``None`` otherwise).
+
+    Reference executor: its own peak of live tensor bytes. PyTorch on a GPU:
+    ``torch.cuda.max_memory_allocated``. Others: not reported.
+    """
+
+    def __init__(self):
+        self.executor = None
+        self.reset()
+
+    def reset(self) -> None:
+        self._peaks: list[int] = []
+
+    def bind(self, executor) -> None:
+        self.executor = executor
+
+    def begin(self, inputs=None) -> None:
+        if self.executor is not None:
+            self.executor.reset_peak_memory()
+
+    def end(self, outputs=None) -> None:
+        peak = self.executor.peak_memory_bytes() if self.executor is not None else None
+        if peak is not None:
+            self._peaks.append(int(peak))
+
+    def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        peak = max(self._peaks) if self._peaks else None
+        return MetricResult(self.name, {"peak_bytes": peak,
+                                        "reported": peak is not None},
+                            primary="peak_bytes", unit="bytes", samples=self._peaks)
