@@ -41,6 +41,7 @@ def microbatch_convolutions(model, micro_batch: int, batch_size: int | None = No
     proto, source = load_model_proto(model)
     if micro_batch < 1:
         raise Deep500Error(f"micro_batch must be at least 1, got {micro_batch}")
+    _require_opset(proto, 13)  # Split with sizes as an input
     result = onnx.ModelProto()
     result.CopyFrom(proto)
     graph = result.graph
@@ -79,7 +80,6 @@ def microbatch_convolutions(model, micro_batch: int, batch_size: int | None = No
                                       name=f"{prefix}_concat", axis=0))
     del graph.node[:]
     graph.node.extend(nodes)
-    _require_opset(result, 13)  # Split with sizes as an input
     onnx.checker.check_model(result)
     return result
 
