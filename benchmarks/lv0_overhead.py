@@ -35,7 +35,7 @@ sys.path.insert(0, REPO)
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.pytorch as d5pt  # noqa: E402
 from deep500.recipe import load_recipe  # noqa: E402
-from deep500.recipe.runner import make_inputs  # noqa: E402
+from deep500.recipe.experiments.operators import make_inputs  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
 

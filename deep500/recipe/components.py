@@ -58,11 +58,9 @@ def _metric_classes() -> dict[str, type]:
     import deep500 as d5
     return {cls.__name__: cls for cls in (d5.WallclockTime, d5.FLOPs, d5.L1Error,
                                           d5.L2Error, d5.MaxError, d5.DiffHeatmap,
-                                          d5.VarHeatmap)}
+                                          d5.VarHeatmap, d5.OperatorTimes,
+                                          d5.FrameworkOverhead, d5.PeakMemory)}
 
-
-METRIC_NAMES = ("WallclockTime", "FLOPs", "L1Error", "L2Error", "MaxError", "DiffHeatmap",
-                "VarHeatmap")
 _FILE_METRICS = ("DiffHeatmap", "VarHeatmap")
 
 

@@ -11,15 +11,9 @@ import os
 import sys
 import time
 import warnings
-import zlib
 from dataclasses import dataclass
 
-import numpy as np
-
-from deep500.lv0_operators.op_validation import test_op_forward
 from deep500.lv3_distributed.mpi_launch import world_communicator
-from deep500.recipe import components
-from deep500.recipe.operator_spec import OperatorSpec
 from deep500.recipe.results import ResultsWriter, write_manifest
 from deep500.recipe.schema import Recipe, load_recipe
 from deep500.utils import sysinfo
@@ -39,30 +33,6 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return self.errors == 0 and self.acceptance_failures == 0
-
-
-def make_inputs(spec: OperatorSpec, dtype: str, seed: int) -> list[np.ndarray]:
-    """The same inputs for every framework: standard normal, seeded by (seed, operator)."""
-    rng = np.random.default_rng([seed, zlib.crc32(spec.label.encode())])
-    return [rng.standard_normal(shape).astype(dtype) for shape in spec.input_shapes]
-
-
-class _ReferenceOutputs:
-    """Reference outputs in float64 from the NumPy operators, computed once per input set.
-
-    Only the latest set is kept: configurations sharing inputs are consecutive, and
-    outputs of large convolutions are too big to hoard.
-    """
-
-    def __init__(self):
-        self._cache = {}
-
-    def get(self, spec: OperatorSpec, inputs, key) -> tuple:
-        if key not in self._cache:
-            op = components.create_operator("reference", spec, "cpu")
-            outputs = op.forward(*[x.astype(np.float64) for x in inputs])
-            self._cache = {key: outputs if isinstance(outputs, tuple) else (outputs,)}
-        return self._cache[key]
 
 
 def default_output_dir(recipe: Recipe) -> str:
@@ -87,14 +57,13 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     if rank == 0:
         write_manifest(output_dir, manifest)
 
-    references = _ReferenceOutputs()
+    state = recipe.kind.new_state()
     errors = failures = 0
     started = time.time()
     bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
     try:
         for index, configuration in enumerate(bar):
-            record = _measure(recipe, configuration, index, output_dir, references,
-                              rank, size)
+            record = _measure(recipe, configuration, index, output_dir, state, rank, size)
             records = comm.gather(record, root=0) if comm else [record]
             if rank == 0:
                 for item in records:
@@ -123,29 +92,29 @@ def _progress(items, name, enabled):
 
 
 def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
-             references: _ReferenceOutputs, rank: int, size: int) -> dict:
-    spec: OperatorSpec = configuration["operator"]
-    framework, dtype = configuration["framework"], configuration["dtype"]
+             state: dict, rank: int, size: int) -> dict:
+    kind = recipe.kind
     threads = configuration.get("threads")
     if threads is None and size > 1:
         threads = max(1, (os.cpu_count() or 1) // size)  # ranks share the cores fairly
     if threads is not None:
         set_thread_counts(threads)
-    record = {"kind": "measurement", "level": 0, "experiment": recipe.experiment,
+    record = {"kind": "measurement", "level": kind.level, "experiment": kind.name,
               "index": index, "rank": rank, "size": size,
-              "configuration": {**configuration, "operator": spec.to_dict(),
-                                "threads": threads}}
-    tag = f"{index:04d}-{framework}-{spec.op_type}" + (f"-rank{rank}" if size > 1 else "")
+              "configuration": {**kind.describe(configuration), "threads": threads}}
+    skip = kind.applicable(configuration) if hasattr(kind, "applicable") else None
+    if skip:
+        record.update(kind="skipped", reason=skip)
+        return record
+    subject = "-".join(str(v) for k, v in configuration.items()
+                       if k in ("framework", "executor", "mode"))
+    tag = f"{index:04d}-{subject}" + (f"-rank{rank}" if size > 1 else "")
     try:
-        inputs = make_inputs(spec, dtype, configuration["seed"])
-        reference = references.get(spec, inputs, (spec.label, dtype, configuration["seed"]))
-        op = components.create_operator(framework, spec, configuration["device"])
-        metrics = recipe.build_metrics(output_dir, tag)
         with warnings.catch_warnings():
             # Kept in the result and listed in the report; printing them would break
             # the progress bar.
             warnings.simplefilter("ignore", UnstableMeasurementWarning)
-            result = test_op_forward(op, inputs, reference, metrics)
+            result = kind.measure(recipe, configuration, tag, output_dir, state)
     except (Deep500Error, RuntimeError, ValueError, MemoryError) as exc:
         # One failing configuration is recorded and the others still run.
         record.update(kind="error", error=f"{type(exc).__name__}: {exc}",

@@ -25,61 +25,12 @@ import yaml
 
 from deep500.recipe import components
 from deep500.recipe.acceptance import Threshold, parse_threshold
-from deep500.recipe.operator_spec import OperatorSpec, parse_operator
-from deep500.utils.device import parse_device
-from deep500.utils.errors import Deep500Error, RecipeError
+from deep500.recipe.experiments import EXPERIMENTS
+from deep500.recipe.experiments.base import REQUIRED
+from deep500.utils.errors import RecipeError
 
 TOP_LEVEL_KEYS = {"name", "description", "experiment", "fixed", "mutable", "metrics",
                   "acceptance"}
-EXPERIMENTS = ("operators",)
-
-
-def _positive_int(value, where):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RecipeError(f"{where}: expected a positive integer, got {value!r}")
-    return value
-
-
-def _non_negative_int(value, where):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RecipeError(f"{where}: expected a non-negative integer, got {value!r}")
-    return value
-
-
-def _dtype(value, where):
-    if value not in ("float32", "float64"):
-        raise RecipeError(f"{where}: dtype must be float32 or float64, got {value!r}")
-    return value
-
-
-def _framework(value, where):
-    if value not in components.FRAMEWORKS:
-        raise RecipeError(f"{where}: unknown framework {value!r}; known: "
-                          f"{sorted(components.FRAMEWORKS)}")
-    return value
-
-
-def _device(value, where):
-    try:
-        parse_device(value)
-    except Deep500Error as exc:
-        raise RecipeError(f"{where}: {exc}") from None
-    return str(value)
-
-
-# Level-0 components: name -> (validator(value, where, recipe_dir), default or REQUIRED)
-REQUIRED = object()
-INPUT_COMPONENTS = ("operator", "dtype", "seed")
-OPERATOR_COMPONENTS: dict[str, tuple[Callable, Any]] = {
-    "framework": (lambda v, w, d: _framework(v, w), REQUIRED),
-    "operator": (parse_operator, REQUIRED),
-    "dtype": (lambda v, w, d: _dtype(v, w), "float32"),
-    "threads": (lambda v, w, d: _positive_int(v, w), None),
-    "device": (lambda v, w, d: _device(v, w), "cpu"),
-    "seed": (lambda v, w, d: _non_negative_int(v, w), 0),
-}
-
-
 @dataclass
 class Recipe:
     """A checked recipe. ``configurations()`` is the cross product to run."""
@@ -94,11 +45,28 @@ class Recipe:
     description: str = ""
     raw: dict = field(default_factory=dict, repr=False)
 
+    @property
+    def kind(self):
+        """The experiment object (components, checks, measurement)."""
+        return EXPERIMENTS[self.experiment]
+
+    def alternatives(self, component: str) -> list:
+        """Every value ``component`` takes in this recipe."""
+        if component in self.mutable:
+            return list(self.mutable[component])
+        return [self.fixed.get(component)]
+
+    def needs_reference(self) -> bool:
+        """Whether a metric compares with reference values."""
+        return any(getattr(b(os.devnull, "check"), "needs_reference", False)
+                   for b in self.metric_builders.values())
+
     def configurations(self) -> list[dict]:
         """Every combination of the mutable alternatives, merged with the fixed values."""
         # Components that define the inputs vary slowest, so consecutive configurations
         # share inputs and reference outputs.
-        keys = sorted(self.mutable, key=lambda k: k not in INPUT_COMPONENTS)
+        order = self.kind.input_components
+        keys = sorted(self.mutable, key=lambda k: order.index(k) if k in order else len(order))
         combos = itertools.product(*(self.mutable[k] for k in keys)) if keys else [()]
         return [{**self.fixed, **dict(zip(keys, combo))} for combo in combos]
 
@@ -138,7 +106,8 @@ def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
     if experiment not in EXPERIMENTS:
         raise RecipeError(f"{where}.experiment: {experiment!r} is not supported; "
                           f"supported: {list(EXPERIMENTS)}")
-    component_table = OPERATOR_COMPONENTS
+    kind = EXPERIMENTS[experiment]
+    component_table = kind.components
 
     fixed_raw = raw.get("fixed") or {}
     mutable_raw = raw.get("mutable") or {}
@@ -178,6 +147,10 @@ def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
     if not isinstance(metrics_raw, dict):
         raise RecipeError(f"{where}.metrics: a mapping of metric names to parameters")
     metric_params = {k: dict(v or {}) for k, v in metrics_raw.items()}
+    for name in metric_params:
+        if name not in kind.metric_names:
+            raise RecipeError(f"{where}.metrics: unknown metric {name!r} for an "
+                              f"'{experiment}' recipe; known: {sorted(kind.metric_names)}")
     builders = {k: components.metric_factory(k, v, f"{where}.metrics")
                 for k, v in metric_params.items()}
 
@@ -191,26 +164,5 @@ def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
                     fixed=fixed, mutable=mutable, metric_params=metric_params,
                     metric_builders=builders, acceptance=acceptance,
                     description=str(raw.get("description", "")), raw=raw)
-    _check_operators_buildable(recipe, where)
+    kind.check(recipe, where)
     return recipe
-
-
-def _check_operators_buildable(recipe: Recipe, where: str) -> None:
-    """Every framework must be installed and offer every operator, checked up front."""
-    frameworks = recipe.mutable.get("framework", [recipe.fixed.get("framework")])
-    operators: list[OperatorSpec] = recipe.mutable.get("operator",
-                                                        [recipe.fixed.get("operator")])
-    devices = recipe.mutable.get("device", [recipe.fixed.get("device")])
-    for framework in frameworks:
-        for device in devices:
-            try:
-                components.check_device(framework, device)
-            except RecipeError as exc:
-                raise RecipeError(f"{where}: {exc}") from None
-        for spec in operators:
-            for device in devices:
-                try:
-                    components.create_operator(framework, spec, device)
-                except Deep500Error as exc:
-                    raise RecipeError(f"{where}: framework {framework!r} cannot run "
-                                      f"{spec.label}: {exc}") from None

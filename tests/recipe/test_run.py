@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+import deep500.recipe.experiments.operators as operators_experiment
 import deep500.recipe.runner as runner
 from deep500.recipe import run_recipe
 from deep500.recipe.results import read_manifest, read_results
@@ -68,16 +69,16 @@ def test_run_writes_results_manifest_and_reports(tmp_path):
 def test_inputs_are_identical_across_frameworks(tmp_path):
     """Fairness: every framework sees the same inputs, so errors are comparable."""
     spec = runner.load_recipe(write_recipe(tmp_path)).configurations()[0]["operator"]
-    first = runner.make_inputs(spec, "float32", 3)
-    second = runner.make_inputs(spec, "float32", 3)
-    other_seed = runner.make_inputs(spec, "float32", 4)
+    first = operators_experiment.make_inputs(spec, "float32", 3)
+    second = operators_experiment.make_inputs(spec, "float32", 3)
+    other_seed = operators_experiment.make_inputs(spec, "float32", 4)
     assert all((a == b).all() for a, b in zip(first, second))
     assert not (first[0] == other_seed[0]).all()
 
 
 def test_crash_keeps_what_was_measured(tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = runner.test_op_forward
+    real = operators_experiment.test_op_forward
 
     def crash_on_fourth(*args, **kwargs):
         calls["n"] += 1
@@ -85,7 +86,7 @@ def test_crash_keeps_what_was_measured(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "test_op_forward", crash_on_fourth)
+    monkeypatch.setattr(operators_experiment, "test_op_forward", crash_on_fourth)
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         run_recipe(write_recipe(tmp_path), str(out), progress=False)
@@ -98,14 +99,14 @@ def test_crash_keeps_what_was_measured(tmp_path, monkeypatch):
 
 
 def test_failing_configuration_is_recorded_and_others_run(tmp_path, monkeypatch):
-    real = runner.test_op_forward
+    real = operators_experiment.test_op_forward
 
     def broken_tensorflow_softmax(op, *args, **kwargs):
         if op.name == "tensorflow:Softmax":
             raise RuntimeError("simulated kernel failure")
         return real(op, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "test_op_forward", broken_tensorflow_softmax)
+    monkeypatch.setattr(operators_experiment, "test_op_forward", broken_tensorflow_softmax)
     out = tmp_path / "run"
     summary = run_recipe(write_recipe(tmp_path), str(out), progress=False)
     records = read_results(str(out))

@@ -1,0 +1,98 @@
+"""Residual networks (He, Zhang, Ren, Sun, "Deep Residual Learning for Image
+Recognition", CVPR 2016).
+
+* CIFAR ResNets (Sec. 4.2), depth 6n+2 (20, 32, 44, 56, 110): a 3×3 convolution with 16
+  filters, three stages of n basic blocks with 16, 32 and 64 filters (stride 2 at the
+  start of stages 2 and 3), global average pooling and a fully connected layer. Where a
+  block changes the shape, the shortcut is a 1×1 projection with batch normalisation
+  (option B) instead of the paper's zero padding (option A), which adds 0.9% of the
+  parameters of ResNet-20.
+* ImageNet ResNets (Table 1), depth 18 and 34 (basic blocks) and 50 (bottleneck blocks,
+  expansion 4): a 7×7/2 convolution with 64 filters, 3×3/2 max pooling, four stages with
+  64, 128, 256 and 512 base filters (stride 2 at the start of stages 2–4), global average
+  pooling, a fully connected layer. Bottleneck blocks put the stride on their 3×3
+  convolution ("ResNet v1.5", as torchvision does); shape-changing shortcuts are 1×1
+  projections (option B).
+
+Every convolution is followed by inference-form batch normalisation. Global average
+pooling makes any input resolution work, as long as it is not pooled below 1×1.
+"""
+from __future__ import annotations
+
+import onnx
+
+from deep500.networks._builder import GraphBuilder
+from deep500.utils.errors import Deep500Error
+
+CIFAR_DEPTHS = (20, 32, 44, 56, 110)
+IMAGENET_DEPTHS = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
+                   50: ("bottleneck", (3, 4, 6, 3))}
+
+
+def _shortcut(b: GraphBuilder, x: str, channels: int, stride: int, name: str) -> str:
+    if stride == 1 and b.channels(x) == channels:
+        return x
+    return b.conv_bn(x, channels, 1, stride, 0, relu=False, name=f"{name}.downsample")
+
+
+def basic_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str) -> str:
+    """relu(BN(conv3×3(relu(BN(conv3×3/stride(x))))) + shortcut(x))."""
+    y = b.conv_bn(x, channels, 3, stride, 1, name=f"{name}.conv1")
+    y = b.conv_bn(y, channels, 3, 1, 1, relu=False, name=f"{name}.conv2")
+    y = b.add(y, _shortcut(b, x, channels, stride, name), name=f"{name}.add")
+    return b.relu(y, name=f"{name}.relu")
+
+
+def bottleneck_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str) -> str:
+    """relu(1×1 (4·channels) ∘ 3×3/stride (channels) ∘ 1×1 (channels) of x + shortcut)."""
+    y = b.conv_bn(x, channels, 1, 1, 0, name=f"{name}.conv1")
+    y = b.conv_bn(y, channels, 3, stride, 1, name=f"{name}.conv2")
+    y = b.conv_bn(y, 4 * channels, 1, 1, 0, relu=False, name=f"{name}.conv3")
+    y = b.add(y, _shortcut(b, x, 4 * channels, stride, name), name=f"{name}.add")
+    return b.relu(y, name=f"{name}.relu")
+
+
+BLOCKS = {"basic": basic_block, "bottleneck": bottleneck_block}
+
+
+def _stages(b: GraphBuilder, x: str, block: str, widths, counts, strides) -> str:
+    for stage, (channels, count, stride) in enumerate(zip(widths, counts, strides), start=1):
+        for index in range(count):
+            x = BLOCKS[block](b, x, channels, stride if index == 0 else 1,
+                              f"layer{stage}.{index}")
+    return x
+
+
+def _head(b: GraphBuilder, x: str, classes: int) -> str:
+    return b.gemm(b.flatten(b.global_average_pool(x)), classes, name="fc")
+
+
+def cifar_resnet(depth: int = 20, input_shape=(3, 32, 32), classes: int = 10, *,
+                 batch_size="N", dtype: str = "float32", seed: int = 0,
+                 name: str | None = None) -> onnx.ModelProto:
+    """CIFAR ResNet-``depth`` (depth = 6n + 2) with ``classes`` logits."""
+    if depth < 8 or (depth - 2) % 6:
+        raise Deep500Error(f"CIFAR ResNet depth must be 6n+2 (e.g. {CIFAR_DEPTHS}), "
+                           f"not {depth}")
+    n = (depth - 2) // 6
+    b = GraphBuilder(name or f"resnet{depth}", input_shape, batch_size, dtype, seed)
+    x = b.conv_bn(b.input, 16, 3, 1, 1, name="conv1")
+    x = _stages(b, x, "basic", (16, 32, 64), (n, n, n), (1, 2, 2))
+    return b.build(_head(b, x, classes),
+                   doc=f"CIFAR ResNet-{depth} (He et al. 2016), option-B shortcuts")
+
+
+def imagenet_resnet(depth: int = 18, input_shape=(3, 224, 224), classes: int = 1000, *,
+                    batch_size="N", dtype: str = "float32", seed: int = 0,
+                    name: str | None = None) -> onnx.ModelProto:
+    """ImageNet ResNet-``depth`` (18, 34 or 50) with ``classes`` logits."""
+    if depth not in IMAGENET_DEPTHS:
+        raise Deep500Error(f"ImageNet ResNet depth must be one of "
+                           f"{sorted(IMAGENET_DEPTHS)}, not {depth}")
+    block, counts = IMAGENET_DEPTHS[depth]
+    b = GraphBuilder(name or f"resnet{depth}", input_shape, batch_size, dtype, seed)
+    x = b.conv_bn(b.input, 64, 7, 2, 3, name="conv1")
+    x = b.maxpool(x, 3, 2, 1, name="maxpool")
+    x = _stages(b, x, block, (64, 128, 256, 512), counts, (1, 2, 2, 2))
+    return b.build(_head(b, x, classes),
+                   doc=f"ImageNet ResNet-{depth} (He et al. 2016), {block} blocks")

@@ -1,0 +1,7 @@
+"""Experiment kinds a recipe can name (``experiment: <name>``)."""
+from deep500.recipe.experiments.networks import NetworksExperiment
+from deep500.recipe.experiments.operators import OperatorsExperiment
+
+EXPERIMENTS = {e.name: e for e in (OperatorsExperiment(), NetworksExperiment())}
+
+__all__ = ["EXPERIMENTS"]

@@ -1,0 +1,196 @@
+"""Level-1 experiments: whole ONNX networks across graph executors
+(``experiment: networks``).
+
+Each configuration builds the same ONNX model (same seeded weights), feeds the same
+seeded inputs, and runs inference or inference + backpropagation; outputs and gradients
+are compared with the reference executor's on the same model and inputs.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from deep500.lv1_network.validation import test_executor_backprop, test_executor_inference
+from deep500.recipe.experiments import base
+from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
+
+# executor name -> (module, from_onnx keyword options)
+EXECUTORS = {
+    "reference": ("deep500.frameworks.reference", {}),
+    "pytorch": ("deep500.frameworks.pytorch", {}),
+    "pytorch_compiled": ("deep500.frameworks.pytorch", {"compile": True}),
+    "tensorflow": ("deep500.frameworks.tensorflow", {"mode": "eager"}),
+    "tensorflow_function": ("deep500.frameworks.tensorflow", {"mode": "function"}),
+    "onnxruntime": ("deep500.frameworks.onnxruntime", {}),
+}
+INFERENCE_ONLY = ("onnxruntime",)
+LABELS = "labels"
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """A zoo model by name with its options, or an ONNX file."""
+    model: str | None = None
+    file: str | None = None
+    options: tuple = field(default=())
+
+    @property
+    def label(self) -> str:
+        if self.file:
+            return os.path.basename(self.file)
+        extra = ", ".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.model}" + (f" ({extra})" if extra else "")
+
+    def build(self, batch_size: int, dtype: str, seed: int, loss: str | None):
+        import onnx
+        if self.file:
+            model = onnx.load(self.file)
+            if loss:
+                from deep500.utils.onnx_interop.losses import add_loss
+                model = add_loss(model, loss)
+            return model
+        from deep500.networks import create_model
+        return create_model(self.model, batch_size=batch_size, loss=loss, seed=seed,
+                            dtype=dtype, **dict(self.options))
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "file": self.file, "options": dict(self.options),
+                "label": self.label}
+
+
+def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
+    if isinstance(entry, str):
+        entry = {"model": entry}
+    if not isinstance(entry, dict):
+        raise RecipeError(f"{where}: a network is a zoo name or a mapping with 'model' or "
+                          f"'file', got {entry!r}")
+    entry = dict(entry)
+    if "file" in entry:
+        path = entry.pop("file")
+        path = path if os.path.isabs(path) else os.path.join(recipe_dir, path)
+        if not os.path.isfile(path):
+            raise RecipeError(f"{where}.file: ONNX file {path!r} does not exist")
+        if entry:
+            raise RecipeError(f"{where}: unexpected keys {sorted(entry)} next to 'file'")
+        return NetworkSpec(file=path)
+    name = entry.pop("model", None)
+    from deep500.networks import model_names
+    if name not in model_names():
+        raise RecipeError(f"{where}.model: unknown model {name!r}; the zoo has "
+                          f"{model_names()}")
+    return NetworkSpec(model=name, options=tuple(sorted(entry.items())))
+
+
+def _executor(value, where, recipe_dir=None):
+    if value not in EXECUTORS:
+        raise RecipeError(f"{where}: unknown executor {value!r}; known: {sorted(EXECUTORS)}")
+    return value
+
+
+def executor_factory(name: str):
+    module_name, options = EXECUTORS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except MissingDependencyError as exc:
+        raise RecipeError(f"executor {name!r}: {exc}") from None
+    return lambda model, device: module.from_onnx(model, device=device, **options)
+
+
+def make_inputs(model, batch_size: int, seed: int, classes: int | None) -> dict:
+    """Seeded inputs for every graph input; integer labels in [0, classes)."""
+    from deep500.utils.onnx_interop.parser import load_and_parse_model
+    parsed = load_and_parse_model(model)
+    inputs = {}
+    for value in parsed.feed_inputs:
+        rng = np.random.default_rng([seed, zlib.crc32(value.name.encode())])
+        shape = [batch_size if not isinstance(d, int) or d <= 0 else d
+                 for d in (value.shape or ())]
+        if np.issubdtype(value.dtype, np.integer):
+            high = classes or 2
+            inputs[value.name] = rng.integers(0, high, size=shape).astype(value.dtype)
+        else:
+            inputs[value.name] = rng.standard_normal(shape).astype(value.dtype)
+    return inputs
+
+
+class NetworksExperiment(base.Experiment):
+    name = "networks"
+    level = 1
+    components = {
+        "executor": (_executor, base.REQUIRED),
+        "network": (parse_network, base.REQUIRED),
+        "mode": (base.one_of(("inference", "backprop")), "inference"),
+        "batch_size": (base.positive_int, 16),
+        "dtype": (base.dtype, "float32"),
+        "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy",
+                              "mean_squared_error")), "softmax_cross_entropy"),
+        "threads": (base.positive_int, None),
+        "device": (base.device, "cpu"),
+        "seed": (base.non_negative_int, 0),
+    }
+    input_components = ("network", "batch_size", "dtype", "seed", "mode", "loss")
+    metric_names = ("WallclockTime", "L1Error", "L2Error", "MaxError", "OperatorTimes",
+                    "FrameworkOverhead", "PeakMemory")
+
+    def check(self, recipe, where):
+        for name in recipe.alternatives("executor"):
+            executor_factory(name)
+        if "reference" not in recipe.alternatives("executor") and recipe.needs_reference():
+            executor_factory("reference")
+
+    def applicable(self, configuration) -> str | None:
+        if configuration["mode"] == "backprop" and configuration["executor"] in INFERENCE_ONLY:
+            return f"{configuration['executor']} runs inference only"
+        return None
+
+    def _model_and_inputs(self, configuration, state):
+        spec: NetworkSpec = configuration["network"]
+        loss = configuration["loss"] if configuration["mode"] == "backprop" else None
+        key = (spec, configuration["batch_size"], configuration["dtype"],
+               configuration["seed"], loss)
+        if state.get("key") != key:
+            model = spec.build(configuration["batch_size"], configuration["dtype"],
+                               configuration["seed"], loss)
+            classes = _classes(model)
+            inputs = make_inputs(model, configuration["batch_size"], configuration["seed"],
+                                 classes)
+            state.clear()
+            state.update(key=key, model=model, inputs=inputs)
+        return state["model"], state["inputs"]
+
+    def _reference(self, configuration, state):
+        if "reference" not in state:
+            executor = executor_factory("reference")(state["model"], "cpu")
+            if configuration["mode"] == "backprop":
+                result = executor.inference_and_backprop(state["inputs"], "loss")
+                params = executor.network.get_params()
+                from deep500.lv1_network.network import gradient_name
+                state["reference"] = {gradient_name(p): result[gradient_name(p)]
+                                      for p in params}
+            else:
+                state["reference"] = executor.inference(state["inputs"])
+        return state["reference"]
+
+    def measure(self, recipe, configuration, tag, output_dir, state):
+        model, inputs = self._model_and_inputs(configuration, state)
+        reference = self._reference(configuration, state) if recipe.needs_reference() else None
+        executor = executor_factory(configuration["executor"])(model, configuration["device"])
+        metrics = recipe.build_metrics(output_dir, tag)
+        if configuration["mode"] == "backprop":
+            return test_executor_backprop(executor, inputs, reference, "loss", metrics)
+        return test_executor_inference(executor, inputs, reference, metrics)
+
+    def describe(self, configuration):
+        return {**configuration, "network": configuration["network"].to_dict()}
+
+
+def _classes(model) -> int | None:
+    """Number of classes: the last extent of the first graph output, if static."""
+    output = model.graph.output[0].type.tensor_type.shape.dim
+    if output and output[-1].HasField("dim_value"):
+        return output[-1].dim_value
+    raise Deep500Error("cannot tell the number of classes from the model's first output")
