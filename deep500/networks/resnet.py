@@ -16,6 +16,12 @@ Recognition", CVPR 2016).
 
 Every convolution is followed by inference-form batch normalisation. Global average
 pooling makes any input resolution work, as long as it is not pooled below 1×1.
+
+With identity batch-norm statistics nothing normalises the forward pass, so the
+activations' variance roughly doubles per residual block (ResNet-110's logits reach
+~1e9 at initialisation). ``zero_init_residual=True`` starts the scale of each block's
+last batch normalisation at 0, so that every block is the identity at initialisation
+(Goyal et al., "Accurate, Large Minibatch SGD", 2017, Sec. 5.1).
 """
 from __future__ import annotations
 
@@ -35,19 +41,25 @@ def _shortcut(b: GraphBuilder, x: str, channels: int, stride: int, name: str) ->
     return b.conv_bn(x, channels, 1, stride, 0, relu=False, name=f"{name}.downsample")
 
 
-def basic_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str) -> str:
-    """relu(BN(conv3×3(relu(BN(conv3×3/stride(x))))) + shortcut(x))."""
+def basic_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str,
+                residual_scale: float = 1.0) -> str:
+    """relu(BN(conv3×3(relu(BN(conv3×3/stride(x))))) + shortcut(x)); the last BN's scale
+    starts at ``residual_scale``."""
     y = b.conv_bn(x, channels, 3, stride, 1, name=f"{name}.conv1")
-    y = b.conv_bn(y, channels, 3, 1, 1, relu=False, name=f"{name}.conv2")
+    y = b.conv_bn(y, channels, 3, 1, 1, relu=False, name=f"{name}.conv2",
+                  bn_scale=residual_scale)
     y = b.add(y, _shortcut(b, x, channels, stride, name), name=f"{name}.add")
     return b.relu(y, name=f"{name}.relu")
 
 
-def bottleneck_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str) -> str:
-    """relu(1×1 (4·channels) ∘ 3×3/stride (channels) ∘ 1×1 (channels) of x + shortcut)."""
+def bottleneck_block(b: GraphBuilder, x: str, channels: int, stride: int, name: str,
+                     residual_scale: float = 1.0) -> str:
+    """relu(1×1 (4·channels) ∘ 3×3/stride (channels) ∘ 1×1 (channels) of x + shortcut);
+    the last BN's scale starts at ``residual_scale``."""
     y = b.conv_bn(x, channels, 1, 1, 0, name=f"{name}.conv1")
     y = b.conv_bn(y, channels, 3, stride, 1, name=f"{name}.conv2")
-    y = b.conv_bn(y, 4 * channels, 1, 1, 0, relu=False, name=f"{name}.conv3")
+    y = b.conv_bn(y, 4 * channels, 1, 1, 0, relu=False, name=f"{name}.conv3",
+                  bn_scale=residual_scale)
     y = b.add(y, _shortcut(b, x, 4 * channels, stride, name), name=f"{name}.add")
     return b.relu(y, name=f"{name}.relu")
 
@@ -55,11 +67,13 @@ def bottleneck_block(b: GraphBuilder, x: str, channels: int, stride: int, name: 
 BLOCKS = {"basic": basic_block, "bottleneck": bottleneck_block}
 
 
-def _stages(b: GraphBuilder, x: str, block: str, widths, counts, strides) -> str:
+def _stages(b: GraphBuilder, x: str, block: str, widths, counts, strides,
+            zero_init_residual: bool) -> str:
+    scale = 0.0 if zero_init_residual else 1.0
     for stage, (channels, count, stride) in enumerate(zip(widths, counts, strides), start=1):
         for index in range(count):
             x = BLOCKS[block](b, x, channels, stride if index == 0 else 1,
-                              f"layer{stage}.{index}")
+                              f"layer{stage}.{index}", scale)
     return x
 
 
@@ -69,7 +83,8 @@ def _head(b: GraphBuilder, x: str, classes: int) -> str:
 
 def cifar_resnet(depth: int = 20, input_shape=(3, 32, 32), classes: int = 10, *,
                  batch_size="N", dtype: str = "float32", seed: int = 0,
-                 name: str | None = None) -> onnx.ModelProto:
+                 zero_init_residual: bool = False, name: str | None = None
+                 ) -> onnx.ModelProto:
     """CIFAR ResNet-``depth`` (depth = 6n + 2) with ``classes`` logits."""
     if depth < 8 or (depth - 2) % 6:
         raise Deep500Error(f"CIFAR ResNet depth must be 6n+2 (e.g. {CIFAR_DEPTHS}), "
@@ -77,14 +92,15 @@ def cifar_resnet(depth: int = 20, input_shape=(3, 32, 32), classes: int = 10, *,
     n = (depth - 2) // 6
     b = GraphBuilder(name or f"resnet{depth}", input_shape, batch_size, dtype, seed)
     x = b.conv_bn(b.input, 16, 3, 1, 1, name="conv1")
-    x = _stages(b, x, "basic", (16, 32, 64), (n, n, n), (1, 2, 2))
+    x = _stages(b, x, "basic", (16, 32, 64), (n, n, n), (1, 2, 2), zero_init_residual)
     return b.build(_head(b, x, classes),
                    doc=f"CIFAR ResNet-{depth} (He et al. 2016), option-B shortcuts")
 
 
 def imagenet_resnet(depth: int = 18, input_shape=(3, 224, 224), classes: int = 1000, *,
                     batch_size="N", dtype: str = "float32", seed: int = 0,
-                    name: str | None = None) -> onnx.ModelProto:
+                    zero_init_residual: bool = False, name: str | None = None
+                    ) -> onnx.ModelProto:
     """ImageNet ResNet-``depth`` (18, 34 or 50) with ``classes`` logits."""
     if depth not in IMAGENET_DEPTHS:
         raise Deep500Error(f"ImageNet ResNet depth must be one of "
@@ -93,6 +109,6 @@ def imagenet_resnet(depth: int = 18, input_shape=(3, 224, 224), classes: int = 1
     b = GraphBuilder(name or f"resnet{depth}", input_shape, batch_size, dtype, seed)
     x = b.conv_bn(b.input, 64, 7, 2, 3, name="conv1")
     x = b.maxpool(x, 3, 2, 1, name="maxpool")
-    x = _stages(b, x, block, (64, 128, 256, 512), counts, (1, 2, 2, 2))
+    x = _stages(b, x, block, (64, 128, 256, 512), counts, (1, 2, 2, 2), zero_init_residual)
     return b.build(_head(b, x, classes),
                    doc=f"ImageNet ResNet-{depth} (He et al. 2016), {block} blocks")

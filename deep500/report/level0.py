@@ -6,25 +6,14 @@ import os
 from collections import OrderedDict
 
 from deep500.report.plots import grouped_bars
+from deep500.report.records import of_level, summary as _summary, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
-
-
-def _metric(record: dict, name: str) -> dict | None:
-    for metric in record.get("result", {}).get("metrics", []):
-        if metric["metric"] == name:
-            return metric
-    return None
-
-
-def _summary(record, name, field):
-    metric = _metric(record, name)
-    return None if metric is None else metric["summary"].get(field)
 
 
 def build(records: list[dict], output_dir: str) -> dict:
     """Tables, plot paths and notes for the level-0 measurements in ``records``."""
-    measured = [r for r in records if r.get("level") == 0 and r["kind"] == "measurement"]
-    failed = [r for r in records if r.get("level") == 0 and r["kind"] == "error"]
+    measured = of_level(records, 0, "measurement")
+    failed = of_level(records, 0, "error")
     multi_rank = any(r.get("size", 1) > 1 for r in records)
     columns = ["Operator", "Framework"] + (["Rank"] if multi_rank else []) + [
         "Median time", "95% CI of median", "GFLOP/s", "L2 rel. error", "Max rel. error",
@@ -35,10 +24,6 @@ def build(records: list[dict], output_dir: str) -> dict:
         "float64 on the same inputs."))
     for record in measured:
         configuration = record["configuration"]
-        acceptance = record.get("acceptance", [])
-        verdict = ("—" if not acceptance else "pass" if record["passed"] else
-                   "FAIL: " + "; ".join(f"{c['threshold']} (got {fmt_number(c['value'])})"
-                                        for c in acceptance if not c["passed"]))
         low, high = (_summary(record, "WallclockTime", "ci_low"),
                      _summary(record, "WallclockTime", "ci_high"))
         row = [configuration["operator"]["label"], configuration["framework"]]
@@ -47,7 +32,7 @@ def build(records: list[dict], output_dir: str) -> dict:
                 f"[{fmt_time(low)}, {fmt_time(high)}]" if low is not None else "n/a",
                 fmt_number(_summary(record, "FLOPs", "gflops_per_s")),
                 fmt_number(_summary(record, "L2Error", "relative")),
-                fmt_number(_summary(record, "MaxError", "relative")), verdict]
+                fmt_number(_summary(record, "MaxError", "relative")), verdict(record)]
         table.rows.append(row)
     tables = [table] if measured else []
     if failed:

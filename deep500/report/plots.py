@@ -54,3 +54,32 @@ def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, lis
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, list],
+                 xlabel: str = "", top: int = 8) -> str:
+    """Horizontal stacked bars: one bar per entry of ``bars``, one segment per key of
+    ``segments`` (the ``top`` largest overall; the rest summed as 'other')."""
+    plt = _pyplot()
+    totals = {k: sum(v) for k, v in segments.items()}
+    keep = sorted(totals, key=totals.get, reverse=True)[:top]
+    shown = {k: segments[k] for k in keep}
+    rest = [sum(segments[k][i] for k in segments if k not in keep) for i in range(len(bars))]
+    if any(rest):
+        shown["other"] = rest
+    figure, axes = plt.subplots(figsize=(9, 0.35 * len(bars) + 1.8))
+    left = np.zeros(len(bars))
+    for name, values in shown.items():
+        axes.barh(np.arange(len(bars)), values, left=left, label=name)
+        left += np.array(values, dtype=float)
+    axes.set_yticks(np.arange(len(bars)))
+    axes.set_yticklabels(bars, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel(xlabel)
+    axes.set_title(title)
+    axes.legend(fontsize=8, loc="best")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -8,10 +8,10 @@ import html
 import os
 
 from deep500.recipe.results import read_manifest, read_results
-from deep500.report import level0
+from deep500.report import level0, level1
 from deep500.report.tables import Table
 
-SECTIONS = (level0,)
+SECTIONS = (level0, level1)
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
@@ -51,7 +51,7 @@ def _fairness(manifest: dict) -> str:
     return ("Held equal in every comparison: the same inputs (generated from the seed), "
             f"and the fixed components ({held}). Each framework is timed on its own "
             "tensors; conversions and layout changes (TensorFlow convolutions run in "
-            "NHWC) happen outside the timed region.")
+            "NHWC) happen outside the timed region of operators.")
 
 
 def write_reports(output_dir: str) -> list[str]:

@@ -1,0 +1,11 @@
+"""Min: elementwise minimum of the inputs with multidirectional broadcasting.
+https://onnx.ai/onnx/operators/onnx__Min.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_minmax import Extremum
+from deep500.frameworks.reference.operators.registry import register
+
+
+@register("Min")
+class Min(Extremum):
+    combine = np.minimum
