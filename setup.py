@@ -5,7 +5,7 @@ FRAMEWORKS = ["torch==2.13.0", "tensorflow-cpu>=2.20"]
 MPI = ["mpi4py>=4.0", "mpich"]
 ONNXRUNTIME = ["onnxruntime"]
 PLOT = ["matplotlib"]
-TESTS = ["pytest"]
+TESTS = ["pytest", "onnxscript", "tf2onnx"]
 
 setup(
     name="deep500",

@@ -3,6 +3,7 @@
     deep500 run RECIPE [--out DIR]   run a recipe, write results and a report
     deep500 report DIR               rebuild the report of a run folder
     deep500 info [--json]            software versions and hardware
+    deep500 conformance [...]        run ONNX's node tests on the executors
 
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written); 2 bad input (recipe,
@@ -62,6 +63,18 @@ def _info(args) -> int:
     return 0
 
 
+def _conformance(args) -> int:
+    import shlex
+    from deep500.lv1_network.conformance import conformance_command
+    command = "deep500 conformance" + "".join(
+        f" --{flag} {shlex.quote(value)}" for flag, value in
+        (("executors", args.executors), ("pattern", args.pattern)) if value)
+    return conformance_command(args.executors.split(","), out=args.out, json_path=args.json,
+                               results_path=args.results, pattern=args.pattern,
+                               time_limit=args.time_limit, replace=args.replace,
+                               progress=not args.quiet, command=command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -76,6 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="software versions and hardware")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_info)
+    conformance = commands.add_parser("conformance", help="run ONNX's node tests on the "
+                                      "executors; write a table and the locked passing set")
+    conformance.add_argument("--executors", default="reference,pytorch,tensorflow,onnxruntime",
+                             help="comma-separated executors (default: all four)")
+    conformance.add_argument("--out", default="docs/conformance.md", help="Markdown table")
+    conformance.add_argument("--json", default="tests/lv1_network/conformance_passing.json",
+                             help="locked passing set to update")
+    conformance.add_argument("--results", default="results/conformance.json",
+                             help="every case's status and message")
+    conformance.add_argument("--pattern", help="only cases whose name matches this regex")
+    conformance.add_argument("--time-limit", type=float, default=20.0,
+                             help="seconds per case before its remaining data sets are skipped")
+    conformance.add_argument("--replace", action="store_true", help="unlock the locked cases "
+                             "that no longer pass (default: keep them and exit 1)")
+    conformance.add_argument("--quiet", action="store_true", help="no progress bar")
+    conformance.set_defaults(handler=_conformance)
     return parser
 
 

@@ -139,8 +139,10 @@ class GraphBuilder:
         scale ``scale``."""
         name = self._unique(name)
         c = self.channels(x)
-        inputs = [x, self._param(name, "scale", np.full(c, scale)), self._param(name, "bias", np.zeros(c)),
-                  self._param(name, "mean", np.zeros(c)), self._param(name, "var", np.ones(c))]
+        inputs = [x, self._param(name, "scale", np.full(c, scale)),
+                  self._param(name, "bias", np.zeros(c)),
+                  self._param(name, "mean", np.zeros(c)),
+                  self._param(name, "var", np.ones(c))]
         return self._node("BatchNormalization", inputs, name, self.shapes[x],
                           epsilon=BN_EPSILON, momentum=BN_MOMENTUM)
 

@@ -9,6 +9,8 @@ copy of the model. Adding or removing nodes is not possible.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import onnx
 import onnx.numpy_helper
@@ -31,10 +33,19 @@ OPTIMIZATION_LEVELS = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 
+# ONNX element types stored below a byte per element, which ml_dtypes stores unpacked.
+_PACKED_TYPES = {getattr(onnx.TensorProto, name) for name in
+                 ("INT4", "UINT4", "INT2", "UINT2", "FLOAT4E2M1") if hasattr(onnx.TensorProto, name)}
+
 # Messages by which onnxruntime says it lacks a feature rather than that the model is wrong.
 _UNSUPPORTED_MARKS = ("Unsupported model IR version", "is not a registered function/op",
                       "Could not find an implementation", "is under development",
                       "not supported", "Unsupported data type")
+
+
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    """bfloat16, float8, int4, ...: NumPy dtypes that the ml_dtypes package defines."""
+    return dtype.type.__module__.startswith("ml_dtypes")
 
 
 class OnnxRuntimeNetwork(Network):
@@ -154,7 +165,8 @@ class OnnxRuntimeNetwork(Network):
         """A new session of the current model; with ``profile_prefix``, onnxruntime's
         profiler records it and ``end_profiling`` writes ``<prefix>_<time>.json``."""
         options = ort.SessionOptions()
-        options.log_severity_level = 3  # errors only; warnings would flood conformance runs
+        # fatal only: errors are raised as exceptions, logging them too would double them
+        options.log_severity_level = 4
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
@@ -179,12 +191,66 @@ class OnnxRuntimeNetwork(Network):
             feeds[meta.name] = (np.ascontiguousarray(value) if isinstance(value, np.ndarray)
                                 else value)
         try:
-            values = session.run(self.outputs, feeds)
+            if self._needs_ort_values(feeds):
+                values = self._run_with_ort_values(session, feeds)
+            else:
+                values = session.run(self.outputs, feeds)
         except ORT_ERRORS as exc:
             raise self._ort_error(exc, "run") from None
         outputs = dict(zip(self.outputs, values))
         self._last = {**inputs, **outputs}
         return outputs
+
+    def _needs_ort_values(self, feeds: dict) -> bool:
+        """Whether a tensor has a dtype outside NumPy's own (bfloat16, float8, ... from
+        ml_dtypes), which onnxruntime's NumPy interface does not convert."""
+        if any(isinstance(v, np.ndarray) and _is_ml_dtype(v.dtype) for v in feeds.values()):
+            return True
+        for name in self.outputs:
+            info = self.model.value_info.get(name)
+            if info is not None and info.dtype is not None and _is_ml_dtype(info.dtype):
+                return True
+        return False
+
+    def _run_with_ort_values(self, session, feeds: dict) -> list:
+        """Run with ``OrtValue`` tensors, reinterpreting ml_dtypes buffers as onnxruntime
+        tensors of the same ONNX element type and back."""
+        values = {}
+        for name, value in feeds.items():
+            if isinstance(value, np.ndarray) and _is_ml_dtype(value.dtype):
+                element_type = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+                self._check_byte_type(element_type, name)
+                raw = value.view(np.dtype(f"uint{8 * value.dtype.itemsize}"))
+                values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                    raw, element_type)
+            elif isinstance(value, np.ndarray):
+                values[name] = ort.OrtValue.ortvalue_from_numpy(value)
+            else:
+                raise UnsupportedError(f"onnxruntime network '{self.name}': input {name!r} "
+                                       f"is a {type(value).__name__}; with tensors of "
+                                       f"ml_dtypes types every input must be an array")
+        results = session.run_with_ort_values(self.outputs, values)
+        return [self._to_numpy(value, name) for value, name in zip(results, self.outputs)]
+
+    def _to_numpy(self, value, name: str):
+        if not value.is_tensor():
+            raise UnsupportedError(f"onnxruntime network '{self.name}': output {name!r} is "
+                                   f"not a tensor; sequences cannot be returned together "
+                                   f"with tensors of ml_dtypes types")
+        element_type = value.element_type()
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(element_type))
+        if not _is_ml_dtype(dtype):
+            return value.numpy()
+        self._check_byte_type(element_type, name)
+        raw = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())
+        return np.frombuffer(raw, dtype=dtype).reshape(value.shape()).copy()
+
+    def _check_byte_type(self, element_type: int, name: str) -> None:
+        if element_type in _PACKED_TYPES:
+            raise UnsupportedError(
+                f"onnxruntime network '{self.name}': tensor {name!r} has ONNX type "
+                f"{onnx.helper.tensor_dtype_to_string(element_type)}, packed below a byte "
+                f"per element; Deep500 cannot pass it to or from onnxruntime")
 
     def _invalidate(self) -> None:
         self._session = None
@@ -225,5 +291,6 @@ class OnnxRuntimeNetwork(Network):
         unsupported = isinstance(exc, _ort_state.NotImplemented) or (
             doing == "load" and any(mark in message for mark in _UNSUPPORTED_MARKS))
         kind = UnsupportedError if unsupported else Deep500Error
-        return kind(f"onnxruntime {ort.__version__} could not {doing} model '{self.name}' "
-                    f"({self.model.source}): {message}")
+        source = "" if self.model.source.startswith("<") else f" ({self.model.source})"
+        return kind(f"onnxruntime {ort.__version__} could not {doing} model "
+                    f"'{self.name}'{source}: {message}")

@@ -1,8 +1,12 @@
 """The reference framework (``d5ref``): slow, readable NumPy implementations that every
 framework's version is validated against."""
+from deep500.frameworks.reference.executor import ReferenceGraphExecutor, from_onnx
+from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.operators import (ReferenceOp, create_operator,
                                                     get_operator_class, operator_names,
                                                     register)
+from deep500.frameworks.reference.visitor import ReferenceVisitor
 
-__all__ = ["ReferenceOp", "create_operator", "get_operator_class", "operator_names",
+__all__ = ["ReferenceGraphExecutor", "ReferenceNetwork", "ReferenceOp", "ReferenceVisitor",
+           "create_operator", "from_onnx", "get_operator_class", "operator_names",
            "register"]

@@ -111,7 +111,7 @@ LOSSES = {
 
 def _tensor_type(model: onnx.ModelProto, name: str) -> onnx.TypeProto | None:
     """The type of tensor ``name``: from the graph's outputs, else from shape inference."""
-    for value in model.graph.output:
+    for value in list(model.graph.output) + list(model.graph.input):
         if value.name == name:
             return value.type
     inferred = onnx.shape_inference.infer_shapes(model)

@@ -55,9 +55,15 @@ class OnnxModel:
 
     @property
     def parameters(self) -> list[str]:
-        """Trainable tensors: floating-point initializers."""
+        """Trainable tensors: floating-point initializers, except batch-norm running
+        statistics (BatchNormalization's ``input_mean`` and ``input_var``), which are
+        estimated from data rather than learned by gradient descent."""
+        statistics = set()
+        for op in self.operations:
+            if op.op_type == "BatchNormalization":
+                statistics.update(op.inputs[3:5])
         return [name for name, value in self.initializers.items()
-                if np.issubdtype(value.dtype, np.floating)]
+                if np.issubdtype(value.dtype, np.floating) and name not in statistics]
 
     def operation(self, name: str) -> OnnxOperation:
         for op in self.operations:

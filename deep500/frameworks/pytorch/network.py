@@ -1,0 +1,218 @@
+"""PyTorch networks behind Deep500's Level-1 ``Network`` interface.
+
+``PyTorchNetwork`` is an ONNX model as an :class:`OnnxModule`: tensors, parameters and
+gradients are fetched and fed by their ONNX names, and the graph API (``add_node``,
+``remove_node``, ``add_output``) rebuilds the module while the parameters (and their
+trained values) stay. ``PyTorchNativeNetwork`` exposes a user's own ``nn.Module`` the
+same way, by its ``named_parameters()`` names.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from deep500.frameworks.pytorch.onnx_module import OnnxModule
+from deep500.frameworks.pytorch.visitor import PyTorchVisitor
+from deep500.lv1_network.network import GRADIENT_SUFFIX, Network
+from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
+from deep500.utils.onnx_interop.onnx_objects import OnnxModel
+from deep500.utils.onnx_interop.schemas import OnnxOperation
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+
+def to_numpy(tensor) -> np.ndarray:
+    """A tensor's value as a NumPy array; parameters are copied so that the array does
+    not change when they train."""
+    array = tensor.detach().cpu().numpy()
+    return array.copy() if isinstance(tensor, torch.nn.Parameter) else array
+
+
+def _as_array(value, dtype=None) -> np.ndarray:
+    array = np.asarray(value, dtype=dtype)
+    if not array.flags.c_contiguous or not array.flags.writeable:
+        array = np.array(array, order="C")
+    return array
+
+
+class _ParameterStore(Network):
+    """Fetching and feeding parameters and gradients, shared by both networks."""
+    parameter_values: dict  # ONNX (or module) name -> nn.Parameter
+
+    def get_params(self) -> list[str]:
+        return list(self.parameter_values)
+
+    def _fetch_parameter_or_gradient(self, name: str):
+        parameter = self.parameter_values.get(name)
+        if parameter is not None:
+            return to_numpy(parameter)
+        if name.endswith(GRADIENT_SUFFIX):
+            parameter = self.parameter_values.get(name[:-len(GRADIENT_SUFFIX)])
+            if parameter is not None:
+                grad = parameter.grad
+                return (np.zeros(tuple(parameter.shape), _numpy_dtype(parameter))
+                        if grad is None else grad.detach().cpu().numpy())
+        return None
+
+    def _feed_parameter(self, name: str, value) -> None:
+        parameter = self.parameter_values[name]
+        array = _as_array(value, _numpy_dtype(parameter))
+        if array.shape != tuple(parameter.shape):
+            raise ShapeError(f"Parameter {name!r} of network '{self.name}' has shape "
+                             f"{list(parameter.shape)}; cannot feed a value of shape "
+                             f"{list(array.shape)}")
+        with torch.no_grad():
+            parameter.copy_(torch.from_numpy(array))
+
+
+def _numpy_dtype(tensor) -> np.dtype:
+    return torch.empty((), dtype=tensor.dtype).numpy().dtype
+
+
+class PyTorchNetwork(_ParameterStore):
+    """An ONNX model as a PyTorch module (``self.module``).
+
+    Attributes:
+        model: the parsed ONNX model it was built from.
+        operations: the current nodes (after any ``add_node``/``remove_node``).
+        parameter_values: ``{ONNX name: nn.Parameter}``, the trainable tensors.
+        initializers: ``{name: ndarray}`` of the non-trainable constants.
+        last_values: ``{name: ndarray}`` inputs and outputs of the last run.
+    """
+
+    def __init__(self, model: OnnxModel):
+        super().__init__(model.name)
+        self.model = model
+        self.operations: list[OnnxOperation] = list(model.operations)
+        self.outputs = [o.name for o in model.outputs]
+        self.initializers = dict(model.initializers)
+        self.parameter_values: dict = {}
+        self.last_values: dict = {}
+        self.module = OnnxModule(model.name)
+        self._static_shapes = True
+        self.build()
+
+    # -- building ------------------------------------------------------------------
+    def build(self) -> None:
+        """(Re)build ``self.module`` from the current nodes, outputs and constants."""
+        current = dataclasses.replace(self.model, operations=list(self.operations),
+                                      initializers=dict(self.initializers))
+        PyTorchVisitor(static_shapes=self._static_shapes).visit_model(current, self)
+
+    def _tensor_names(self) -> set:
+        names = {i.name for i in self.model.inputs} | set(self.initializers)
+        for op in self.operations:
+            names.update(n for n in op.outputs if n)
+        return names
+
+    # -- tensors -------------------------------------------------------------------
+    def fetch_tensor(self, name: str) -> np.ndarray:
+        value = self._fetch_parameter_or_gradient(name)
+        if value is not None:
+            return value
+        if name in self.last_values:
+            return self.last_values[name]
+        if name in self.initializers:
+            return self.initializers[name]
+        if name in self._tensor_names():
+            raise Deep500Error(f"Tensor {name!r} of network '{self.name}' is computed but "
+                               f"not kept after a run; call network.add_output({name!r}) "
+                               f"before running to fetch it")
+        raise self._unknown_tensor(name, sorted(self._tensor_names()) + self.get_params())
+
+    def feed_tensor(self, name: str, value, is_param: bool = False) -> None:
+        """Set a parameter's value (in place, keeping its dtype and device), a constant
+        (the module is rebuilt), or, with ``is_param``, create a new parameter."""
+        if name in self.parameter_values:
+            self._feed_parameter(name, value)
+            return
+        array = _as_array(value)
+        if is_param:
+            if not np.issubdtype(array.dtype, np.floating):
+                raise Deep500Error(f"Parameter {name!r}: parameters are floating-point "
+                                   f"tensors, got {array.dtype}")
+            device = self.module.device or "cpu"
+            self.parameter_values[name] = torch.nn.Parameter(
+                torch.from_numpy(array.copy()).to(device))
+            self.initializers[name] = array
+            self.build()
+        elif name in self.initializers:
+            self.initializers[name] = array
+            self.build()
+        elif name in {i.name for i in self.model.feed_inputs}:
+            self.last_values[name] = array
+        else:
+            raise Deep500Error(f"Network '{self.name}': {name!r} is not a parameter, "
+                               f"constant or input; feed_tensor(name, value, "
+                               f"is_param=True) creates a new parameter")
+
+    # -- graph ---------------------------------------------------------------------
+    def add_node(self, op: OnnxOperation) -> None:
+        if not isinstance(op, OnnxOperation):
+            raise Deep500Error(f"add_node takes an OnnxOperation (e.g. "
+                               f"operators.Relu('relu1', ['x'], ['y'])), got "
+                               f"{type(op).__name__}")
+        if any(existing.name == op.name for existing in self.operations):
+            raise Deep500Error(f"Network '{self.name}' already has a node named {op.name!r}")
+        self._edit(self.operations + [op])
+
+    def remove_node(self, name: str) -> None:
+        remaining = [op for op in self.operations if op.name != name]
+        if len(remaining) == len(self.operations):
+            raise Deep500Error(f"Network '{self.name}' has no node {name!r} (nodes: "
+                               f"{', '.join(op.name for op in self.operations[:10])}"
+                               f"{', ...' if len(self.operations) > 10 else ''})")
+        self._edit(remaining)
+
+    def _edit(self, operations: list) -> None:
+        previous, previous_static = self.operations, self._static_shapes
+        # Shapes inferred for the original graph may not hold for the edited one.
+        self.operations, self._static_shapes = operations, False
+        try:
+            self.build()
+        except Exception:
+            self.operations, self._static_shapes = previous, previous_static
+            self.build()
+            raise
+
+    def add_output(self, name: str) -> None:
+        if name not in self._tensor_names():
+            raise self._unknown_tensor(name, sorted(self._tensor_names()))
+        if name not in self.outputs:
+            self.outputs.append(name)
+            self.build()
+
+
+class PyTorchNativeNetwork(_ParameterStore):
+    """A user's ``nn.Module`` as a Network: parameters by ``named_parameters()`` name;
+    the graph is the module's code, so nodes cannot be added or removed."""
+
+    def __init__(self, module, output_names, name: str | None = None):
+        super().__init__(name or type(module).__name__)
+        self.module = module
+        self.outputs = list(output_names)
+        self.parameter_values = dict(module.named_parameters())
+        self.last_values: dict = {}
+
+    def fetch_tensor(self, name: str) -> np.ndarray:
+        value = self._fetch_parameter_or_gradient(name)
+        if value is not None:
+            return value
+        if name in self.last_values:
+            return self.last_values[name]
+        raise self._unknown_tensor(name, list(self.last_values) + self.get_params())
+
+    def feed_tensor(self, name: str, value, is_param: bool = False) -> None:
+        if name not in self.parameter_values:
+            raise Deep500Error(f"Module '{self.name}' has no parameter {name!r}; a native "
+                               f"module's parameters are its named_parameters()")
+        self._feed_parameter(name, value)
+
+    def add_node(self, op) -> None:
+        raise UnsupportedError(f"Module '{self.name}' is a native nn.Module: its graph is "
+                               f"its Python code. Edit the module, or load an ONNX model "
+                               f"with from_onnx to edit nodes")
+
+    def remove_node(self, name: str) -> None:
+        self.add_node(None)

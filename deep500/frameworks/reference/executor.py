@@ -1,0 +1,310 @@
+"""The reference graph executor: runs a ReferenceNetwork with the NumPy reference operators,
+and backpropagates through it (reverse-mode automatic differentiation, one
+``backward(grads, fwd_inputs, fwd_outputs)`` call per operation).
+
+A run plan (operation order, when each tensor can be freed) is compiled once per graph
+version and reused; operators are created once, when the network is built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from deep500.frameworks.reference.network import ReferenceNetwork, tensor_key
+from deep500.frameworks.reference.visitor import ReferenceVisitor
+from deep500.lv1_network.graph_executor import GraphExecutor
+from deep500.lv1_network.network import gradient_name
+from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.onnx_interop.onnx_objects import OnnxModel
+from deep500.utils.onnx_interop.parser import load_and_parse_model
+
+
+@dataclass
+class _Step:
+    """One operation of a plan."""
+    op: object                 # the OnnxOperation (what events see)
+    forward: object            # its ReferenceOp's bound forward
+    backward: object           # its ReferenceOp's bound backward
+    inputs: tuple              # tensor names, None for omitted optional inputs
+    outputs: tuple             # tensor names, None for omitted optional outputs
+
+
+@dataclass
+class _Plan:
+    version: int
+    steps: list
+    frees: list                # per step: tensors no later step needs (inference)
+    feedable: frozenset        # tensors without a producer: inputs, parameters, constants
+    outputs: tuple
+    backprop: dict = field(default_factory=dict)   # y -> _BackpropPlan
+
+
+@dataclass
+class _BackpropPlan:
+    forward_free: list         # per step: tensors to free after its forward
+    backward: list             # (step index, tensors to free after its backward), reversed
+    differentiable: frozenset  # tensors that depend on a parameter
+
+
+class ReferenceGraphExecutor(GraphExecutor):
+    """Runs a :class:`ReferenceNetwork` on the CPU with NumPy.
+
+    Intermediate tensors are freed as soon as no later operation needs them (in
+    ``inference_and_backprop``, those backpropagation needs are kept until their
+    operation's backward has run). ``last_peak_bytes`` is the largest total size, during
+    the latest run, of the tensors the executor held at once: parameters and constants,
+    inputs, intermediate and output tensors, and gradients (a view counts its full size;
+    operators' internal temporaries are not counted).
+    """
+    framework = "reference"
+
+    def __init__(self, network: ReferenceNetwork, device=None, events=(),
+                 input_specs: dict | None = None):
+        super().__init__(network, device, events, input_specs)
+        if self.device.is_gpu:
+            raise UnsupportedError(f"The reference executor runs on the CPU only, not on "
+                                   f"{self.device}; use device='cpu'")
+        self.last_peak_bytes = 0
+        # Per-operator events fire around forward operators; set this to also fire them
+        # around each operator's backward in inference_and_backprop.
+        self.events_in_backward = False
+        self._plan: _Plan | None = None
+
+    # -- plans -------------------------------------------------------------------
+    def plan(self) -> _Plan:
+        """The compiled run plan of the network's current graph."""
+        network = self.network
+        if self._plan is not None and self._plan.version == network.version:
+            return self._plan
+        steps = []
+        available = set(network.persistent_tensors) | set(network.inputs)
+        feedable = frozenset(available)
+        last_use: dict[str, int] = {}
+        for index, name in enumerate(network.operation_names()):
+            data = network.operation(name)
+            op = data["op"]
+            for tensor in data["inputs"]:
+                if tensor is not None and tensor not in available:
+                    raise Deep500Error(
+                        f"Network '{network.name}': node '{name}' ({op.op_type}) reads tensor "
+                        f"{tensor!r}, which no node computes and which is neither an input "
+                        f"nor a parameter or constant; feed it or add the node computing it")
+                if tensor is not None:
+                    last_use[tensor] = index
+            outputs = [o or None for o in op.outputs]
+            while outputs and outputs[-1] is None:
+                outputs.pop()
+            outputs = tuple(outputs)
+            for tensor in outputs:
+                if tensor is not None:
+                    available.add(tensor)
+                    last_use.setdefault(tensor, index)
+            operator = data["operator"]
+            steps.append(_Step(op, operator.forward, operator.backward,
+                               tuple(data["inputs"]), outputs))
+        missing = [o for o in network.outputs if o not in available]
+        if missing:
+            raise Deep500Error(f"Network '{network.name}': outputs {missing} are computed by "
+                               f"no node and are not inputs, parameters or constants")
+        keep = feedable | set(network.outputs)
+        frees = [[] for _ in steps]
+        for tensor, index in last_use.items():
+            if tensor not in keep:
+                frees[index].append(tensor)
+        self._plan = _Plan(network.version, steps, [tuple(f) for f in frees], feedable,
+                           tuple(network.outputs))
+        return self._plan
+
+    def _backprop_plan(self, plan: _Plan, y: str) -> _BackpropPlan:
+        if y in plan.backprop:
+            return plan.backprop[y]
+        network = self.network
+        differentiable = set(network.get_params())
+        for step in plan.steps:
+            if any(t in differentiable for t in step.inputs if t is not None):
+                differentiable.update(t for t in step.outputs if t is not None)
+        # Operations with a parameter among their inputs' ancestors and y among their
+        # outputs' descendants: the only ones whose backward contributes.
+        reaches_y = {y}
+        relevant = []
+        for index in reversed(range(len(plan.steps))):
+            step = plan.steps[index]
+            if (any(t in reaches_y for t in step.outputs if t is not None)
+                    and any(t in differentiable for t in step.inputs if t is not None)):
+                relevant.append(index)
+                reaches_y.update(t for t in step.inputs if t is not None)
+        saved = {}   # tensor -> the earliest relevant step (frees it in the backward walk)
+        for index in relevant:   # latest first, so earlier steps overwrite
+            step = plan.steps[index]
+            for t in step.inputs + step.outputs:
+                if t is not None:
+                    saved[t] = index
+        keep = plan.feedable | set(plan.outputs)
+        forward_free = [tuple(t for t in free if t not in saved) for free in plan.frees]
+        backward_free = {index: [] for index in relevant}
+        for tensor, index in saved.items():
+            if tensor not in keep:
+                backward_free[index].append(tensor)
+        result = _BackpropPlan(forward_free, [(i, tuple(backward_free[i])) for i in relevant],
+                               frozenset(differentiable))
+        plan.backprop[y] = result
+        return result
+
+    @staticmethod
+    def _accumulate(grads: dict, accumulated: set, name: str, g, value, step) -> int:
+        """Add gradient ``g`` of tensor ``name`` (value ``value``) into ``grads``; returns
+        the bytes newly allocated."""
+        if type(g) is not np.ndarray:
+            g = np.asarray(g)
+        if g.shape != value.shape:
+            raise Deep500Error(f"Reference operator {step.op.op_type} (node '{step.op.name}') "
+                               f"returned a gradient of shape {g.shape} for its input "
+                               f"{name!r} of shape {value.shape}")
+        previous = grads.get(name)
+        if previous is None:
+            grads[name] = g
+            return g.nbytes
+        if name in accumulated:
+            previous += g
+            return 0
+        # The first gradient may be a view of an array used elsewhere: add out of place,
+        # then in place into the sum, which the executor owns.
+        grads[name] = previous + g
+        accumulated.add(name)
+        return g.nbytes
+
+    # -- runs ----------------------------------------------------------------------
+    def _environment(self, plan: _Plan, inputs: dict) -> dict:
+        env = dict(self.network.persistent_tensors)
+        for name, value in inputs.items():
+            if name in plan.feedable:
+                env[name] = value if type(value) is np.ndarray else np.asarray(value)
+        return env
+
+    def _forward(self, plan: _Plan, env: dict, frees, saved: dict | None) -> tuple[int, int]:
+        """Run every step, freeing ``frees[i]`` after step i; for the step indices in
+        ``saved``, keep (inputs, all outputs) there. Returns the peak and the final count
+        of live bytes."""
+        live = sum(v.nbytes for v in env.values())
+        peak = live
+        op_events = self.operator_events
+        for index, step in enumerate(plan.steps):
+            args = [env[t] if t is not None else None for t in step.inputs]
+            if op_events:
+                for event in op_events:
+                    event.before_operator(step.op)
+                result = step.forward(*args)
+                for event in op_events:
+                    event.after_operator(step.op)
+            else:
+                result = step.forward(*args)
+            if type(result) is not tuple:
+                result = (result,)
+            if any(type(r) is not np.ndarray for r in result):
+                result = tuple(np.asarray(r) for r in result)
+            if len(result) < len(step.outputs):
+                raise Deep500Error(f"Reference operator {step.op.op_type} returned "
+                                   f"{len(result)} outputs, node '{step.op.name}' of network "
+                                   f"'{self.network.name}' names {len(step.outputs)}")
+            produced = sum(r.nbytes for r in result)
+            if live + produced > peak:
+                peak = live + produced
+            kept = 0
+            for name, value in zip(step.outputs, result):
+                if name is not None:
+                    env[name] = value
+                    kept += value.nbytes
+            if saved is not None and index in saved:
+                saved[index] = (args, result)
+                kept = produced   # every output stays alive until the backward
+            live += kept
+            for name in frees[index]:
+                live -= env.pop(name).nbytes
+        return peak, live
+
+    def _inference(self, inputs: dict) -> dict:
+        plan = self.plan()
+        env = self._environment(plan, inputs)
+        self.last_peak_bytes, _ = self._forward(plan, env, plan.frees, None)
+        outputs = {name: env[name] for name in plan.outputs}
+        self.network.store_results(outputs)
+        return outputs
+
+    def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        network = self.network
+        if y not in network.outputs:
+            raise Deep500Error(f"Cannot backpropagate from {y!r}: it is not an output of "
+                               f"network '{network.name}' (outputs: {network.outputs}). Pass "
+                               f"y= the name of the scalar loss output")
+        plan = self.plan()
+        bplan = self._backprop_plan(plan, y)
+        env = self._environment(plan, inputs)
+        saved = {index: None for index, _ in bplan.backward}
+        peak, live = self._forward(plan, env, bplan.forward_free, saved)
+        outputs = {name: env[name] for name in plan.outputs}
+        loss = env[y]
+        if loss.size != 1 or not np.issubdtype(loss.dtype, np.floating):
+            raise Deep500Error(f"Cannot backpropagate from {y!r} of network '{network.name}': "
+                               f"it must be a floating-point scalar, got shape "
+                               f"{list(loss.shape)} and dtype {loss.dtype}")
+        grads = {y: np.ones_like(loss)}
+        live += loss.nbytes
+        peak = max(peak, live)
+        accumulated = set()    # gradients the executor allocated itself (safe to add into)
+        differentiable = bplan.differentiable
+        op_events = self.operator_events if self.events_in_backward else ()
+        for index, free in bplan.backward:
+            step = plan.steps[index]
+            args, result = saved.pop(index)
+            upstream = [grads.pop(t, None) for t in step.outputs]
+            upstream += [None] * (len(result) - len(upstream))
+            if any(g is not None for g in upstream):
+                if op_events:
+                    for event in op_events:
+                        event.before_operator(step.op)
+                    input_grads = step.backward(upstream, args, list(result))
+                    for event in op_events:
+                        event.after_operator(step.op)
+                else:
+                    input_grads = step.backward(upstream, args, list(result))
+                for position, (name, g) in enumerate(zip(step.inputs, input_grads)):
+                    if g is None or name not in differentiable:
+                        continue
+                    live += self._accumulate(grads, accumulated, name, g, args[position],
+                                             step)
+                peak = max(peak, live)
+            # The step's upstream gradients, unnamed outputs and saved tensors are dead now.
+            live -= sum(g.nbytes for g in upstream if g is not None)
+            live -= sum(r.nbytes for r in result[len(step.outputs):])
+            live -= sum(r.nbytes for name, r in zip(step.outputs, result) if name is None)
+            for name in free:
+                live -= env.pop(name).nbytes
+        gradients = {}
+        for param in network.get_params():
+            g = grads.get(param)
+            if g is None:
+                g = np.zeros_like(env[param])
+            elif not g.flags.writeable:
+                g = g.copy()
+            gradients[gradient_name(param)] = g
+        self.last_peak_bytes = peak
+        outputs.update(gradients)
+        network.store_results(outputs)
+        return outputs
+
+
+def from_onnx(path_or_model, device=None, events=(), **options) -> ReferenceGraphExecutor:
+    """A reference executor for an ONNX model (a path, an ``onnx.ModelProto`` or a parsed
+    :class:`OnnxModel`). The reference executor takes no options."""
+    if options:
+        raise Deep500Error(f"The reference executor takes no options; got "
+                           f"{sorted(options)}")
+    model = (path_or_model if isinstance(path_or_model, OnnxModel)
+             else load_and_parse_model(path_or_model))
+    network = ReferenceNetwork(model.name)
+    ReferenceVisitor().visit_model(model, network)
+    executor = ReferenceGraphExecutor(network, device, events,
+                                      {vi.name: vi for vi in model.feed_inputs})
+    executor.plan()
+    return executor
