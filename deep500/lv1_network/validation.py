@@ -23,7 +23,7 @@ def _events_of(metrics) -> list[ExecutorEvent]:
     for metric in metrics:
         if isinstance(metric, ExecutorEvent):
             events.append(metric)
-        if isinstance(metric, FrameworkOverhead):
+        if isinstance(metric, FrameworkOverhead) and metric.operator_times not in events:
             events.append(metric.operator_times)
     return events
 
@@ -49,14 +49,16 @@ def _installed(executor: GraphExecutor, metrics):
 
 
 def _collect_profiled(executor, events) -> None:
-    """Executors that profile per operator themselves (onnxruntime) report afterwards."""
-    times = getattr(executor, "last_operator_times", None)
-    if not times:
+    """Executors that profile per operator themselves (onnxruntime) report afterwards:
+    ``operator_times_of_runs`` (one dict of seconds per node for each run)."""
+    if not hasattr(executor, "operator_times_of_runs"):
         return
+    runs = executor.operator_times_of_runs
     op_types = getattr(executor, "last_operator_types", {})
     for event in events:
         if isinstance(event, OperatorTimes) and len(event.runs) == 0:
-            event.record_run(times, op_types)
+            for times in runs:
+                event.record_run(times, op_types)
 
 
 def _conditions(executor: GraphExecutor, inputs: dict) -> dict:

@@ -74,9 +74,12 @@ class Recipe:
         """Fresh metric instances for one measurement; FLOPs reads the timer's median."""
         metrics = [build(output_dir, tag) for build in self.metric_builders.values()]
         timers = [m for m in metrics if m.name == "WallclockTime"]
+        operator_times = [m for m in metrics if m.name == "OperatorTimes"]
         for metric in metrics:
             if metric.name == "FLOPs" and timers:
                 metric.timer = timers[0]
+            if metric.name == "FrameworkOverhead" and operator_times:
+                metric.operator_times = operator_times[0]  # one set of operator hooks
         return metrics
 
 

@@ -7,7 +7,8 @@ onnxruntime's built-in profiler on, reads the per-node kernel times from the pro
 (Chrome trace format: events with ``cat == "Node"`` named ``<node>_kernel_time``, ``dur``
 in microseconds) and exposes them after the run as ``executor.last_operator_times``
 (``{node name: seconds}``) and ``executor.last_operator_types`` (``{node name: op
-type}``). ``OperatorTimes`` consumers read them (``OperatorTimes.record_run``).
+type}``). ``OperatorTimes`` consumers read them (``OperatorTimes.record_run``). How
+profiled runs are kept comparable with plain ones: see :class:`ProfiledRuns`.
 
 Node names are Deep500's (``op.name``): unnamed nodes get the parser's names before the
 model reaches onnxruntime. Nodes that onnxruntime's graph optimizations fuse or fold
@@ -16,6 +17,7 @@ own nodes).
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -84,7 +86,8 @@ class OnnxRuntimeGraphExecutor(GraphExecutor):
             'extended', 'all'); None keeps onnxruntime's default.
 
     After a run with per-operator events, ``last_operator_times`` holds onnxruntime's
-    profiled kernel time of each node in seconds (see the module docstring).
+    profiled kernel time of each node in seconds (see the module docstring and
+    :class:`ProfiledRuns`).
     """
     framework = "onnxruntime"
     supports_backprop = False
@@ -100,9 +103,7 @@ class OnnxRuntimeGraphExecutor(GraphExecutor):
         # Sequence- and optional-typed inputs are not arrays; the base checks tensors.
         self._non_tensor_inputs = {vi.name for vi in model.proto.graph.input
                                    if not vi.type.HasField("tensor_type")}
-        self.last_operator_times: dict[str, float] = {}
-        self.last_operator_types: dict[str, str] = {}
-        self._profile_dir: str | None = None
+        self._profiler: ProfiledRuns | None = None
         OnnxRuntimeVisitor().visit_model(model, network)
 
     def _check_inputs(self, inputs: dict) -> None:
@@ -111,45 +112,116 @@ class OnnxRuntimeGraphExecutor(GraphExecutor):
                       for name, value in inputs.items()}
         super()._check_inputs(inputs)
 
+    @property
+    def last_operator_times(self) -> dict[str, float]:
+        """Seconds per node of the last run with per-operator events (else empty)."""
+        runs = self.operator_times_of_runs
+        return runs[-1] if runs else {}
+
+    @property
+    def operator_times_of_runs(self) -> list[dict[str, float]]:
+        """Seconds per node of each run with per-operator events since these times were
+        last read."""
+        return self._profiler.collect()[0] if self._profiler else []
+
+    @property
+    def last_operator_types(self) -> dict[str, str]:
+        """Operator type per node of ``last_operator_times``."""
+        return self._profiler.collect()[1] if self._profiler else {}
+
     def _inference(self, inputs: dict) -> dict:
         if self.operator_events:
-            return self._profiled_inference(inputs)
+            if self._profiler is None:
+                self._profiler = ProfiledRuns(self.network)
+            return self._profiler.run(inputs)
         return self.network.run(self.network.session, inputs)
 
-    def _profiled_inference(self, inputs: dict) -> dict:
-        """One run in a fresh profiling session. onnxruntime profiles from a session's
-        creation until ``end_profiling`` and cannot restart, hence the new session; its
-        first run (which allocates memory) is done before, and left out of, the times."""
-        if self._profile_dir is None:
-            self._profile_dir = tempfile.mkdtemp(prefix="deep500-ort-profile-")
-            weakref.finalize(self, shutil.rmtree, self._profile_dir, True)
-        session = self.network.new_session(os.path.join(self._profile_dir, "run"))
-        self.network.run(session, inputs)
+
+class ProfiledRuns:
+    """Runs with onnxruntime's profiler on, and the per-node times of each.
+
+    onnxruntime profiles a session from its creation until ``end_profiling``, which
+    writes the trace and ends profiling for good. So profiled runs use a session of their
+    own that has already run once (a session's first run allocates its memory, which
+    would be billed to the operators). Collecting the times ends that session's profile
+    and readies the next session with the last inputs, so that this work falls outside
+    the caller's timing of a run.
+    """
+
+    def __init__(self, network: OnnxRuntimeNetwork):
+        self.network = network
+        self.directory = tempfile.mkdtemp(prefix="deep500-ort-profile-")
+        # The live session sits in a dict the finalizer can empty: a session with
+        # profiling on writes its trace when freed, which must happen before the folder
+        # is removed.
+        self._state: dict = {}
+        weakref.finalize(self, _discard_profiles, self._state, self.directory)
+        self._pending = 0  # profiled runs since the last collection
+        self._runs: list[dict[str, float]] = []
+        self._types: dict[str, str] = {}
+
+    def run(self, inputs: dict) -> dict:
+        session = self._state.get("session")
+        if session is None or self._state.get("version") != self.network.version:
+            session = self._ready_session(inputs)
         outputs = self.network.run(session, inputs)
-        path = session.end_profiling()
-        try:
-            with open(path, encoding="utf-8") as trace:
-                events = json.load(trace)
-        finally:
-            if path and os.path.exists(path):
-                os.remove(path)
-        self.last_operator_times, self.last_operator_types = node_times(events)
+        self._pending += 1
         return outputs
+
+    def collect(self) -> tuple[list[dict[str, float]], dict[str, str]]:
+        """Seconds per node in each profiled run since the previous collection (the
+        last collection's runs if none since), and the nodes' operator types."""
+        if self._pending:
+            pending, self._pending = self._pending, 0
+            session = self._state.pop("session")
+            path = session.end_profiling()
+            try:
+                with open(path, encoding="utf-8") as trace:
+                    events = json.load(trace)
+            finally:
+                if path and os.path.exists(path):
+                    os.remove(path)
+            runs, self._types = node_times_per_run(events)
+            self._runs = runs[-pending:]  # the session's first model_run was its warm-up
+            self._ready_session(self.network.last_inputs)
+        return [dict(run) for run in self._runs], dict(self._types)
+
+    def _ready_session(self, inputs: dict):
+        self._state.clear()
+        self._pending = 0  # runs in a dropped session are not reported
+        session = self.network.new_session(os.path.join(self.directory, "run"))
+        self.network.run(session, inputs)
+        self._state.update(session=session, version=self.network.version)
+        return session
+
+
+def _discard_profiles(state: dict, directory: str) -> None:
+    state.clear()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def node_times(events: list) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds and operator type per node in the last ``model_run`` of an onnxruntime
     profile (nodes inside loops are summed over their executions)."""
-    runs = [e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    start = max(runs) if runs else 0
-    times: dict[str, float] = defaultdict(float)
+    runs, types = node_times_per_run(events)
+    return (runs[-1] if runs else {}), types
+
+
+def node_times_per_run(events: list) -> tuple[list[dict[str, float]], dict[str, str]]:
+    """Seconds per node in each ``model_run`` of an onnxruntime profile, in order, and
+    the operator type of each node."""
+    starts = sorted(e.get("ts", 0) for e in events
+                    if e.get("cat") == "Session" and e.get("name") == "model_run")
+    runs: list[dict[str, float]] = [defaultdict(float) for _ in starts]
     types: dict[str, str] = {}
     for event in events:
         name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX) or \
-                event.get("ts", 0) < start:
+        if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX):
+            continue
+        index = bisect.bisect_right(starts, event.get("ts", 0)) - 1
+        if index < 0:
             continue
         node = name[:-len(_KERNEL_SUFFIX)]
-        times[node] += event.get("dur", 0) * 1e-6
+        runs[index][node] += event.get("dur", 0) * 1e-6
         types.setdefault(node, event.get("args", {}).get("op_name", "?"))
-    return dict(times), types
+    return [dict(run) for run in runs], types

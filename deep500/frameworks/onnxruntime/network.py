@@ -34,8 +34,9 @@ OPTIMIZATION_LEVELS = {
 }
 
 # ONNX element types stored below a byte per element, which ml_dtypes stores unpacked.
-_PACKED_TYPES = {getattr(onnx.TensorProto, name) for name in
-                 ("INT4", "UINT4", "INT2", "UINT2", "FLOAT4E2M1") if hasattr(onnx.TensorProto, name)}
+_PACKED_TYPES = {getattr(onnx.TensorProto, name)
+                 for name in ("INT4", "UINT4", "INT2", "UINT2", "FLOAT4E2M1")
+                 if hasattr(onnx.TensorProto, name)}
 
 # Messages by which onnxruntime says it lacks a feature rather than that the model is wrong.
 _UNSUPPORTED_MARKS = ("Unsupported model IR version", "is not a registered function/op",
@@ -79,6 +80,8 @@ class OnnxRuntimeNetwork(Network):
         self._graph_outputs = list(self.outputs)
         self._fed_initializers: set[str] = set()
         self._last: dict = {}
+        self.last_inputs: dict = {}
+        self.version = 0  # counts edits of the model; sessions of older versions are stale
         self._session = None
         self._model_bytes: bytes | None = None
 
@@ -187,6 +190,8 @@ class OnnxRuntimeNetwork(Network):
         ``fetch_tensor``; returns ``{output name: value}``."""
         feeds = {}
         for meta in session.get_inputs():
+            if meta.name not in inputs:
+                continue  # an initializer listed as an input (IR < 4): its stored value
             value = inputs[meta.name]
             feeds[meta.name] = (np.ascontiguousarray(value) if isinstance(value, np.ndarray)
                                 else value)
@@ -198,6 +203,7 @@ class OnnxRuntimeNetwork(Network):
         except ORT_ERRORS as exc:
             raise self._ort_error(exc, "run") from None
         outputs = dict(zip(self.outputs, values))
+        self.last_inputs = dict(inputs)
         self._last = {**inputs, **outputs}
         return outputs
 
@@ -253,6 +259,7 @@ class OnnxRuntimeNetwork(Network):
                 f"per element; Deep500 cannot pass it to or from onnxruntime")
 
     def _invalidate(self) -> None:
+        self.version += 1
         self._session = None
         self._model_bytes = None
 

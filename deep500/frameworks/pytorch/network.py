@@ -91,6 +91,7 @@ class PyTorchNetwork(_ParameterStore):
         self.last_values: dict = {}
         self.module = OnnxModule(model.name)
         self._static_shapes = True
+        self.needs_build = False
         self.build()
 
     # -- building ------------------------------------------------------------------
@@ -99,6 +100,7 @@ class PyTorchNetwork(_ParameterStore):
         current = dataclasses.replace(self.model, operations=list(self.operations),
                                       initializers=dict(self.initializers))
         PyTorchVisitor(static_shapes=self._static_shapes).visit_model(current, self)
+        self.needs_build = False
 
     def _tensor_names(self) -> set:
         names = {i.name for i in self.model.inputs} | set(self.initializers)
@@ -136,10 +138,10 @@ class PyTorchNetwork(_ParameterStore):
             self.parameter_values[name] = torch.nn.Parameter(
                 torch.from_numpy(array.copy()).to(device))
             self.initializers[name] = array
-            self.build()
+            self._rebuild()
         elif name in self.initializers:
             self.initializers[name] = array
-            self.build()
+            self._rebuild()
         elif name in {i.name for i in self.model.feed_inputs}:
             self.last_values[name] = array
         else:
@@ -155,6 +157,9 @@ class PyTorchNetwork(_ParameterStore):
                                f"{type(op).__name__}")
         if any(existing.name == op.name for existing in self.operations):
             raise Deep500Error(f"Network '{self.name}' already has a node named {op.name!r}")
+        visitor = PyTorchVisitor()
+        visitor.model = self.model
+        visitor.visitor_for(op)  # an unsupported operator fails here, not at the next run
         self._edit(self.operations + [op])
 
     def remove_node(self, name: str) -> None:
@@ -165,10 +170,39 @@ class PyTorchNetwork(_ParameterStore):
                                f"{', ...' if len(self.operations) > 10 else ''})")
         self._edit(remaining)
 
+    def _topological(self, operations: list) -> list:
+        """The nodes in an order where each runs after the producers of its inputs
+        (stable: already ordered nodes keep their order)."""
+        available = {i.name for i in self.model.inputs} | set(self.initializers) | {""}
+        pending, ordered = list(operations), []
+        while pending:
+            waiting = []
+            for op in pending:
+                if all(n in available for n in op.inputs):
+                    ordered.append(op)
+                    available.update(op.outputs)
+                else:
+                    waiting.append(op)
+            if len(waiting) == len(pending):
+                op = waiting[0]
+                missing = [n for n in op.inputs if n not in available]
+                raise Deep500Error(f"Network '{self.name}': node '{op.name}' "
+                                   f"({op.op_type}) reads {missing}, which no node, input "
+                                   f"or initializer provides (or the nodes form a cycle)")
+            pending = waiting
+        return ordered
+
     def _edit(self, operations: list) -> None:
+        try:
+            operations, complete = self._topological(operations), True
+        except Deep500Error:
+            complete = False  # e.g. between remove_node and the add_node replacing it
         previous, previous_static = self.operations, self._static_shapes
         # Shapes inferred for the original graph may not hold for the edited one.
         self.operations, self._static_shapes = operations, False
+        if not complete:
+            self.needs_build = True
+            return
         try:
             self.build()
         except Exception:
@@ -176,12 +210,21 @@ class PyTorchNetwork(_ParameterStore):
             self.build()
             raise
 
+    def _rebuild(self) -> None:
+        if not self.needs_build:
+            self.build()
+
+    def build_if_needed(self) -> None:
+        """Build a graph left incomplete by an edit, or raise what is still missing."""
+        self.operations = self._topological(self.operations)
+        self.build()
+
     def add_output(self, name: str) -> None:
         if name not in self._tensor_names():
             raise self._unknown_tensor(name, sorted(self._tensor_names()))
         if name not in self.outputs:
             self.outputs.append(name)
-            self.build()
+            self._rebuild()
 
 
 class PyTorchNativeNetwork(_ParameterStore):

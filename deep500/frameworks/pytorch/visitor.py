@@ -680,34 +680,54 @@ class PyTorchVisitor(OnnxBaseVisitor):
     def _labels(self, name):
         return (lambda t: t) if self._dtype(name) == torch.int64 else (lambda t: t.long())
 
+    def _nll(self, op, labels):
+        """F.nll_loss, or with class weights the same sum written out, since PyTorch's
+        kernel gives no gradient for the weights (which are parameters here)."""
+        reduction = op.attributes["reduction"]
+        ignore = op.attributes["ignore_index"]
+
+        def nll(log_prob, target, weights=None):
+            target = labels(target)
+            if weights is None:
+                return F.nll_loss(log_prob, target, ignore_index=-100 if ignore is None
+                                  else ignore, reduction=reduction)
+            valid = None if ignore is None else target != ignore
+            safe = target if valid is None else torch.where(valid, target, 0)
+            picked = log_prob.gather(1, safe.unsqueeze(1)).squeeze(1)
+            w = weights[safe] if valid is None else weights[safe] * valid
+            loss = -picked * w
+            if reduction == "sum":
+                return loss.sum()
+            if reduction == "mean":
+                return loss.sum() / w.sum()
+            return loss
+        return nll
+
     def visit_softmaxcrossentropyloss(self, op, network):
+        nll = self._nll(op, self._labels(op.inputs[1]))
+        if len(op.outputs) > 1 and op.outputs[1]:
+            def cross_entropy_with_log_prob(scores, target, weights=None):
+                log_prob = torch.log_softmax(scores, 1)
+                return nll(log_prob, target, weights), log_prob
+            self._emit(op, cross_entropy_with_log_prob)
+            return
+        outputs = len(op.outputs)
         reduction = op.attributes["reduction"]
         ignore = op.attributes["ignore_index"]
         ignore = -100 if ignore is None else ignore  # PyTorch's default: none ignored
         labels = self._labels(op.inputs[1])
-        if len(op.outputs) > 1 and op.outputs[1]:
-            def cross_entropy_with_log_prob(scores, target, weights=None):
-                log_prob = torch.log_softmax(scores, 1)
-                loss = F.nll_loss(log_prob, labels(target), weights, ignore_index=ignore,
-                                  reduction=reduction)
-                return loss, log_prob
-            self._emit(op, cross_entropy_with_log_prob)
-            return
-        outputs = len(op.outputs)
 
         def cross_entropy(scores, target, weights=None):
-            loss = F.cross_entropy(scores, labels(target), weights, ignore_index=ignore,
-                                   reduction=reduction)
+            if weights is None:
+                loss = F.cross_entropy(scores, labels(target), ignore_index=ignore,
+                                       reduction=reduction)
+            else:
+                loss = nll(torch.log_softmax(scores, 1), target, weights)
             return loss if outputs == 1 else (loss, None)
         self._emit(op, cross_entropy)
 
     def visit_negativeloglikelihoodloss(self, op, network):
-        reduction = op.attributes["reduction"]
-        ignore = op.attributes["ignore_index"]
-        ignore = -100 if ignore is None else ignore
-        labels = self._labels(op.inputs[1])
-        self._emit(op, lambda x, target, weight=None: F.nll_loss(
-            x, labels(target), weight, ignore_index=ignore, reduction=reduction))
+        self._emit(op, self._nll(op, self._labels(op.inputs[1])))
 
     # -- shapes and data movement --------------------------------------------------------
     def visit_flatten(self, op, network):
@@ -934,18 +954,19 @@ class PyTorchVisitor(OnnxBaseVisitor):
             raise self._fail(op, f"pad mode {a.get('mode')!r} is not supported "
                                  f"(constant, reflect, edge, wrap are)")
         names = list(op.inputs) + ["", "", ""]
+        value_name = ""
         if op.since_version < 11:
             pads = list(a.get("pads") or a.get("paddings") or [])
             value, axes = float(a.get("value") or 0.0), None
         else:
             pads = self._ints(names[1])
-            if names[2] and names[2] not in self.known:
-                raise self._fail(op, "constant_value must be a constant")
-            value = self._scalar(names[2]) if names[2] else 0
             axes = self._ints(names[3]) if names[3] else None
             if pads is None or (names[3] and axes is None):
                 raise self._fail(op, "pads and axes must be constants (initializers or "
                                      "Constant nodes)")
+            value = self._scalar(names[2]) if names[2] else 0
+            if names[2] and value is None:  # a parameter (floating initializer)
+                value_name = names[2]
 
         def torch_pads(rank):
             chosen = list(range(rank)) if axes is None else [x % rank for x in axes]
@@ -955,23 +976,23 @@ class PyTorchVisitor(OnnxBaseVisitor):
                 full[axis], full[rank + axis] = pads[i], pads[half + i]
             result = _torch_pads(full)
             while result and result[-1] == 0 and result[-2] == 0:
-                result = result[:-2]  # leading unpadded axes: modes other than
-            return result             # 'constant' pad only the trailing ones
+                result = result[:-2]  # modes other than 'constant' pad only the
+            return result             # trailing axes: drop the unpadded leading ones
 
         rank = self._rank(op.inputs[0])
         if rank is not None:
             explicit = torch_pads(rank)
-            if mode == "constant":
-                self._emit(op, lambda x: F.pad(x, explicit, "constant", value),
-                           op.inputs[:1])
-            else:
-                self._emit(op, lambda x: F.pad(x, explicit, mode), op.inputs[:1])
-            return
-        if mode == "constant":
-            self._emit(op, lambda x: F.pad(x, torch_pads(x.dim()), "constant", value),
-                       op.inputs[:1])
+            pads_of = lambda x: explicit  # noqa: E731
         else:
-            self._emit(op, lambda x: F.pad(x, torch_pads(x.dim()), mode), op.inputs[:1])
+            pads_of = lambda x: torch_pads(x.dim())  # noqa: E731
+        if value_name:
+            # pad(x - v) + v is x inside and v outside, and differentiable in v.
+            self._emit(op, lambda x, v: F.pad(x - v, pads_of(x)) + v,
+                       [op.inputs[0], value_name])
+        elif mode == "constant":
+            self._emit(op, lambda x: F.pad(x, pads_of(x), "constant", value), op.inputs[:1])
+        else:
+            self._emit(op, lambda x: F.pad(x, pads_of(x), mode), op.inputs[:1])
 
     def _reduce(self, op, fn):
         keepdims = bool(op.attributes.get("keepdims", 1))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deep500.frameworks.reference.network import ReferenceNetwork, tensor_key
+from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
@@ -56,6 +56,9 @@ class ReferenceGraphExecutor(GraphExecutor):
     the latest run, of the tensors the executor held at once: parameters and constants,
     inputs, intermediate and output tensors, and gradients (a view counts its full size;
     operators' internal temporaries are not counted).
+
+    Per-operator events (``wants_operator_events``) fire around each operation's forward;
+    with ``events_in_backward = True`` also around each backward, in reverse order.
     """
     framework = "reference"
 
@@ -66,8 +69,6 @@ class ReferenceGraphExecutor(GraphExecutor):
             raise UnsupportedError(f"The reference executor runs on the CPU only, not on "
                                    f"{self.device}; use device='cpu'")
         self.last_peak_bytes = 0
-        # Per-operator events fire around forward operators; set this to also fire them
-        # around each operator's backward in inference_and_backprop.
         self.events_in_backward = False
         self._plan: _Plan | None = None
 
@@ -188,9 +189,11 @@ class ReferenceGraphExecutor(GraphExecutor):
         of live bytes."""
         live = sum(v.nbytes for v in env.values())
         peak = live
+        env[None] = None   # an omitted optional input reads as None
         op_events = self.operator_events
+        ndarray = np.ndarray
         for index, step in enumerate(plan.steps):
-            args = [env[t] if t is not None else None for t in step.inputs]
+            args = [env[t] for t in step.inputs]
             if op_events:
                 for event in op_events:
                     event.before_operator(step.op)
@@ -199,29 +202,45 @@ class ReferenceGraphExecutor(GraphExecutor):
                     event.after_operator(step.op)
             else:
                 result = step.forward(*args)
-            if type(result) is not tuple:
-                result = (result,)
-            if any(type(r) is not np.ndarray for r in result):
-                result = tuple(np.asarray(r) for r in result)
-            if len(result) < len(step.outputs):
-                raise Deep500Error(f"Reference operator {step.op.op_type} returned "
-                                   f"{len(result)} outputs, node '{step.op.name}' of network "
-                                   f"'{self.network.name}' names {len(step.outputs)}")
-            produced = sum(r.nbytes for r in result)
-            if live + produced > peak:
-                peak = live + produced
-            kept = 0
-            for name, value in zip(step.outputs, result):
-                if name is not None:
-                    env[name] = value
-                    kept += value.nbytes
-            if saved is not None and index in saved:
-                saved[index] = (args, result)
-                kept = produced   # every output stays alive until the backward
-            live += kept
+            if type(result) is ndarray and saved is None and len(step.outputs) < 2:
+                # The common case: one output array, nothing kept for a backward pass.
+                nbytes = result.nbytes
+                if live + nbytes > peak:
+                    peak = live + nbytes
+                if step.outputs:
+                    env[step.outputs[0]] = result
+                    live += nbytes
+            else:
+                result = self._outputs(step, result)
+                produced = sum(r.nbytes for r in result)
+                if live + produced > peak:
+                    peak = live + produced
+                for name, value in zip(step.outputs, result):
+                    if name is not None:
+                        env[name] = value
+                        live += value.nbytes
+                if saved is not None and index in saved:
+                    saved[index] = (args, result)
+                    # Every output, named or not, stays alive until the backward pass.
+                    live += sum(r.nbytes for name, r in
+                                zip(step.outputs + (None,) * len(result), result)
+                                if name is None)
             for name in frees[index]:
                 live -= env.pop(name).nbytes
+        del env[None]
         return peak, live
+
+    def _outputs(self, step: _Step, result) -> tuple:
+        """An operator's result as a tuple of arrays with one per named output at least."""
+        if type(result) is not tuple:
+            result = tuple(result) if isinstance(result, list) else (result,)
+        if any(type(r) is not np.ndarray for r in result):
+            result = tuple(np.asarray(r) for r in result)
+        if len(result) < len(step.outputs):
+            raise Deep500Error(f"Reference operator {step.op.op_type} returned {len(result)} "
+                               f"outputs; node '{step.op.name}' of network "
+                               f"'{self.network.name}' names {len(step.outputs)}")
+        return result
 
     def _inference(self, inputs: dict) -> dict:
         plan = self.plan()

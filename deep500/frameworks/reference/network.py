@@ -133,7 +133,9 @@ class ReferenceNetwork(Network):
         self.version += 1
 
     def remove_node(self, name: str) -> None:
-        """Remove operation ``name``; its outputs that no other node reads go with it."""
+        """Remove operation ``name``. Its output tensors stop being graph outputs and, if
+        no other node reads them, leave the graph (nodes still reading them must then be
+        removed too, or the tensors fed)."""
         key = op_key(name)
         if not self.graph.has_node(key):
             raise Deep500Error(f"Network '{self.name}' has no operation '{name}' (some "
@@ -141,7 +143,9 @@ class ReferenceNetwork(Network):
         outputs = list(self.graph.successors(key))
         self.graph.remove_node(key)
         for tensor in outputs:
-            if self.graph.out_degree(tensor) == 0 and tensor[1] not in self.outputs:
+            if tensor[1] in self.outputs:
+                self.outputs.remove(tensor[1])
+            if self.graph.out_degree(tensor) == 0:
                 self.graph.remove_node(tensor)
         del self._order[name]
         self.version += 1

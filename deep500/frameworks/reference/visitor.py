@@ -116,17 +116,34 @@ def _without_effect(op: OnnxOperation, key: str, value) -> bool:
 
 
 class ReferenceVisitor(OnnxBaseVisitor):
-    """Builds a :class:`ReferenceNetwork`: floating-point initializers become parameters,
-    other initializers and ``Constant`` nodes constants, and every other node an
-    operation computed by the reference operator of its ``op_type``."""
+    """Builds a :class:`ReferenceNetwork`: the model's parameters become trainable
+    parameters, other initializers and ``Constant`` nodes constants, and every other node
+    an operation computed by the reference operator of its ``op_type``."""
     framework = "The reference (NumPy) framework"
 
     def __init__(self, where: str | None = None):
         self._where = where
+        self._parameters: set = set()
 
     # -- hooks -------------------------------------------------------------------
+    def visit_graph(self, model: OnnxModel, network: ReferenceNetwork) -> None:
+        self._parameters = set(model.parameters)
+        if model.proto is not None:
+            graph = model.proto.graph
+            for value in list(graph.input) + list(graph.output):
+                if value.type.WhichOneof("value") not in ("tensor_type", None):
+                    raise UnsupportedError(
+                        f"{self.framework} runs tensors only; graph value '{value.name}' of "
+                        f"model '{model.name}' ({model.source}) is a "
+                        f"{value.type.WhichOneof('value').replace('_type', '')}")
+
     def visit_initializer(self, name: str, value, network: ReferenceNetwork) -> None:
-        network.feed_tensor(name, value, is_param=np.issubdtype(value.dtype, np.floating))
+        """The model's parameters (floating-point initializers other than batch-norm
+        running statistics) become trainable parameters, other initializers constants."""
+        if not value.flags.writeable:
+            # Arrays read from a protobuf are read-only; parameters must be trainable.
+            value = value.copy()
+        network.feed_tensor(name, value, is_param=name in self._parameters)
 
     def visit_input(self, value_info: OnnxValueInfo, network: ReferenceNetwork) -> None:
         network.add_input(value_info.name)
@@ -181,8 +198,8 @@ class ReferenceVisitor(OnnxBaseVisitor):
                 inputs[position] = name
             elif given and not _without_effect(op, key, value):
                 default = op.attribute_defaults.get(key, REQUIRED)
-                allowed = ("it has no default, so the node cannot run here" if default is REQUIRED
-                           else f"only its default {default!r} is supported")
+                allowed = (f"only its default {default!r} is supported"
+                           if default is not REQUIRED else "it has no default")
                 raise self._unsupported(
                     op, f"the reference operator does not implement attribute {key}={value!r} "
                         f"(it implements {sorted(cls.defaults) or 'no attributes'}); "

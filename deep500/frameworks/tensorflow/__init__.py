@@ -1,5 +1,12 @@
-"""The TensorFlow bridge (``d5tf``)."""
+"""The TensorFlow bridge (``d5tf``): native operators (level 0), and graph executors
+for ONNX models and Keras models (level 1)."""
+from deep500.frameworks.tensorflow.executor import (TensorFlowGraphExecutor,
+                                                    TensorFlowNativeGraphExecutor, from_onnx)
 from deep500.frameworks.tensorflow.native_ops import (TensorFlowNativeOp, native_operator,
                                                       native_operator_names)
+from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork
+from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
 
-__all__ = ["TensorFlowNativeOp", "native_operator", "native_operator_names"]
+__all__ = ["KerasNetwork", "TensorFlowGraphExecutor", "TensorFlowNativeGraphExecutor",
+           "TensorFlowNativeOp", "TensorFlowNetwork", "TensorFlowVisitor", "from_onnx",
+           "native_operator", "native_operator_names"]

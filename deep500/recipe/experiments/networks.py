@@ -141,6 +141,11 @@ class NetworksExperiment(base.Experiment):
             executor_factory(name)
         if "reference" not in recipe.alternatives("executor") and recipe.needs_reference():
             executor_factory("reference")
+        for index, spec in enumerate(recipe.alternatives("network")):
+            try:  # bad model options fail now, not after other configurations ran
+                spec.build(1, recipe.alternatives("dtype")[0], 0, None)
+            except Deep500Error as exc:
+                raise RecipeError(f"{where}: network {spec.label}: {exc}") from None
 
     def applicable(self, configuration) -> str | None:
         if configuration["mode"] == "backprop" and configuration["executor"] in INFERENCE_ONLY:

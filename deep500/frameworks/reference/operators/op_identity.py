@@ -2,11 +2,15 @@
 import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.errors import UnsupportedError
 
 
 @register("Identity")
 class Identity(ReferenceOp):
     def forward(self, input):
+        if isinstance(input, (list, tuple)):
+            raise UnsupportedError(f"{self.op_type}: the reference operators work on tensors, "
+                                   f"not on sequences")
         # A copy, so that the output never aliases the input.
         return np.array(input, copy=True)
 

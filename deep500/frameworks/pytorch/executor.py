@@ -1,0 +1,238 @@
+"""PyTorch graph executors: an ONNX model run by PyTorch (``from_onnx``), and a user's
+own ``nn.Module`` behind the same interface (``PyTorchNativeGraphExecutor``), so the two
+can be validated and timed against each other.
+
+Inference runs under ``torch.inference_mode`` (no autograd records); backpropagation
+runs forward with autograd, then ``loss.backward()``, and returns every parameter's
+gradient keyed ``gradient_name(parameter)``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from deep500.frameworks.pytorch.network import (PyTorchNativeNetwork, PyTorchNetwork,
+                                                _as_array, _numpy_dtype, to_numpy)
+from deep500.lv1_network.events import ExecutorEvent
+from deep500.lv1_network.graph_executor import GraphExecutor
+from deep500.lv1_network.network import gradient_name
+from deep500.utils.errors import Deep500Error, UnsupportedError, require
+from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
+from deep500.utils.onnx_interop.parser import load_and_parse_model
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+_OPTIONS = ("compile",)
+
+
+def _torch_device(device) -> "torch.device":
+    if device.is_gpu and not torch.cuda.is_available():
+        raise UnsupportedError(f"Device {device} was requested, but this PyTorch "
+                               f"({torch.__version__}) sees no CUDA GPU; use device='cpu'")
+    return torch.device(device.torch_device())
+
+
+class _TorchExecutor(GraphExecutor):
+    """What both executors share: moving inputs to the device, checking ``y``,
+    collecting gradients."""
+    framework = "pytorch"
+
+    def _setup_device(self) -> None:
+        self._torch_device = _torch_device(self.device)
+        self._on_cpu = self._torch_device.type == "cpu"
+        self._synchronize = None if self._on_cpu else torch.cuda.synchronize
+
+    def _to_tensor(self, value) -> "torch.Tensor":
+        tensor = torch.from_numpy(_as_array(value))
+        return tensor if self._on_cpu else tensor.to(self._torch_device)
+
+    def _check_loss(self, y: str, loss) -> None:
+        if loss.numel() != 1:
+            raise Deep500Error(f"inference_and_backprop: y={y!r} must be a scalar output "
+                               f"of network '{self.network.name}', but it has shape "
+                               f"{list(loss.shape)}; reduce it (e.g. ReduceMean) first")
+        if not loss.requires_grad:
+            raise Deep500Error(f"inference_and_backprop: output {y!r} of network "
+                               f"'{self.network.name}' does not depend on any parameter, "
+                               f"so it has no gradient")
+
+    def _unknown_y(self, y: str) -> Deep500Error:
+        return Deep500Error(f"inference_and_backprop: y={y!r} is not an output of network "
+                            f"'{self.network.name}' (outputs: {self.network.outputs}); "
+                            f"pass one of them, or add it with network.add_output")
+
+    def _gradients(self, result: dict) -> dict:
+        for name, parameter in self.network.parameter_values.items():
+            grad = parameter.grad
+            result[gradient_name(name)] = (
+                np.zeros(tuple(parameter.shape), _numpy_dtype(parameter)) if grad is None
+                else grad.detach().cpu().numpy())
+        return result
+
+    def _clear_gradients(self) -> None:
+        # New gradient tensors each time: arrays returned earlier stay as they were.
+        for parameter in self.network.parameter_values.values():
+            parameter.grad = None
+
+
+class PyTorchGraphExecutor(_TorchExecutor):
+    """Runs a :class:`PyTorchNetwork` eagerly, or through ``torch.compile``.
+
+    Args:
+        network: the network (``network.module`` is the computation).
+        device: 'cpu' (default), 'gpu', 'gpu:N' or a DeviceDescriptor; the module and
+            every input move there.
+        events: ExecutorEvents; per-operator events are called around each ONNX node
+            (after a device synchronize on GPUs) only when one of them asks for them.
+        compile: run the module through ``torch.compile``. Nodes then fuse into
+            compiled kernels, so per-operator events are not available.
+    """
+
+    def __init__(self, network: PyTorchNetwork, device=None,
+                 events: Sequence[ExecutorEvent] = (), compile: bool = False,
+                 input_specs: dict | None = None):
+        if input_specs is None:
+            input_specs = {vi.name: vi for vi in network.model.feed_inputs}
+        super().__init__(network, device, events, input_specs)
+        self.compile = bool(compile)
+        self._check_compile_events()
+        self._setup_device()
+        network.module.place(self._torch_device)
+        self._run = torch.compile(network.module) if self.compile else network.module
+
+    def _check_compile_events(self) -> list:
+        wanted = self.operator_events
+        if wanted and self.compile:
+            raise Deep500Error(
+                f"Per-operator events ({', '.join(type(e).__name__ for e in wanted)}) "
+                f"cannot run with compile=True on network '{self.network.name}': "
+                f"torch.compile fuses the ONNX nodes into kernels. Use compile=False to "
+                f"time operators, or drop the per-operator events")
+        return wanted
+
+    def _forward(self, tensors: dict) -> dict:
+        if self.network.needs_build:
+            self.network.build_if_needed()
+        events = self._check_compile_events()
+        if events:
+            return self.network.module.forward_with_events(tensors, events,
+                                                           self._synchronize)
+        return self._run(**tensors)
+
+    def _inference(self, inputs: dict) -> dict:
+        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        with torch.inference_mode():
+            outputs = self._forward(tensors)
+        result = {name: to_numpy(value) for name, value in outputs.items()}
+        self.network.last_values = {**inputs, **result}
+        return result
+
+    def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        if y not in self.network.outputs:
+            raise self._unknown_y(y)
+        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        self._clear_gradients()
+        with torch.enable_grad():
+            outputs = self._forward(tensors)
+            loss = outputs[y]
+            self._check_loss(y, loss)
+            loss.backward()
+        result = {name: to_numpy(value) for name, value in outputs.items()}
+        self.network.last_values = {**inputs, **result}
+        return self._gradients(result)
+
+
+class PyTorchNativeGraphExecutor(_TorchExecutor):
+    """A user's ``nn.Module`` behind the GraphExecutor interface.
+
+    Args:
+        module: called as ``module(*[inputs[n] for n in input_names])``; returns a
+            tensor, a tuple/list (one per output name) or a dict.
+        input_names: the names of the module's positional inputs, in order.
+        output_names: names for the module's outputs, in order.
+        loss_fn: optional ``loss_fn(outputs, inputs) -> scalar tensor``, with
+            ``outputs`` and ``inputs`` dicts of tensors by name (inputs may include
+            ones the module does not take, such as labels); its value is the output
+            ``'loss'`` of ``inference_and_backprop``.
+        device, events: as for :class:`PyTorchGraphExecutor` (no per-operator events:
+            a native module has no ONNX nodes).
+
+    Gradients are keyed ``gradient_name(n)`` for ``n`` in ``module.named_parameters()``.
+    """
+
+    def __init__(self, module, input_names: Sequence[str], output_names: Sequence[str],
+                 loss_fn: Callable | None = None, device=None,
+                 events: Sequence[ExecutorEvent] = ()):
+        if not isinstance(module, torch.nn.Module):
+            raise Deep500Error(f"PyTorchNativeGraphExecutor wraps a torch.nn.Module, got "
+                               f"{type(module).__name__}")
+        output_names = list(output_names)
+        if loss_fn is not None and "loss" in output_names:
+            raise Deep500Error("With a loss_fn, 'loss' names the loss; rename the module "
+                               "output called 'loss'")
+        network = PyTorchNativeNetwork(module, output_names + (["loss"] if loss_fn else []))
+        specs = {n: OnnxValueInfo(n, None, None) for n in input_names}
+        super().__init__(network, device, events, specs)
+        if self.operator_events:
+            raise UnsupportedError("Per-operator events need ONNX nodes; a native module "
+                                   "has none. Export the module to ONNX and use from_onnx")
+        self.input_names = list(input_names)
+        self.output_names = output_names
+        self.loss_fn = loss_fn
+        self._setup_device()
+        module.to(self._torch_device)
+
+    def _named(self, raw) -> dict:
+        names = self.output_names
+        if isinstance(raw, dict):
+            missing = [n for n in names if n not in raw]
+            if missing:
+                raise Deep500Error(f"Module '{self.network.name}' returned a dict without "
+                                   f"outputs {missing} (it has {sorted(raw)})")
+            return {n: raw[n] for n in names}
+        values = raw if isinstance(raw, (tuple, list)) else (raw,)
+        if len(values) != len(names):
+            raise Deep500Error(f"Module '{self.network.name}' returned {len(values)} "
+                               f"output(s) but output_names has {len(names)}: {names}")
+        return dict(zip(names, values))
+
+    def _call(self, tensors: dict) -> dict:
+        return self._named(self.network.module(*[tensors[n] for n in self.input_names]))
+
+    def _inference(self, inputs: dict) -> dict:
+        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        with torch.inference_mode():
+            outputs = self._call(tensors)
+        result = {name: to_numpy(value) for name, value in outputs.items()}
+        self.network.last_values = {**inputs, **result}
+        return result
+
+    def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        if y not in self.network.outputs:
+            raise self._unknown_y(y)
+        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        self._clear_gradients()
+        with torch.enable_grad():
+            outputs = self._call(tensors)
+            if self.loss_fn is not None:
+                outputs["loss"] = self.loss_fn(outputs, tensors)
+            loss = outputs[y]
+            self._check_loss(y, loss)
+            loss.backward()
+        result = {name: to_numpy(value) for name, value in outputs.items()}
+        self.network.last_values = {**inputs, **result}
+        return self._gradients(result)
+
+
+def from_onnx(path_or_model, device=None, events: Sequence[ExecutorEvent] = (),
+              **options) -> PyTorchGraphExecutor:
+    """A PyTorch executor for an ONNX model (a path, ``onnx.ModelProto`` or parsed
+    ``OnnxModel``). Options: ``compile`` (bool, default False): use ``torch.compile``."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise Deep500Error(f"from_onnx (PyTorch): unknown options {unknown}; supported: "
+                           f"{list(_OPTIONS)}")
+    model = (path_or_model if isinstance(path_or_model, OnnxModel)
+             else load_and_parse_model(path_or_model))
+    return PyTorchGraphExecutor(PyTorchNetwork(model), device, events, **options)
