@@ -3,7 +3,7 @@ window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inp
 https://onnx.ai/onnx/operators/onnx__Conv.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import (col2im, im2col,
+from deep500.frameworks.reference.operators._op_common_im2col import (interior,
                                                                        pad_spatial,
                                                                        window_geometry)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
@@ -48,17 +48,35 @@ class Conv(ReferenceOp):
         return geometry, group
 
     @staticmethod
-    def _grouped_columns(X, geometry, group):
-        """im2col of X as (N, group, C/group·K, L): one matrix per sample and group, with
-        L output positions."""
-        cols = im2col(pad_spatial(X, geometry), geometry)
-        return cols.reshape(X.shape[0], group, -1, int(np.prod(geometry.output)))
+    def _columns(X, geometry, group):
+        """im2col of X as (group, C/group·K, N·L): one matrix per group whose columns are
+        the windows of every sample (L output positions each), so each group's
+        convolution is a single large matrix product — far better for BLAS than one
+        small product per sample."""
+        # Channel-major (C, N, ...) input: windows land directly in GEMM order.
+        padded = pad_spatial(np.ascontiguousarray(X.swapaxes(0, 1)), geometry)
+        cols = np.empty((X.shape[1], geometry.kernel_size, X.shape[0]) + geometry.output,
+                        dtype=X.dtype)
+        for k, slices in geometry.kernel_slices():
+            cols[:, k] = padded[(Ellipsis,) + slices]
+        return cols.reshape(group, -1, X.shape[0] * int(np.prod(geometry.output)))
+
+    @staticmethod
+    def _columns_adjoint(dcols, X, geometry):
+        """col2im for ``_columns``: sums windows back into the unpadded (N, C, ...) input."""
+        dcols = dcols.reshape((X.shape[1], geometry.kernel_size, X.shape[0]) +
+                              geometry.output)
+        padded = np.zeros((X.shape[1], X.shape[0]) + geometry.padded, dtype=X.dtype)
+        for k, slices in geometry.kernel_slices():
+            padded[(Ellipsis,) + slices] += dcols[:, k]
+        return np.ascontiguousarray(padded[interior(geometry)].swapaxes(0, 1))
 
     def forward(self, X, W, B=None):
         geometry, group = self._geometry(X, W, B)
-        cols = self._grouped_columns(X, geometry, group)
+        cols = self._columns(X, geometry, group)
         weights = W.reshape(group, W.shape[0] // group, -1)
-        Y = np.matmul(weights, cols).reshape((X.shape[0], W.shape[0]) + geometry.output)
+        Y = np.matmul(weights, cols).reshape((W.shape[0], X.shape[0]) + geometry.output)
+        Y = np.ascontiguousarray(Y.swapaxes(0, 1))
         if B is not None:
             Y += B.reshape((-1,) + (1,) * len(geometry.output))
         return Y
@@ -67,13 +85,12 @@ class Conv(ReferenceOp):
         X, W = fwd_inputs[0], fwd_inputs[1]
         B = fwd_inputs[2] if len(fwd_inputs) > 2 else None
         geometry, group = self._geometry(X, W, B)
-        dY = grads[0].reshape(X.shape[0], group, W.shape[0] // group, -1)
-        cols = self._grouped_columns(X, geometry, group)
+        dY = np.ascontiguousarray(grads[0].swapaxes(0, 1)).reshape(group, W.shape[0] // group,
+                                                                   -1)
+        cols = self._columns(X, geometry, group)
         weights = W.reshape(group, W.shape[0] // group, -1)
-        dW = np.matmul(dY, cols.swapaxes(-1, -2)).sum(axis=0).reshape(W.shape)
-        dcols = np.matmul(weights.swapaxes(-1, -2), dY)
-        dX = col2im(dcols.reshape(X.shape[:2] + (geometry.kernel_size,) + geometry.output),
-                    geometry)
+        dW = np.matmul(dY, cols.swapaxes(-1, -2)).reshape(W.shape)
+        dX = self._columns_adjoint(np.matmul(weights.swapaxes(-1, -2), dY), X, geometry)
         result = [dX, dW]
         if len(fwd_inputs) > 2:
             spatial_axes = tuple(range(2, X.ndim))
