@@ -136,13 +136,22 @@ class FrameworkOverhead(TestMetric):
 
 
 class PeakMemory(TestMetric):
-    """Peak memory of a run, where the framework reports it (``None`` otherwise).
+    """Peak memory of a run.
 
-    Reference executor: its own peak of live tensor bytes. PyTorch on a GPU:
-    ``torch.cuda.max_memory_allocated``. Others: not reported.
+    ``method="framework"``: where the framework reports it — the reference executor's
+    peak of live tensors, PyTorch's ``torch.cuda.max_memory_allocated`` on a GPU —
+    else ``None``. ``method="tracemalloc"``: the peak of Python-heap allocations during
+    the run (NumPy arrays included, temporaries inside operators too), which sees
+    everything the reference executor allocates but not the memory of frameworks with
+    their own allocators. Tracing slows Python down, so do not time with it on.
     """
 
-    def __init__(self):
+    def __init__(self, method: str = "framework"):
+        if method not in ("framework", "tracemalloc"):
+            raise ValueError(f"PeakMemory method must be 'framework' or 'tracemalloc', "
+                             f"got {method!r}")
+        self.method = method
+        self.exclusive = method == "tracemalloc"  # tracing would slow down timed runs
         self.executor = None
         self.reset()
 
@@ -153,16 +162,29 @@ class PeakMemory(TestMetric):
         self.executor = executor
 
     def begin(self, inputs=None) -> None:
-        if self.executor is not None:
+        if self.method == "tracemalloc":
+            import tracemalloc
+            if not tracemalloc.is_tracing():
+                tracemalloc.start()
+            tracemalloc.reset_peak()
+            self._baseline = tracemalloc.get_traced_memory()[0]
+        elif self.executor is not None:
             self.executor.reset_peak_memory()
 
     def end(self, outputs=None) -> None:
+        if self.method == "tracemalloc":
+            import tracemalloc
+            self._peaks.append(tracemalloc.get_traced_memory()[1] - self._baseline)
+            return
         peak = self.executor.peak_memory_bytes() if self.executor is not None else None
         if peak is not None:
             self._peaks.append(int(peak))
 
     def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        if self.method == "tracemalloc":
+            import tracemalloc
+            tracemalloc.stop()
         peak = max(self._peaks) if self._peaks else None
-        return MetricResult(self.name, {"peak_bytes": peak,
+        return MetricResult(self.name, {"peak_bytes": peak, "method": self.method,
                                         "reported": peak is not None},
                             primary="peak_bytes", unit="bytes", samples=self._peaks)

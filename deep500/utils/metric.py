@@ -82,11 +82,14 @@ class TestMetric:
             for the metrics that ask.
         measures_time: timers are placed innermost so other metrics' bookkeeping stays
             outside their clock.
+        exclusive: the metric slows or disturbs the run (e.g. tracing allocations), so
+            it is measured in runs of its own.
     """
     __test__ = False  # not a pytest test class despite the name
     reruns: int = 1
     requires_outputs: bool = False
     measures_time: bool = False
+    exclusive: bool = False
 
     @property
     def name(self) -> str:
@@ -110,8 +113,20 @@ def run_measured(call: Callable[[], Any], metrics: Sequence[TestMetric],
     """Run ``call()`` as many times as the metrics need, bracketing each run.
 
     Returns the outputs of the last run. ``to_numpy`` converts outputs for metrics
-    with ``requires_outputs`` (outside any timer).
+    with ``requires_outputs`` (outside any timer). Metrics marked ``exclusive`` (they
+    disturb what others measure, like allocation tracing) get runs of their own.
     """
+    outputs = None
+    for metric in metrics:
+        if metric.exclusive:
+            outputs = _run_together(call, [metric], to_numpy)
+    shared = [m for m in metrics if not m.exclusive]
+    if not shared and outputs is not None:
+        return outputs
+    return _run_together(call, shared, to_numpy)
+
+
+def _run_together(call, metrics, to_numpy):
     ordered = sorted(metrics, key=lambda m: m.measures_time)  # timers last = innermost
     reverse = ordered[::-1]
     needs_outputs = [m for m in ordered if m.requires_outputs]

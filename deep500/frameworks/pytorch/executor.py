@@ -8,6 +8,7 @@ gradient keyed ``gradient_name(parameter)``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -41,7 +42,8 @@ class _TorchExecutor(GraphExecutor):
     def _setup_device(self) -> None:
         self._torch_device = _torch_device(self.device)
         self._on_cpu = self._torch_device.type == "cpu"
-        self._synchronize = None if self._on_cpu else torch.cuda.synchronize
+        self._synchronize = (None if self._on_cpu else
+                             functools.partial(torch.cuda.synchronize, self._torch_device))
 
     def _to_tensor(self, value) -> "torch.Tensor":
         tensor = torch.from_numpy(_as_array(value))

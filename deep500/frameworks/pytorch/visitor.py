@@ -48,7 +48,9 @@ def torch_dtype(onnx_type) -> "torch.dtype":
 
 
 def _as_tensor(array: np.ndarray) -> "torch.Tensor":
-    return torch.from_numpy(np.array(array, copy=True, order="C"))
+    # A copy in PyTorch's allocator: 64-byte aligned, as kernels expect for their
+    # fastest paths (NumPy's buffers are only 16-byte aligned).
+    return torch.tensor(np.ascontiguousarray(array))
 
 
 class _BatchNormInference(torch.autograd.Function):
@@ -95,6 +97,22 @@ def _torch_pads(pads) -> list:
     for axis in reversed(range(half)):
         result += [pads[axis], pads[half + axis]]
     return result
+
+
+def _ceil_crop(spatial, pads, kernel, strides, dilations):
+    """Pooling an explicitly padded input with ceil_mode lets a last window start in
+    the end padding; ONNX (like PyTorch's own padding) drops such windows. The index
+    that keeps the valid ones."""
+    rank = len(spatial)
+    key = [slice(None), slice(None)]
+    for i, size in enumerate(spatial):
+        begin, total = pads[i], pads[i] + pads[rank + i]
+        extent = (kernel[i] - 1) * dilations[i] + 1
+        count = -(-(size + total - extent) // strides[i]) + 1
+        if (count - 1) * strides[i] >= size + begin:
+            count -= 1
+        key.append(slice(0, count))
+    return tuple(key)
 
 
 def _reshape_target(shape, input_shape, allowzero):
@@ -171,9 +189,6 @@ class PyTorchVisitor(OnnxBaseVisitor):
         for name in network.outputs:
             if name in self.known:
                 self.module.add_constant(name, self.known[name])
-        for name in network.outputs:
-            if name in self.parameters and name not in self.module.parameter_attributes:
-                self.module.add_parameter(name, self.parameters[name])
         self.module.set_outputs(network.outputs)
         self.module.finalize()
 
@@ -549,9 +564,12 @@ class PyTorchVisitor(OnnxBaseVisitor):
             return
 
         def max_pool_padded(x):
-            explicit = _torch_pads(pads if pads_of is None else pads_of(x.shape[2:]))
-            return pool(F.pad(x, explicit, value=-math.inf), kernel, strides, 0, dilations,
-                        ceil_mode)
+            onnx_pads = pads if pads_of is None else pads_of(x.shape[2:])
+            y = pool(F.pad(x, _torch_pads(onnx_pads), value=-math.inf), kernel, strides, 0,
+                     dilations, ceil_mode)
+            if ceil_mode:
+                y = y[_ceil_crop(x.shape[2:], onnx_pads, kernel, strides, dilations)]
+            return y
         self._emit(op, max_pool_padded)
 
     def visit_averagepool(self, op, network):
@@ -572,13 +590,17 @@ class PyTorchVisitor(OnnxBaseVisitor):
             return
 
         def avg_pool_padded(x):
-            explicit = _torch_pads(pads if pads_of is None else pads_of(x.shape[2:]))
-            total = pool(F.pad(x, explicit), kernel, strides, 0, ceil_mode, True)
-            if include_pad:
-                return total
-            # Divide by the number of real (unpadded) elements in each window.
-            ones = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
-            return total / pool(F.pad(ones, explicit), kernel, strides, 0, ceil_mode, True)
+            onnx_pads = pads if pads_of is None else pads_of(x.shape[2:])
+            explicit = _torch_pads(onnx_pads)
+            y = pool(F.pad(x, explicit), kernel, strides, 0, ceil_mode, True)
+            if not include_pad:
+                # Divide by the number of real (unpadded) elements in each window.
+                ones = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype,
+                                  device=x.device)
+                y = y / pool(F.pad(ones, explicit), kernel, strides, 0, ceil_mode, True)
+            if ceil_mode:
+                y = y[_ceil_crop(x.shape[2:], onnx_pads, kernel, strides, dilations)]
+            return y
         self._emit(op, avg_pool_padded)
 
     def visit_globalaveragepool(self, op, network):

@@ -127,8 +127,9 @@ class _TensorFlowExecutorBase(GraphExecutor):
     def _finish(self, outputs: dict, grads=None) -> dict:
         result = {name: to_numpy(value) for name, value in outputs.items()}
         if grads is not None:
-            gradients = {gradient_name(name): to_numpy(g)
-                         for name, g in zip(self.network.get_params(), grads)}
+            network = self.network
+            gradients = {gradient_name(name): network.to_onnx(name, to_numpy(g))
+                         for name, g in zip(network.get_params(), grads)}
             self.network.store_gradients(gradients)
             result.update(gradients)
         return result
@@ -159,6 +160,9 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
                          input_specs, mode, jit_compile)
         if jit_compile and mode != "function":
             raise Deep500Error("jit_compile=True needs mode='function'")
+        for name in self.input_specs:
+            if name not in network.inputs:
+                network.inputs.append(name)
         self._check_operator_events()
 
     def _check_operator_events(self) -> list:

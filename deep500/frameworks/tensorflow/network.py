@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.visitor import CL, Plan, TensorFlowVisitor, to_onnx_layout
-from deep500.lv1_network.network import Network, gradient_name
+from deep500.frameworks.tensorflow.visitor import ParameterLayout, Plan, TensorFlowVisitor
+from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
 
@@ -29,7 +29,8 @@ class TensorFlowNetwork(Network):
     """An ONNX graph as TensorFlow operations.
 
     Attributes:
-        variables: ``{name: tf.Variable}``, the parameters (trainable).
+        variables: ``{name: tf.Variable}``, the parameters (trainable), each stored in
+            the layout of ``layouts[name]`` if it has one (see ``ParameterLayout``).
         constants: ``{name: np.ndarray}``, non-floating initializers.
         inputs: names of the tensors a caller feeds.
         operations: the ONNX operations, in the order given.
@@ -43,6 +44,7 @@ class TensorFlowNetwork(Network):
         self.device = parse_device(device)
         self.builder = builder or TensorFlowVisitor()
         self.variables: dict[str, tf.Variable] = {}
+        self.layouts: dict[str, ParameterLayout] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.inputs: list[str] = []
         self.operations: list = []
@@ -61,13 +63,15 @@ class TensorFlowNetwork(Network):
         value = np.asarray(value)
         variable = self.variables.get(name)
         if variable is not None:
-            if tuple(variable.shape) == value.shape and \
-                    variable.dtype.as_numpy_dtype == value.dtype:
-                variable.assign(value)
+            layout = self.layouts.get(name)
+            shape = layout.shape if layout is not None else tuple(variable.shape)
+            if shape == value.shape and variable.dtype.as_numpy_dtype == value.dtype:
+                variable.assign(layout.to_stored(value) if layout is not None else value)
                 return
             if not np.issubdtype(value.dtype, np.floating):
                 raise Deep500Error(f"Network '{self.name}': parameter {name!r} must be "
                                    f"floating-point, got {value.dtype}")
+            self.layouts.pop(name, None)
             is_param = True
         if is_param and not np.issubdtype(value.dtype, np.floating):
             raise Deep500Error(f"Network '{self.name}': parameter {name!r} must be a "
@@ -89,17 +93,19 @@ class TensorFlowNetwork(Network):
         """A parameter, constant or gradient, or a tensor of the latest run (every tensor
         in eager mode; only the outputs in function mode)."""
         if name in self.variables:
-            return self.variables[name].numpy()
+            return self.to_onnx(name, self.variables[name].numpy())
         if name in self.gradients:
             return self.gradients[name]
         if name in self._last:
             return to_numpy(self._last[name])
-        if name + CL in self._last:
-            return to_numpy(to_onnx_layout(self._last[name + CL]))
+        converter = self._plan.converters.get(name) if self._plan is not None else None
+        if converter is not None and converter[0] in self._last:
+            key, convert = converter
+            return to_numpy(convert(self._last[key]))
         if name in self.constants:
             return self.constants[name]
         known = (list(self.variables) + list(self.constants) + list(self.gradients)
-                 + [k for k in self._last if CL not in k])
+                 + [k for k in self._last if "|" not in k])
         error = self._unknown_tensor(name, known)
         if any(name in op.outputs for op in self.operations):
             error = Deep500Error(f"Network '{self.name}': tensor {name!r} was not kept by the "
@@ -192,6 +198,27 @@ class TensorFlowNetwork(Network):
 
     def store_gradients(self, gradients: dict) -> None:
         self.gradients = gradients
+
+    def to_onnx(self, parameter: str, stored: np.ndarray) -> np.ndarray:
+        """A parameter's value or gradient, from its stored layout to ONNX's."""
+        layout = self.layouts.get(parameter)
+        return stored if layout is None else layout.to_onnx(stored)
+
+    def store_parameters(self, layouts: dict[str, ParameterLayout]) -> None:
+        """Store each parameter in ``layouts[name]`` (the others in ONNX's layout),
+        converting the variables whose layout changes."""
+        for name, variable in list(self.variables.items()):
+            want, have = layouts.get(name), self.layouts.get(name)
+            if want == have:
+                continue
+            value = self.to_onnx(name, variable.numpy())
+            stored = want.to_stored(value) if want is not None else np.ascontiguousarray(value)
+            with tf.device(self.device.tf_device()):
+                self.variables[name] = tf.Variable(stored, name=_variable_name(name))
+            if want is None:
+                self.layouts.pop(name)
+            else:
+                self.layouts[name] = want
 
     # -- internals -----------------------------------------------------------------
     def _changed(self) -> None:
@@ -295,5 +322,5 @@ class KerasNetwork(Network):
     def store_gradients(self, gradients: dict) -> None:
         self.gradients = gradients
 
-    def gradient_names(self) -> list[str]:
-        return [gradient_name(p) for p in self.variables]
+    def to_onnx(self, parameter: str, stored: np.ndarray) -> np.ndarray:
+        return stored

@@ -18,6 +18,12 @@ back to ONNX's layout only where an operator needs it, once per run. With
 conversion). The channels-last copy of tensor ``t`` is keyed ``t|cl`` (``t|clR`` for a
 lower-rank operand aligned to a rank-R tensor).
 
+Parameters are stored in the layout their operators compute in, when only such
+operators read them (:class:`ParameterLayout`): convolution weights as (k..., I, O),
+Gemm weights with transB=1 transposed, and the weight of a Gemm that reads a Flatten of
+a channels-last tensor with its rows permuted, so that the Flatten is a reshape. A run
+then transposes no weights; ``fetch_tensor``, ``feed_tensor`` and gradients convert.
+
 Constant data stays in NumPy: non-floating initializers and ``Constant`` nodes, and
 ``Shape`` of a tensor whose shape is static. Operators typical of shape computations
 (Gather, Unsqueeze, Concat, Slice, Cast, arithmetic, ...) keep NumPy operands in NumPy,
@@ -38,6 +44,7 @@ from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
 CL = "|cl"            # key suffix of a tensor's channels-last copy
+FLAT = "|flat_cl"     # key suffix of a flattened channels-last tensor
 UNUSED = "|unused"    # key of outputs a node computes but the graph does not name
 ONNX_LAYOUT, CHANNELS_LAST = "onnx", "channels_last"
 
@@ -64,19 +71,23 @@ def _dims(x) -> list:
     return list(x.shape)
 
 
-def to_channels_last(x):
+def _permute(x, perm):
+    """``tf.transpose``, or a reshape when the permutation moves no data (the axes
+    longer than 1 keep their order, as with one channel or 1×1 maps)."""
     dims = _dims(x)
-    if None not in dims and all(d == 1 for d in dims[2:]):
-        # Moving a channel axis past size-1 axes moves no data.
-        return tf.reshape(x, [dims[0]] + dims[2:] + [dims[1]])
-    return tf.transpose(x, to_channels_last_perm(len(dims)))
+    if None not in dims:
+        kept = [p for p in perm if dims[p] != 1]
+        if kept == sorted(kept):
+            return tf.reshape(x, [dims[p] for p in perm])
+    return tf.transpose(x, perm)
+
+
+def to_channels_last(x):
+    return _permute(x, to_channels_last_perm(len(x.shape)))
 
 
 def to_onnx_layout(x):
-    dims = _dims(x)
-    if None not in dims and all(d == 1 for d in dims[1:-1]):
-        return tf.reshape(x, [dims[0], dims[-1]] + dims[1:-1])
-    return tf.transpose(x, to_onnx_perm(len(dims)))
+    return _permute(x, to_onnx_perm(len(x.shape)))
 
 
 def _aligned_channels_last(rank: int):
@@ -182,15 +193,24 @@ def _ceil_extra(sizes, kernel, strides, pads):
     return extra
 
 
-def _needs_sizes(auto_pad: str, ceil_mode: bool) -> bool:
-    return auto_pad in ("SAME_UPPER", "SAME_LOWER") or ceil_mode
-
-
-def _explicit(pads, rank: int):
-    """TensorFlow's padding argument for channels-last tensors of rank ``rank``."""
-    if not any(b or e for b, e in pads):
-        return "VALID"
-    return [[0, 0]] + [list(p) for p in pads] + [[0, 0]]
+def _tf_padding(sizes, kernel, strides, pads):
+    """TensorFlow's padding for ONNX's per-axis (begin, end) ``pads`` of a window
+    operation: ``("SAME" or "VALID", None)`` where these select the same windows, else
+    ``("VALID", explicit zero padding)``. The end padding is cut to what the last window
+    reads. (TensorFlow's gradient kernels for explicit padding are 2-4x slower than
+    for SAME, and slower than a separate Pad.)"""
+    trimmed = []
+    for size, k, s, (begin, end) in zip(sizes, kernel, strides, pads):
+        if size is not None:
+            out = (size + begin + end - k) // s + 1
+            end = min(end, max(0, (out - 1) * s + k - size - begin))
+        trimmed.append((begin, end))
+    if not any(b or e for b, e in trimmed):
+        return "VALID", None
+    if None not in sizes and trimmed == _pads("SAME_UPPER", sizes, kernel, strides,
+                                              [1] * len(kernel), None):
+        return "SAME", None
+    return "VALID", [[0, 0]] + [list(p) for p in trimmed] + [[0, 0]]
 
 
 def _dilate_filter(w, dilations):
@@ -210,33 +230,37 @@ def _dilate_filter(w, dilations):
     return w
 
 
-def _conv_same_group(x, w, strides, pads):
-    """One ungrouped convolution of channels-last ``x`` with a (k..., I, O) filter."""
-    spatial = len(strides)
-    if spatial == 2:
-        return tf.nn.conv2d(x, w, [1, *strides, 1], _explicit(pads, 4))
-    if any(b or e for b, e in pads):
-        x = tf.pad(x, [[0, 0]] + [list(p) for p in pads] + [[0, 0]])
-    return tf.nn.conv3d(x, w, [1, *strides, 1], "VALID")
+def _conv_same_group(x, w, strides, padding):
+    """One ungrouped convolution of channels-last ``x`` (already padded) with a
+    (k..., I, O) filter."""
+    if len(strides) == 2:
+        return tf.nn.conv2d(x, w, [1, *strides, 1], padding)
+    return tf.nn.conv3d(x, w, [1, *strides, 1], padding)
 
 
-def _conv_channels_last(x, w, strides, pads, group):
-    """ONNX Conv on channels-last ``x`` and a (k..., C/group, M) filter ``w``."""
+def _conv_channels_last(x, w, strides, padding, group):
+    """ONNX Conv on channels-last ``x`` and a (k..., C/group, M) filter ``w``, with
+    ``padding`` from :func:`_tf_padding` (of the 2-D form for a 1-D convolution)."""
     if len(strides) == 1:
         # A 1-D convolution is a 2-D one over a height of 1.
         y = _conv_channels_last(tf.expand_dims(x, 1), tf.expand_dims(w, 0), [1, *strides],
-                                [(0, 0), *pads], group)
+                                padding, group)
         return tf.squeeze(y, 1)
+    mode, explicit = padding
+    if explicit is not None:
+        x = tf.pad(x, explicit)
     if group == 1:
-        return _conv_same_group(x, w, strides, pads)
+        return _conv_same_group(x, w, strides, mode)
     channels = x.shape[-1]
     if len(strides) == 2 and group == channels and strides[0] == strides[1]:
         # Depthwise: output channel c·m + j reads input channel c, as ONNX's grouping.
+        # (Explicit padding must stay a separate Pad: Grappler's fusion of a depthwise
+        # convolution with explicit padding and a BiasAdd aborts the process, TF 2.21.)
         kh, kw, _, outputs = _shape_list(w)
         filters = tf.reshape(w, [kh, kw, channels, outputs // channels])
-        return tf.nn.depthwise_conv2d(x, filters, [1, *strides, 1], _explicit(pads, 4))
+        return tf.nn.depthwise_conv2d(x, filters, [1, *strides, 1], mode)
     # TensorFlow's CPU kernels have no gradient for grouped convolutions: one per group.
-    return tf.concat([_conv_same_group(xg, wg, strides, pads)
+    return tf.concat([_conv_same_group(xg, wg, strides, mode)
                       for xg, wg in zip(tf.split(x, group, axis=-1),
                                         tf.split(w, group, axis=-1))], axis=-1)
 
@@ -275,6 +299,66 @@ def _pool_by_slices(x, kernel, strides, dilations, kind):
     return result
 
 
+# -- parameter layouts -----------------------------------------------------------------
+class ParameterLayout:
+    """How a parameter is stored when its operator computes in another layout than
+    ONNX's: ``stored = reshape(transpose(reshape(value, split), perm), merged)`` (no
+    reshapes when ``split`` is None). Stored parameters spare the run a transpose per
+    call; fetching, feeding and gradients convert at the network's boundary."""
+
+    def __init__(self, shape, perm, split=None, merged=None):
+        self.shape = tuple(shape)          # the ONNX shape
+        self.perm = tuple(perm)
+        self.split = None if split is None else tuple(split)
+        self.merged = None if merged is None else tuple(merged)
+        self._inverse = tuple(np.argsort(self.perm))
+
+    @classmethod
+    def filter(cls, shape):
+        """A convolution weight (O, I, k1, ..., kn) stored as (k1, ..., kn, I, O)."""
+        return cls(shape, tuple(range(2, len(shape))) + (1, 0))
+
+    @classmethod
+    def transposed(cls, shape):
+        """A matrix stored transposed."""
+        return cls(shape, (1, 0))
+
+    @classmethod
+    def flattened_channels_last(cls, shape, channels, spatial, transposed):
+        """A Gemm weight multiplying a flattened (C, d1, ..., dn) tensor, stored as the
+        (d1·…·dn·C, out) matrix multiplying the flattened channels-last tensor."""
+        n = len(spatial)
+        if transposed:   # (out, C·d...) → (out, C, d...) → (d..., C, out)
+            split = (shape[0], channels, *spatial)
+            perm = tuple(range(2, n + 2)) + (1, 0)
+        else:            # (C·d..., out) → (C, d..., out) → (d..., C, out)
+            split = (channels, *spatial, shape[1])
+            perm = tuple(range(1, n + 1)) + (0, n + 1)
+        return cls(shape, perm, split, (channels * math.prod(spatial), -1))
+
+    def to_stored(self, value: np.ndarray) -> np.ndarray:
+        value = value.reshape(self.split) if self.split else value
+        value = np.transpose(value, self.perm)
+        return np.ascontiguousarray(value.reshape(self.merged) if self.merged else value)
+
+    def to_onnx(self, stored: np.ndarray) -> np.ndarray:
+        """The ONNX form of a stored value or gradient (a view when no reshape is
+        needed)."""
+        if self.split:
+            stored = stored.reshape([self.split[p] for p in self.perm])
+        value = np.transpose(stored, self._inverse)
+        return value.reshape(self.shape) if self.split else value
+
+    def _key(self):
+        return self.shape, self.perm, self.split, self.merged
+
+    def __eq__(self, other):
+        return isinstance(other, ParameterLayout) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+
 # -- the plan ----------------------------------------------------------------------------
 class Plan:
     """What a network runs: ``steps``, a flat list of ``(fn, input keys, output key)``
@@ -286,6 +370,9 @@ class Plan:
         self.step_ops: list = []
         self.constants: dict = {}      # build-time values: converted constants, '' → None
         self.layouts: dict[str, str] = {}
+        # ONNX name → (key, function) of tensors held in another layout
+        self.converters: dict[str, tuple] = {}
+        self.parameter_layouts: dict[str, ParameterLayout] = {}
         self.outputs: list[str] = []
         # Graph inputs whose values decide shapes (axes, pads, slice bounds, ...): a
         # traced function takes them as constants, retracing when they change.
@@ -357,17 +444,23 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         network.set_plan(self.finish())
 
     # -- building ------------------------------------------------------------------
-    def begin(self, network) -> None:
+    def begin(self, network, operations=None) -> None:
         self.network = network
         self.plan = Plan()
         self.plan.constants[""] = None
         self.produced: set[str] = set()
         self.ranks: dict[str, int] = {}
+        self.flattened: dict[str, tuple] = {}    # flattened channels-last tensors
         self.op = None
+        self.consumers: dict[str, list] = {}
+        for op in network.operations if operations is None else operations:
+            for index, name in enumerate(op.inputs):
+                if name:
+                    self.consumers.setdefault(name, []).append((op, index))
 
     def build(self, network, operations) -> Plan:
         """The plan of ``operations`` (in topological order) for ``network``."""
-        self.begin(network)
+        self.begin(network, operations)
         with tf.device(network.device.tf_device()):
             for op in operations:
                 self.visitor_for(op)(op, network)
@@ -379,7 +472,25 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         for name in self.network.outputs:
             plan.outputs.append(self.key(name))
         plan.finish()
+        self.network.store_parameters(plan.parameter_layouts)
         return plan
+
+    # -- parameters stored in their operator's layout -------------------------------
+    def _only_consumed_as(self, name: str, accept) -> bool:
+        """Whether ``name`` is a parameter that only nodes read, each through an
+        input for which ``accept(op, index)`` holds."""
+        uses = self.consumers.get(name, [])
+        return (name in self.network.variables and name not in self.network.outputs
+                and bool(uses) and all(accept(op, index) for op, index in uses))
+
+    def _store_parameter(self, name: str, layout: ParameterLayout) -> None:
+        self.plan.parameter_layouts[name] = layout
+
+    def _stored_shape(self, name: str):
+        """The ONNX shape of a parameter (also when already stored in a layout)."""
+        layout = self.network.layouts.get(name)
+        return layout.shape if layout is not None else tuple(
+            self.network.variables[name].shape)
 
     def visitor_for(self, op):
         method = super().visitor_for(op)
@@ -426,11 +537,12 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             return ""
         cl_key = name + CL
         has_onnx, has_cl = self._exists(name), self._exists(cl_key)
-        if not (has_onnx or has_cl):
+        if not (has_onnx or has_cl or name in self.plan.converters):
             raise self._missing(name)
         if layout == ONNX_LAYOUT:
             if not has_onnx:
-                self._convert(cl_key, name, to_onnx_layout)
+                source, fn = self.plan.converters[name]
+                self._convert(source, name, fn)
             return name
         if has_cl:
             return cl_key
@@ -490,8 +602,10 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             self.ranks[name] = rank
         if layout == CHANNELS_LAST:
             self.plan.layouts[name] = CHANNELS_LAST
+            self.plan.converters[name] = (name + CL, to_onnx_layout)
             return name + CL
         self.plan.layouts.pop(name, None)
+        self.plan.converters.pop(name, None)
         return name
 
     def emit(self, fn, inputs, outputs, layout: str = ONNX_LAYOUT, rank: int | None = None
@@ -613,16 +727,27 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         pads = a["pads"]
         dilated = any(d != 1 for d in dilations)
         to_filter = tuple(range(2, spatial + 2)) + (1, 0)   # OIk... → k...IO
+        w_name = op.inputs[1]
+        stored = self._only_consumed_as(w_name, lambda use, index: (
+            use.op_type == "Conv" and index == 1))
+        if stored:
+            self._store_parameter(w_name, ParameterLayout.filter(self._stored_shape(w_name)))
 
         @functools.lru_cache(maxsize=32)
         def padding(sizes, kernel):
-            return _pads(auto_pad, sizes, kernel, strides, dilations, pads)
-        sized = _needs_sizes(auto_pad, False)
+            pad = _pads(auto_pad, sizes, kernel, strides, dilations, pads)
+            effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+            if spatial == 1:   # computed as 2-D, over a height of 1
+                return _tf_padding((1, *sizes), (1, *effective), (1, *strides),
+                                   [(0, 0), *pad])
+            return _tf_padding(sizes, effective, strides, pad)
 
         def conv(x, w, b=None):
-            kernel = tuple(w.shape[2:])
-            pad = padding(tuple(x.shape[1:-1]) if sized else None, kernel)
-            w = tf.transpose(w, to_filter)
+            if stored:   # already (k..., I, O)
+                pad = padding(tuple(x.shape[1:-1]), tuple(w.shape[:-2]))
+            else:
+                pad = padding(tuple(x.shape[1:-1]), tuple(w.shape[2:]))
+                w = tf.transpose(w, to_filter)
             if dilated:
                 w = _dilate_filter(w, dilations)
             y = _conv_channels_last(x, _like(w, x), strides, pad, group)
@@ -647,37 +772,40 @@ class TensorFlowVisitor(OnnxBaseVisitor):
 
         @functools.lru_cache(maxsize=32)
         def geometry(sizes, dtype):
+            """(TensorFlow padding mode, explicit padding or None, factor or None)."""
             begin_end = _pads(auto_pad, sizes, kernel, strides, dilations, pads)
             extra = (_ceil_extra(sizes, effective, strides, begin_end) if ceil_mode
                      else [0] * n)
             padding = [(b, e + more) for (b, e), more in zip(begin_end, extra)]
-            if not any(b or e for b, e in padding):
-                return None, None
-            padding = [[0, 0]] + [list(p) for p in padding] + [[0, 0]]
-            if kind == "MAX":
-                return padding, None
-            return padding, _average_factor(sizes, kernel, strides, dilations, begin_end,
-                                            extra, include_pad, dtype)
-        sized = _needs_sizes(auto_pad, ceil_mode)
+            mode, explicit = _tf_padding(sizes, effective, strides, padding)
+            if mode == "SAME" and (dilated or (kind == "AVG" and include_pad)):
+                # TensorFlow's SAME pooling excludes the padding, as max pooling and
+                # count_include_pad=0 do; the other cases pad explicitly.
+                mode, explicit = "VALID", [[0, 0]] + [list(p) for p in padding] + [[0, 0]]
+            if kind == "MAX" or mode == "SAME" or explicit is None:
+                return mode, explicit, None
+            return mode, explicit, _average_factor(sizes, kernel, strides, dilations,
+                                                   begin_end, extra, include_pad, dtype)
 
         if kind == "MAX":
             def pool(x):
-                padding, _ = geometry(tuple(x.shape[1:-1]) if sized else None, None)
-                if padding:
-                    x = tf.pad(x, padding, constant_values=_tf_dtype(x).min)
+                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
+                if explicit is not None:
+                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
                 if dilated:
                     return _pool_by_slices(x, kernel, strides, dilations, kind)
-                return tf.nn.max_pool(x, kernel, strides, "VALID")
+                return tf.nn.max_pool(x, kernel, strides, mode)
         else:
             def pool(x):
-                padding, factor = geometry(tuple(x.shape[1:-1]), _tf_dtype(x).as_numpy_dtype)
-                if padding:
-                    x = tf.pad(x, padding)
+                mode, explicit, factor = geometry(tuple(x.shape[1:-1]),
+                                                  _tf_dtype(x).as_numpy_dtype)
+                if explicit is not None:
+                    x = tf.pad(x, explicit)
                 if dilated:
                     y = _pool_by_slices(x, kernel, strides, dilations, kind) / math.prod(
                         kernel)
                 else:
-                    y = tf.nn.avg_pool(x, kernel, strides, "VALID")
+                    y = tf.nn.avg_pool(x, kernel, strides, mode)
                 return y if factor is None else y * factor
         self._channels_last_op(op, pool)
 
@@ -743,6 +871,21 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         a = op.attributes
         alpha, beta = float(a["alpha"]), float(a["beta"])
         trans_a, trans_b = bool(a["transA"]), bool(a["transB"])
+        x_name, w_name = op.inputs[0], op.inputs[1]
+        if x_name in self.flattened:
+            # The flattened input is channels-last; the weight is stored to match.
+            channels, spatial = self.flattened[x_name]
+            self._store_parameter(w_name, ParameterLayout.flattened_channels_last(
+                self._stored_shape(w_name), channels, spatial, trans_b))
+            x_key, trans_b = x_name + FLAT, False
+        else:
+            x_key = self.key(x_name)
+            if trans_b and self._only_consumed_as(w_name, lambda use, index: (
+                    use.op_type == "Gemm" and index == 1 and use.attributes["transB"]
+                    and use.inputs[0] not in self.flattened)):
+                self._store_parameter(w_name, ParameterLayout.transposed(
+                    self._stored_shape(w_name)))
+                trans_b = False
 
         def gemm(x, w, c=None):
             y = tf.linalg.matmul(x, w, transpose_a=trans_a, transpose_b=trans_b)
@@ -758,7 +901,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             if len(c.shape) == 1 and c.shape[0] == y.shape[-1]:
                 return tf.nn.bias_add(y, c)
             return y + c
-        self.emit(gemm, [self.key(n) for n in op.inputs], op.outputs[0], rank=2)
+        self.emit(gemm, [x_key] + [self.key(n) for n in op.inputs[1:]], op.outputs[0], rank=2)
 
     def visit_matmul(self, op, network) -> None:
         """MatMul: NumPy matmul semantics (1-D operands promoted, batch broadcasting)."""
@@ -1028,9 +1171,45 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self._same_layout(op, lambda x: x)
 
     # -- shapes and data movement --------------------------------------------------
+    def _flatten_into_gemm(self, op) -> bool:
+        """Flatten a channels-last (N, d..., C) tensor as is, when its only reader is a
+        Gemm whose weight (read by it alone) can be stored to match."""
+        x, out = op.inputs[0], op.outputs[0]
+        shape = self.network.shapes.get(x)
+        rank = self.rank(x)
+        if (not self.propagate_layout or self.layout(x) != CHANNELS_LAST or rank is None
+                or _axis(int(op.attributes["axis"]), rank) != 1 or shape is None
+                or not all(isinstance(d, int) and d > 0 for d in shape[1:])
+                or out in self.network.outputs):
+            return False
+        uses = self.consumers.get(out, [])
+        if len(uses) != 1:
+            return False
+        gemm, index = uses[0]
+        if gemm.op_type != "Gemm" or index != 0 or gemm.attributes["transA"]:
+            return False
+        w_name = gemm.inputs[1]
+        if not self._only_consumed_as(w_name, lambda use, i: use is gemm and i == 1):
+            return False
+        channels, spatial = shape[1], tuple(shape[2:])
+        self.flattened[out] = (channels, spatial)
+
+        def flatten_channels_last(x):
+            return tf.reshape(x, [-1, channels * math.prod(spatial)])
+
+        def to_onnx(flat):   # for readers outside the plan (fetch_tensor)
+            return tf.reshape(to_onnx_layout(tf.reshape(flat, [-1, *spatial, channels])),
+                              [-1, channels * math.prod(spatial)])
+        self._emit(flatten_channels_last, [self.key(x, CHANNELS_LAST)], out + FLAT)
+        self.plan.converters[out] = (out + FLAT, to_onnx)
+        self.ranks[out] = 2
+        return True
+
     def visit_flatten(self, op, network) -> None:
         """Flatten: a 2-D matrix of axes [:axis] by axes [axis:]."""
         axis = int(op.attributes["axis"])
+        if self._flatten_into_gemm(op):
+            return
 
         def flatten(x):
             dims = _dims(x)
