@@ -13,7 +13,8 @@ from deep500.report.tables import Table, fmt_number, fmt_time
 
 def _label(record: dict) -> str:
     c = record["configuration"]
-    return f"{c['network']['label']} b={c['batch_size']} {c['mode']}"
+    micro = f" micro-batch {c['microbatch']}" if c.get("microbatch") else ""
+    return f"{c['network']['label']} b={c['batch_size']}{micro} {c['mode']}"
 
 
 def _bytes(value) -> str:

@@ -85,6 +85,10 @@ def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
     return NetworkSpec(model=name, options=tuple(sorted(entry.items())))
 
 
+def _optional_positive_int(value, where, recipe_dir=None):
+    return None if value is None else base.positive_int(value, where)
+
+
 def _executor(value, where, recipe_dir=None):
     if value not in EXECUTORS:
         raise RecipeError(f"{where}: unknown executor {value!r}; known: {sorted(EXECUTORS)}")
@@ -128,6 +132,7 @@ class NetworksExperiment(base.Experiment):
         "dtype": (base.dtype, "float32"),
         "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy",
                               "mean_squared_error")), "softmax_cross_entropy"),
+        "microbatch": (_optional_positive_int, None),
         "threads": (base.positive_int, None),
         "device": (base.device, "cpu"),
         "seed": (base.non_negative_int, 0),
@@ -183,6 +188,10 @@ class NetworksExperiment(base.Experiment):
     def measure(self, recipe, configuration, tag, output_dir, state):
         model, inputs = self._model_and_inputs(configuration, state)
         reference = self._reference(configuration, state) if recipe.needs_reference() else None
+        if configuration.get("microbatch"):
+            from deep500.lv1_network.transformations import microbatch_convolutions
+            model = microbatch_convolutions(model, configuration["microbatch"],
+                                            batch_size=configuration["batch_size"])
         executor = executor_factory(configuration["executor"])(model, configuration["device"])
         metrics = recipe.build_metrics(output_dir, tag)
         if configuration["mode"] == "backprop":
