@@ -23,6 +23,9 @@ from deep500.utils.onnx_interop import operators  # noqa: E402
 F = torch.nn.functional
 RTOL, ATOL = 1e-5, 1e-6  # float32, executor vs onnxruntime
 
+# torch.compile's import of its own backends warns about PyTorch's deprecated APIs.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:torch.*")
+
 
 @pytest.fixture(autouse=True, scope="module")
 def single_torch_thread():
@@ -270,6 +273,11 @@ def _cases():
          kernel_shape=[3, 3], pads=[0, 1, 2, 1], count_include_pad=1)
     pool("averagepool_same_lower", "AveragePool", (1, 2, 7, 6), kernel_shape=[3, 3],
          strides=[2, 2], auto_pad="SAME_LOWER")
+    # Explicitly padded, with a last window that would start in the end padding.
+    pool("maxpool_large_pads_ceil", "MaxPool", (1, 2, 6, 6), kernel_shape=[3, 3],
+         strides=[2, 2], pads=[1, 2, 1, 2], ceil_mode=1, opset=19)
+    pool("averagepool_large_pads_ceil", "AveragePool", (1, 2, 7, 7), kernel_shape=[3, 3],
+         strides=[3, 3], pads=[1, 2, 1, 2], ceil_mode=1, count_include_pad=1, opset=19)
     pool("globalaveragepool", "GlobalAveragePool", (2, 3, 4, 5))
     pool("globalmaxpool", "GlobalMaxPool", (2, 3, 4, 5))
 
@@ -280,6 +288,16 @@ def _cases():
                 {"x": rand(rng, 2, 3, 4, 5)},
                 {"s": rand(rng, 3), "b": rand(rng, 3), "m": rand(rng, 3),
                  "v": np.abs(rand(rng, 3)) + 0.5}, 15)
+
+    @case("batchnorm_computed_statistics")
+    def _(rng):
+        # Statistics that are not initializers read by BatchNormalization directly stay
+        # parameters, and get gradients.
+        return ([node("Identity", ["m"], ["mean"]), node("Identity", ["v"], ["var"]),
+                 node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y"])],
+                {"x": rand(rng, 2, 3, 4, 5)},
+                {"s": rand(rng, 3), "b": rand(rng, 3), "m": rand(rng, 3),
+                 "v": np.abs(rand(rng, 3)) + 1.0}, 15)
 
     @case("batchnorm_training")
     def _(rng):
@@ -301,7 +319,8 @@ def _cases():
     for axis in (0, 1, 2, -1):
         @case(f"flatten_axis{axis}")
         def _(rng, axis=axis):
-            return [node("Flatten", ["x"], ["y"], axis=axis)], {"x": rand(rng, 2, 3, 4)}, {}, 13
+            return ([node("Flatten", ["x"], ["y"], axis=axis)], {"x": rand(rng, 2, 3, 4)},
+                    {}, 13)
 
     @case("reshape_zero_minus_one")
     def _(rng):
@@ -387,7 +406,8 @@ def _cases():
 
     @case("shape_start_end")
     def _(rng):
-        return [node("Shape", ["x"], ["y"], start=1, end=-1)], {"x": rand(rng, 2, 3, 4)}, {}, 15
+        return ([node("Shape", ["x"], ["y"], start=1, end=-1)], {"x": rand(rng, 2, 3, 4)},
+                {}, 15)
 
     @case("gather_axis0")
     def _(rng):
@@ -605,9 +625,10 @@ GRADIENT_CASES = ["conv2d_asymmetric_pads", "conv2d_same_lower", "convtranspose_
                   "convtranspose", "gemm_alpha_beta_trans", "gemm_linear",
                   "maxpool_pads_strides", "averagepool_asymmetric_exclude",
                   "averagepool_pads_exclude", "batchnorm_inference", "batchnorm_training",
-                  "softmax_opset11_axis1", "logsoftmax_opset13_axis0",
-                  "pad_reflect", "slice_negative_steps", "gather_axis1_2d_indices",
-                  "expand", "concat", "split_input", "pow_constant_exponent",
+                  "batchnorm_computed_statistics", "softmax_opset11_axis1",
+                  "logsoftmax_opset13_axis0", "pad_reflect", "pad_constant",
+                  "slice_negative_steps", "gather_axis1_2d_indices", "expand", "concat",
+                  "split_input", "pow_constant_exponent", "clip_runtime_bounds",
                   "softmaxcrossentropyloss_weights_ignore_logprob",
                   "negativeloglikelihoodloss", "reducemax_axes_keepdims1"]
 
@@ -643,11 +664,16 @@ def test_gradients_match_finite_differences(case):
                        outputs=["loss"], opset=max(opset, 13))
     executor = d5pt.from_onnx(model)
     result = executor.inference_and_backprop(fixed, "loss")
-    numeric = finite_difference_gradients(executor, fixed, params)
-    for name in params:
+    trained = [p for p in executor.network.get_params() if p != "loss_weights"]
+    numeric = finite_difference_gradients(executor, fixed, trained)
+    for name in trained:
         np.testing.assert_allclose(result[gradient_name(name)], numeric[name],
                                    rtol=1e-5, atol=1e-7, err_msg=name)
     assert result[gradient_name("loss_weights")].shape == weights.shape
+    if case in ("batchnorm_inference", "batchnorm_training"):
+        assert not {"m", "v"} & set(trained)  # running statistics are not parameters
+    elif case == "batchnorm_computed_statistics":
+        assert {"m", "v"} <= set(trained)
 
 
 def mlp_model(rng, dtype=np.float32):
@@ -687,8 +713,8 @@ def test_mlp_inference_and_gradients_match_torch():
 
 
 def cnn_model(rng, dtype=np.float32):
-    """Conv → BatchNormalization → Relu → MaxPool → Conv → GlobalAveragePool → Flatten
-    → Gemm → SoftmaxCrossEntropyLoss."""
+    """Conv → BatchNormalization → Relu → MaxPool → Conv → GlobalAveragePool →
+    Flatten → Gemm → SoftmaxCrossEntropyLoss."""
     params = {"c1.w": rand(rng, 4, 2, 3, 3, dtype=dtype), "c1.b": rand(rng, 4, dtype=dtype),
               "bn.s": rand(rng, 4, dtype=dtype), "bn.b": rand(rng, 4, dtype=dtype),
               "bn.m": rand(rng, 4, dtype=dtype),
@@ -735,7 +761,9 @@ def test_cnn_matches_onnxruntime_and_torch_gradients(dtype):
     if dtype == np.float64:
         np.testing.assert_allclose(result["logits"], logits.detach().numpy(), 1e-12, 1e-12)
     tol = (1e-4, 1e-5) if dtype == np.float32 else (1e-10, 1e-12)
-    for name in params:
+    trained = executor.network.get_params()
+    assert sorted(trained) == sorted(set(params) - {"bn.m", "bn.v"})
+    for name in trained:
         got = result[gradient_name(name)]
         assert got.dtype == dtype
         np.testing.assert_allclose(got, t[name].grad.numpy(), *tol, err_msg=name)
@@ -820,6 +848,10 @@ def exported_cnn(tmp_path_factory):
     return module, path, with_loss, feeds
 
 
+LEGACY_EXPORTER = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # dynamo=False
+
+
+@LEGACY_EXPORTER
 def test_torch_export_matches_module(exported_cnn):
     module, path, _, feeds = exported_cnn
     executor = d5pt.from_onnx(str(path))
@@ -832,6 +864,7 @@ def test_torch_export_matches_module(exported_cnn):
         n for n, _ in module.named_parameters())
 
 
+@LEGACY_EXPORTER
 def test_native_executor_matches_from_onnx(exported_cnn):
     module, _, with_loss, feeds = exported_cnn
     onnx_executor = d5pt.from_onnx(str(with_loss))
@@ -851,6 +884,16 @@ def test_native_executor_matches_from_onnx(exported_cnn):
                                    rtol=1e-4, atol=1e-6, err_msg=name)
         np.testing.assert_array_equal(native.network.fetch_tensor(gradient_name(name)),
                                       got[gradient_name(name)])
+    # The native network feeds and fetches parameters by named_parameters() name.
+    network = native.network
+    assert network.get_params() == names
+    bias = network.fetch_tensor("fc.bias")
+    network.feed_tensor("fc.bias", bias + 1)
+    np.testing.assert_allclose(native.inference(feeds)["logits"],
+                               onnx_executor.inference(feeds)["logits"] + 1, RTOL, 1e-5)
+    network.feed_tensor("fc.bias", bias)
+    with pytest.raises(UnsupportedError, match="native"):
+        network.add_node(operators.Relu("relu", ["logits"], ["r"]))
     # Without a loss_fn, a scalar module output can serve as y; others cannot.
     plain = d5pt.PyTorchNativeGraphExecutor(module, ["x"], ["logits"])
     with pytest.raises(Deep500Error, match="scalar"):
@@ -898,6 +941,21 @@ def test_operator_events_fire_once_per_node_only_when_requested():
     assert len(event.before) == 6
 
 
+def test_accelerator_code_paths_on_cpu():
+    """What a GPU run does differently (one batched gradient copy, a synchronize around
+    each operator's events), exercised with the CPU standing in for the device."""
+    model, feeds, _ = cnn_model(np.random.default_rng(15))
+    expected = d5pt.from_onnx(model).inference_and_backprop(feeds, "loss")
+    event = CountingEvent(True)
+    executor = d5pt.from_onnx(model, events=[event])
+    syncs = []
+    executor._on_cpu = False
+    executor._synchronize = lambda: syncs.append(len(event.before))
+    assert_outputs_match(executor.inference_and_backprop(feeds, "loss"), expected)
+    nodes = len(executor.network.operations)
+    assert len(syncs) == 2 * nodes  # before each node's events and after its work
+
+
 @pytest.mark.slow
 def test_compile_gives_the_same_results():
     model, feeds, _ = mlp_model(np.random.default_rng(8))
@@ -938,6 +996,8 @@ def test_network_fetch_feed_and_graph_edits():
 
     # Replace Relu by Sigmoid: parameters (and their fed values) stay.
     network.remove_node("Relu_1")
+    with pytest.raises(Deep500Error, match="reads \\['r'\\]"):
+        executor.inference(feeds)  # the graph is incomplete until r is produced again
     network.add_node(operators.Sigmoid("sigmoid", ["h"], ["r"]))
     edited = executor.inference(feeds)["logits"]
     h = feeds["x"] @ params["W1"].T + params["b1"]
@@ -949,6 +1009,10 @@ def test_network_fetch_feed_and_graph_edits():
         network.add_node(operators.TopK("topk", ["h", "k"], ["v", "i"]))
     assert executor.inference(feeds)["logits"].shape == (5, 3)  # still the edited graph
 
+    # A constant folded in, while building inside inference, still allows backprop.
+    network.add_node(operators.Shape("shape_of_x", ["x"], ["x_shape"]))
+    executor.inference(feeds)
+    executor.inference_and_backprop(feeds, "loss")
     network.feed_tensor("extra", np.ones(3, np.float32), is_param=True)
     assert "extra" in network.get_params()
     network.add_node(operators.Add("add_extra", ["logits", "extra"], ["shifted"]))
@@ -964,7 +1028,8 @@ def test_parameter_names_are_sanitized_and_mapped():
     module = d5pt.from_onnx(model).network.module
     names = dict(module.named_parameters())
     assert "c1_w" in names and all("." not in n for n in names)
-    assert sorted(module.onnx_names[n] for n in names) == sorted(params)
+    assert sorted(module.onnx_names[n] for n in names) == sorted(set(params) -
+                                                                 {"bn.m", "bn.v"})
 
 
 # -- errors --------------------------------------------------------------------------------

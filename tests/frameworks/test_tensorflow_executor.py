@@ -299,8 +299,26 @@ def finite_difference_check(executor, feeds, y="loss", eps=1e-6, directions=2):
 def test_cnn_gradients_match_finite_differences(mode):
     executor = d5tf.from_onnx(cnn(np.float64), mode=mode)
     finite_difference_check(executor, {"x": normal(rng(12), 2, 3, 9, 8, dtype=np.float64)})
+    # Batch-norm running statistics are stored, not trained.
     assert set(executor.network.get_params()) == {
-        "W1", "B1", "scale", "shift", "mean", "var", "W2", "W3", "B3", "Wf", "bf", "R"}
+        "W1", "B1", "scale", "shift", "W2", "W3", "B3", "Wf", "bf", "R"}
+
+
+def test_running_statistics_are_variables_but_not_parameters():
+    model = cnn()
+    executor = d5tf.from_onnx(model, mode="function")
+    network = executor.network
+    feeds = {"x": normal(rng(22), 2, 3, 9, 8)}
+    result = executor.inference_and_backprop(feeds)
+    assert gradient_name("mean") not in result and "mean" not in network.get_params()
+    mean = network.fetch_tensor("mean") + 1
+    network.feed_tensor("mean", mean)
+    np.testing.assert_array_equal(network.fetch_tensor("mean"), mean)
+    model.graph.initializer.remove(next(t for t in model.graph.initializer
+                                        if t.name == "mean"))
+    model.graph.initializer.append(numpy_helper.from_array(mean, "mean"))
+    assert_outputs_match(executor.inference(feeds), run_ort(model, feeds))
+    assert executor.trace_count == 2   # inference and backprop, once each
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -366,13 +384,11 @@ def test_function_mode_traces_once_per_input_shape():
     for batch in (4, 4, 4, 6, 6):
         executor.inference({"x": normal(r, batch, 3)})
         executor.inference_and_backprop({"x": normal(r, batch, 3)}, "loss")
-    runs = executor._runs()
-    assert runs.forward.experimental_get_tracing_count() == 2
-    assert runs.backward["loss"].experimental_get_tracing_count() == 2
+    assert executor.trace_count == 4   # (inference, backprop) × (batch 4, batch 6)
     # A changed parameter is read by the traced function without retracing.
     executor.network.feed_tensor("W", np.zeros((3, 2), np.float32))
     assert np.all(executor.inference({"x": normal(r, 4, 3)})["y"] == 0)
-    assert runs.forward.experimental_get_tracing_count() == 2
+    assert executor.trace_count == 4
 
 
 # -- network API ------------------------------------------------------------------------

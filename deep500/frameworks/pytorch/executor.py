@@ -65,11 +65,28 @@ class _TorchExecutor(GraphExecutor):
                             f"pass one of them, or add it with network.add_output")
 
     def _gradients(self, result: dict) -> dict:
+        """Adds every parameter's gradient (zeros where the loss does not reach it)."""
+        computed = []
         for name, parameter in self.network.parameter_values.items():
             grad = parameter.grad
-            result[gradient_name(name)] = (
-                np.zeros(tuple(parameter.shape), _numpy_dtype(parameter)) if grad is None
-                else grad.detach().cpu().numpy())
+            if grad is None:
+                result[gradient_name(name)] = np.zeros(tuple(parameter.shape),
+                                                       _numpy_dtype(parameter))
+            elif self._on_cpu:
+                result[gradient_name(name)] = grad.numpy()
+            else:
+                computed.append((name, grad))
+        if computed:
+            # One device-to-host copy for all gradients rather than one per parameter.
+            for dtype in {grad.dtype for _, grad in computed}:
+                group = [(n, g) for n, g in computed if g.dtype == dtype]
+                flat = torch.cat([g.reshape(-1) for _, g in group]).cpu().numpy()
+                offset = 0
+                for name, grad in group:
+                    size = grad.numel()
+                    result[gradient_name(name)] = flat[offset:offset + size].reshape(
+                        tuple(grad.shape))
+                    offset += size
         return result
 
     def _clear_gradients(self) -> None:
@@ -114,8 +131,6 @@ class PyTorchGraphExecutor(_TorchExecutor):
         return wanted
 
     def _forward(self, tensors: dict) -> dict:
-        if self.network.needs_build:
-            self.network.build_if_needed()
         events = self._check_compile_events()
         if events:
             return self.network.module.forward_with_events(tensors, events,
@@ -123,6 +138,8 @@ class PyTorchGraphExecutor(_TorchExecutor):
         return self._run(**tensors)
 
     def _inference(self, inputs: dict) -> dict:
+        if self.network.needs_build:  # outside inference mode: constants are made here
+            self.network.build_if_needed()
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
         with torch.inference_mode():
             outputs = self._forward(tensors)
@@ -131,6 +148,8 @@ class PyTorchGraphExecutor(_TorchExecutor):
         return result
 
     def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        if self.network.needs_build:
+            self.network.build_if_needed()
         if y not in self.network.outputs:
             raise self._unknown_y(y)
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
@@ -173,9 +192,8 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
         if loss_fn is not None and "loss" in output_names:
             raise Deep500Error("With a loss_fn, 'loss' names the loss; rename the module "
                                "output called 'loss'")
-        network = PyTorchNativeNetwork(module, output_names + (["loss"] if loss_fn else []))
         specs = {n: OnnxValueInfo(n, None, None) for n in input_names}
-        super().__init__(network, device, events, specs)
+        super().__init__(None, device, events, specs)
         if self.operator_events:
             raise UnsupportedError("Per-operator events need ONNX nodes; a native module "
                                    "has none. Export the module to ONNX and use from_onnx")
@@ -183,7 +201,9 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
         self.output_names = output_names
         self.loss_fn = loss_fn
         self._setup_device()
-        module.to(self._torch_device)
+        module.to(self._torch_device)  # before the network lists its parameters
+        self.network = PyTorchNativeNetwork(module, output_names +
+                                            (["loss"] if loss_fn else []))
 
     def _named(self, raw) -> dict:
         names = self.output_names

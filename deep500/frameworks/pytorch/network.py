@@ -76,8 +76,8 @@ class PyTorchNetwork(_ParameterStore):
     Attributes:
         model: the parsed ONNX model it was built from.
         operations: the current nodes (after any ``add_node``/``remove_node``).
-        parameter_values: ``{ONNX name: nn.Parameter}``, the trainable tensors.
-        initializers: ``{name: ndarray}`` of the non-trainable constants.
+        initializers: ``{name: ndarray}`` as stored in the model, plus fed constants
+            (a parameter's current value lives in ``module``, see ``fetch_tensor``).
         last_values: ``{name: ndarray}`` inputs and outputs of the last run.
     """
 
@@ -87,12 +87,16 @@ class PyTorchNetwork(_ParameterStore):
         self.operations: list[OnnxOperation] = list(model.operations)
         self.outputs = [o.name for o in model.outputs]
         self.initializers = dict(model.initializers)
-        self.parameter_values: dict = {}
         self.last_values: dict = {}
         self.module = OnnxModule(model.name)
         self._static_shapes = True
         self.needs_build = False
         self.build()
+
+    @property
+    def parameter_values(self) -> dict:
+        """``{ONNX name: nn.Parameter}``: the module's trainable tensors."""
+        return self.module.onnx_parameters
 
     # -- building ------------------------------------------------------------------
     def build(self) -> None:
@@ -135,8 +139,8 @@ class PyTorchNetwork(_ParameterStore):
                 raise Deep500Error(f"Parameter {name!r}: parameters are floating-point "
                                    f"tensors, got {array.dtype}")
             device = self.module.device or "cpu"
-            self.parameter_values[name] = torch.nn.Parameter(
-                torch.from_numpy(array.copy()).to(device))
+            self.module.add_parameter(name, torch.nn.Parameter(
+                torch.tensor(array, device=device)))
             self.initializers[name] = array
             self._rebuild()
         elif name in self.initializers:

@@ -39,6 +39,7 @@ class OnnxModule(nn.Module):
         self.model_name = model_name
         self.parameter_attributes: dict[str, str] = {}
         self.onnx_names: dict[str, str] = {}  # attribute name -> ONNX name
+        self.onnx_parameters: dict = {}       # ONNX name -> nn.Parameter
         self.constant_attributes: dict[str, str] = {}
         self.input_names: list[str] = []
         self.output_names: list[str] = []
@@ -84,10 +85,8 @@ class OnnxModule(nn.Module):
             self.parameter_attributes[onnx_name] = attribute
             self.onnx_names[attribute] = onnx_name
         self.register_parameter(attribute, parameter)
+        self.onnx_parameters[onnx_name] = parameter
         self.slot(onnx_name)
-
-    def parameter(self, onnx_name: str) -> "nn.Parameter":
-        return self._parameters[self.parameter_attributes[onnx_name]]
 
     def add_constant(self, onnx_name: str, value: "torch.Tensor") -> None:
         """Register a non-trainable tensor (moves with the module, never trained)."""
@@ -98,9 +97,6 @@ class OnnxModule(nn.Module):
                              value.to(self.device))
         self.constant_attributes[onnx_name] = attribute
         self.slot(onnx_name)
-
-    def constant(self, onnx_name: str) -> "torch.Tensor":
-        return self._buffers[self.constant_attributes[onnx_name]]
 
     def add_input(self, name: str) -> None:
         self.input_names.append(name)
@@ -155,6 +151,7 @@ class OnnxModule(nn.Module):
 
     def _refresh_template(self) -> None:
         for name, attribute in self.parameter_attributes.items():
+            self.onnx_parameters[name] = self._parameters[attribute]
             if name in self._slots and self._slots[name] < len(self._template):
                 self._template[self._slots[name]] = self._parameters[attribute]
         for name, attribute in self.constant_attributes.items():
@@ -166,7 +163,8 @@ class OnnxModule(nn.Module):
         return self.to(self.device)
 
     def _apply(self, fn, *args, **kwargs):
-        # .to()/.cuda()/.double() may replace buffers (and parameters): refresh the slots.
+        # .to()/.cuda()/.double() replace buffers (and, if PyTorch is told to overwrite
+        # parameters on conversion, parameters): refresh the slots.
         result = super()._apply(fn, *args, **kwargs)
         self._refresh_template()
         return result

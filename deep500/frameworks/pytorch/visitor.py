@@ -5,10 +5,11 @@ node's attributes (with the semantics of the opset the model imports, see
 https://onnx.ai/onnx/operators/) once and returns to the module a closure over
 ``torch`` functions; nothing about a node is interpreted again when the graph runs.
 
-Values known while building (non-floating initializers, ``Constant`` nodes, the shape of
-a tensor whose shape ONNX shape inference fixed, and any node computed only from such
-values) are folded: the node runs once here, on the CPU, and its outputs become
-constants. Parameters (floating-point initializers) are never folded, since they train.
+Parameters are the model's floating-point initializers other than batch-norm running
+statistics (``OnnxModel.parameters``); they are never folded, since they train. Values
+known while building (other initializers, ``Constant`` nodes, the shape of a fed input
+whose shape the model fixes, and any node computed only from such values) are folded:
+the node runs once here, on the CPU, and its outputs become constants.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def torch_dtype(onnx_type) -> "torch.dtype":
 def _as_tensor(array: np.ndarray) -> "torch.Tensor":
     # A copy in PyTorch's allocator: 64-byte aligned, as kernels expect for their
     # fastest paths (NumPy's buffers are only 16-byte aligned).
-    return torch.tensor(np.ascontiguousarray(array))
+    return torch.tensor(np.asarray(array, order="C"))
 
 
 class _BatchNormInference(torch.autograd.Function):
@@ -154,8 +155,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:
-        static_shapes: use the shapes ONNX shape inference found for intermediate
-            tensors (to fold ``Shape`` and pick code paths); off after graph edits.
+        static_shapes: use the ranks and element types ONNX shape inference found for
+            computed tensors (to pick code paths); off after graph edits.
     """
     framework = "The PyTorch executor (deep500.frameworks.pytorch)"
 
@@ -167,17 +168,19 @@ class PyTorchVisitor(OnnxBaseVisitor):
         self.module = network.module
         self.module.reset_graph()
         self.known: dict = {}     # name -> CPU tensor whose value is fixed at build time
-        inputs = {i.name for i in model.inputs}
+        self.inputs = {i.name for i in model.feed_inputs}
         self.info = {name: info for name, info in model.value_info.items()  # usable here
-                     if self.static_shapes or name in inputs}
+                     if self.static_shapes or name in self.inputs}
         self.parameters = network.parameter_values
+        self.trainable = set(model.parameters)
 
     def visit_initializer(self, name, value, network) -> None:
-        if np.issubdtype(value.dtype, np.floating):
-            parameter = self.parameters.get(name)
+        """The model's parameters (floating-point initializers other than batch-norm
+        running statistics) become ``nn.Parameter``s, other initializers constants."""
+        if name in self.trainable:
+            parameter = self.parameters.get(name)  # kept across rebuilds: it trains
             if parameter is None:
                 parameter = torch.nn.Parameter(_as_tensor(value))
-                self.parameters[name] = parameter
             self.module.add_parameter(name, parameter)
         else:
             self.known[name] = _as_tensor(value)
@@ -205,7 +208,10 @@ class PyTorchVisitor(OnnxBaseVisitor):
         return None if value is None else value.reshape(-1)[0].item()
 
     def _shape(self, name):
-        """The static shape of tensor ``name``, or None."""
+        """The shape of tensor ``name`` if it is fixed: a constant's, a parameter's, or a
+        fed input's static shape (which the executor enforces). Shapes that ONNX shape
+        inference gives for computed tensors are not used: for a few operators (pooling
+        with ceil_mode and asymmetric pads) it disagrees with the operators' reference."""
         if not name:
             return None
         if name in self.known:
@@ -213,7 +219,7 @@ class PyTorchVisitor(OnnxBaseVisitor):
         if name in self.parameters:
             return tuple(self.parameters[name].shape)
         info = self.info.get(name)
-        if info is not None and info.is_static:
+        if name in self.inputs and info is not None and info.is_static:
             return tuple(info.shape)
         return None
 
@@ -631,8 +637,14 @@ class PyTorchVisitor(OnnxBaseVisitor):
         else:  # before opset 14, training is signalled by the statistics outputs
             training = len([o for o in op.outputs if o]) > 1
         if not training:
+            if all(n in self.known for n in op.inputs[3:5]):
+                # Running statistics stored in the model are constants: PyTorch's kernel.
+                self._emit(op, lambda x, scale, bias, mean, var: torch.batch_norm(
+                    x, scale, bias, mean, var, False, 0.0, eps, True))
+                return
+
             def batch_norm(x, scale, bias, mean, var):
-                if torch.is_grad_enabled():
+                if torch.is_grad_enabled() and (mean.requires_grad or var.requires_grad):
                     return _BatchNormInference.apply(x, scale, bias, mean, var, eps)
                 return torch.batch_norm(x, scale, bias, mean, var, False, 0.0, eps, True)
             self._emit(op, batch_norm)

@@ -14,7 +14,7 @@ measured with the same harness.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -47,26 +47,50 @@ def _check_device(device) -> None:
 
 
 class _TracedRuns:
-    """The traced functions of an executor in mode='function' (one for inference, one
-    per backpropagated output), rebuilt when the network's graph changes."""
+    """The traced functions of an executor in mode='function', for one version of the
+    network's graph: a ``tf.function`` traced once per pass (inference, or backprop
+    from ``y``), input names, static input values and input shapes and dtypes, and
+    called through its concrete function with the tensors as flat arguments (which
+    skips ``tf.function``'s per-call matching of structured arguments)."""
 
-    def __init__(self, forward: Callable, backward: Callable, jit_compile: bool):
-        self.forward = tf.function(forward, jit_compile=jit_compile)
-        self._backward = backward
-        self._jit = jit_compile
-        self.backward: dict[str, Callable] = {}
+    def __init__(self, forward: Callable, backward: Callable, jit_compile: bool,
+                 autograph: bool):
+        self._bodies = {None: forward, "backward": backward}
+        self._options = dict(jit_compile=jit_compile, autograph=autograph)
+        self._functions: dict[tuple, Callable] = {}
+        self.traces = 0
 
-    def backward_for(self, y: str) -> Callable:
-        fn = self.backward.get(y)
-        if fn is None:
-            fn = tf.function(functools.partial(self._backward, y=y), jit_compile=self._jit)
-            self.backward[y] = fn
-        return fn
+    def __call__(self, y: str | None, feeds: dict, frozen: dict):
+        """Outputs (inference, ``y`` None) or (outputs, gradients) (backprop from
+        ``y``) for ``feeds`` ({name: tensor}) and the ``frozen`` static inputs."""
+        names, tensors = tuple(feeds), tuple(feeds.values())
+        key = (y, names, tuple(frozen.items()),
+               tuple((t.dtype, tuple(t.shape)) for t in tensors))
+        function = self._functions.get(key)
+        if function is None:
+            function = self._trace(y, names, frozen, tensors)
+            self._functions[key] = function
+        return function(*tensors)
+
+    def _trace(self, y, names, frozen, tensors):
+        if y is None:
+            forward = self._bodies[None]
+
+            def body(*flat):
+                return forward(dict(zip(names, flat)), frozen)
+        else:
+            backward = self._bodies["backward"]
+
+            def body(*flat):
+                return backward(dict(zip(names, flat)), frozen, y)
+        self.traces += 1
+        return tf.function(body, **self._options).get_concrete_function(*tensors)
 
 
 class _TensorFlowExecutorBase(GraphExecutor):
     """What both TensorFlow executors share: feeding, modes, NumPy conversion."""
     framework = "tensorflow"
+    autograph = False   # whether traced code needs Python control flow on tensors
 
     def __init__(self, network, device, events, input_specs, mode, jit_compile):
         super().__init__(network, device, events, input_specs)
@@ -74,15 +98,26 @@ class _TensorFlowExecutorBase(GraphExecutor):
         self.jit_compile = bool(jit_compile)
         _check_device(self.device)
         self._tf_device = self.device.tf_device()
+        # Where TensorFlow sees no GPU, everything runs on the CPU anyway: no device
+        # scope (entering one costs microseconds per call).
+        self._placed = self.device.is_gpu or bool(tf.config.list_physical_devices("GPU"))
         self._traced: _TracedRuns | None = None
         self._traced_version = None
+
+    @property
+    def trace_count(self) -> int:
+        """How many times mode='function' has traced the network (graph version)."""
+        return self._traced.traces if self._traced is not None else 0
+
+    def _scope(self):
+        return tf.device(self._tf_device) if self._placed else contextlib.nullcontext()
 
     def _feeds(self, inputs: dict, static=frozenset()) -> tuple[dict, dict]:
         """Tensors of the fed arrays, and the inputs in ``static`` (values that decide
         shapes), as NumPy arrays in eager mode or, for a traced function, as hashable
         values it is traced for."""
         feeds, frozen = {}, {}
-        with tf.device(self._tf_device):
+        with self._scope():
             for name, value in inputs.items():
                 if name not in static:
                     feeds[name] = tf.convert_to_tensor(value)
@@ -97,7 +132,7 @@ class _TensorFlowExecutorBase(GraphExecutor):
         version = getattr(self.network, "version", 0)
         if self._traced is None or self._traced_version != version:
             self._traced = _TracedRuns(self._forward, self._forward_backward,
-                                       self.jit_compile)
+                                       self.jit_compile, self.autograph)
             self._traced_version = version
         return self._traced
 
@@ -116,7 +151,8 @@ class _TensorFlowExecutorBase(GraphExecutor):
                                f"got shape {list(loss.shape)} and dtype {dtype.name}")
 
     def _parameters(self) -> list:
-        return list(self.network.variables.values())
+        variables = self.network.variables
+        return [variables[name] for name in self.network.get_params()]
 
     def _gradients(self, tape, loss) -> list:
         parameters = self._parameters()
@@ -149,7 +185,9 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
     Args:
         mode: ``"eager"`` or ``"function"``. Per-operator events (events whose
             ``wants_operator_events`` is true) need ``"eager"``: a traced function runs
-            as one TensorFlow call.
+            as one TensorFlow call. They bracket each ONNX node of the forward pass
+            (with the layout conversions it needs); the backward pass is one
+            ``tape.gradient`` call.
         jit_compile: compile the traced functions with XLA (mode="function" only).
     """
 
@@ -210,9 +248,9 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
         network.keep({})
         plan = network.plan
         feeds, frozen = self._feeds(inputs, plan.static_inputs)
-        with tf.device(self._tf_device):
+        with self._scope():
             if self.mode == "function":
-                outputs = self._runs().forward(feeds, frozen)
+                outputs = self._runs()(None, feeds, frozen)
                 network.keep(outputs)
                 return self._finish(outputs)
             env = self._run_eager(feeds, operator_events)
@@ -233,9 +271,9 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
         network.keep({})
         plan = network.plan
         feeds, frozen = self._feeds(inputs, plan.static_inputs)
-        with tf.device(self._tf_device):
+        with self._scope():
             if self.mode == "function":
-                outputs, grads = self._runs().backward_for(y)(feeds, frozen)
+                outputs, grads = self._runs()(y, feeds, frozen)
                 network.keep(outputs)
                 return self._finish(outputs, grads)
             with tf.GradientTape() as tape:
@@ -268,6 +306,7 @@ class TensorFlowNativeGraphExecutor(_TensorFlowExecutorBase):
     Gradients are those of ``model.trainable_variables``, keyed
     ``gradient_name(variable path)`` (see :class:`KerasNetwork`).
     """
+    autograph = True   # a subclassed Keras model may branch on tensors
 
     def __init__(self, keras_model, input_names: Sequence[str], output_names: Sequence[str],
                  loss_fn: Callable | None = None, device=None, events=(),
@@ -289,9 +328,6 @@ class TensorFlowNativeGraphExecutor(_TensorFlowExecutorBase):
         self.output_names = output_names
         self.loss_fn = loss_fn
         self.training = bool(training)
-
-    def _parameters(self) -> list:
-        return list(self.network.variables.values())
 
     def _call(self, feeds: dict) -> dict:
         args = [feeds[name] for name in self.input_names]
@@ -318,8 +354,8 @@ class TensorFlowNativeGraphExecutor(_TensorFlowExecutorBase):
 
     def _inference(self, inputs: dict) -> dict:
         feeds, frozen = self._feeds(inputs)
-        with tf.device(self._tf_device):
-            outputs = (self._runs().forward(feeds, frozen) if self.mode == "function"
+        with self._scope():
+            outputs = (self._runs()(None, feeds, frozen) if self.mode == "function"
                        else self._forward(feeds, frozen))
         self.network.keep(outputs)
         return self._finish(outputs)
@@ -327,9 +363,9 @@ class TensorFlowNativeGraphExecutor(_TensorFlowExecutorBase):
     def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
         self._check_y(y)
         feeds, frozen = self._feeds(inputs)
-        with tf.device(self._tf_device):
+        with self._scope():
             if self.mode == "function":
-                outputs, grads = self._runs().backward_for(y)(feeds, frozen)
+                outputs, grads = self._runs()(y, feeds, frozen)
             else:
                 outputs, grads = self._forward_backward(feeds, frozen, y)
         self.network.keep(outputs)

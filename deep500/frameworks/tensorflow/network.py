@@ -29,8 +29,11 @@ class TensorFlowNetwork(Network):
     """An ONNX graph as TensorFlow operations.
 
     Attributes:
-        variables: ``{name: tf.Variable}``, the parameters (trainable), each stored in
-            the layout of ``layouts[name]`` if it has one (see ``ParameterLayout``).
+        variables: ``{name: tf.Variable}`` of floating-point tensors: the parameters
+            (trainable; see ``get_params``) and other stored values such as batch-norm
+            running statistics (not trainable, so that changing them retraces
+            nothing). Each is stored in the layout of ``layouts[name]`` if it has one
+            (see ``ParameterLayout``).
         constants: ``{name: np.ndarray}``, non-floating initializers.
         inputs: names of the tensors a caller feeds.
         operations: the ONNX operations, in the order given.
@@ -58,32 +61,34 @@ class TensorFlowNetwork(Network):
 
     # -- tensors -----------------------------------------------------------------
     def feed_tensor(self, name: str, value, is_param: bool = False) -> None:
-        """Set a parameter's value (in place), or make ``name`` a parameter
-        (``is_param``, floating point) or a constant."""
+        """Set a stored tensor: in place if it has this shape and dtype (and, with
+        ``is_param``, is already a parameter); else (re)create it: a trainable
+        variable with ``is_param`` (floating point only), a non-trainable variable for
+        other floating-point values, a constant otherwise."""
         value = np.asarray(value)
+        floating = np.issubdtype(value.dtype, np.floating)
         variable = self.variables.get(name)
         if variable is not None:
             layout = self.layouts.get(name)
             shape = layout.shape if layout is not None else tuple(variable.shape)
-            if shape == value.shape and variable.dtype.as_numpy_dtype == value.dtype:
+            if (shape == value.shape and variable.dtype.as_numpy_dtype == value.dtype
+                    and (variable.trainable or not is_param)):
                 variable.assign(layout.to_stored(value) if layout is not None else value)
                 return
-            if not np.issubdtype(value.dtype, np.floating):
-                raise Deep500Error(f"Network '{self.name}': parameter {name!r} must be "
-                                   f"floating-point, got {value.dtype}")
             self.layouts.pop(name, None)
-            is_param = True
-        if is_param and not np.issubdtype(value.dtype, np.floating):
+            is_param = is_param or variable.trainable
+        if is_param and not floating:
             raise Deep500Error(f"Network '{self.name}': parameter {name!r} must be a "
                                f"floating-point tensor, got {value.dtype}")
         producer = self._producer(name)
         if producer is not None:
             raise Deep500Error(f"Network '{self.name}': tensor {name!r} is computed by node "
                                f"'{producer}' and cannot be fed; remove the node first")
-        if is_param:
+        if floating:
             self.constants.pop(name, None)
             with tf.device(self.device.tf_device()):
-                self.variables[name] = tf.Variable(value, name=_variable_name(name))
+                self.variables[name] = tf.Variable(value, trainable=is_param,
+                                                   name=_variable_name(name))
         else:
             self.variables.pop(name, None)
             self.constants[name] = value
@@ -115,7 +120,8 @@ class TensorFlowNetwork(Network):
         raise error
 
     def get_params(self) -> list[str]:
-        return list(self.variables)
+        """The trainable parameters, in the order of the model's initializers."""
+        return [name for name, variable in self.variables.items() if variable.trainable]
 
     # -- graph ---------------------------------------------------------------------
     def add_node(self, op) -> None:
@@ -214,7 +220,8 @@ class TensorFlowNetwork(Network):
             value = self.to_onnx(name, variable.numpy())
             stored = want.to_stored(value) if want is not None else np.ascontiguousarray(value)
             with tf.device(self.device.tf_device()):
-                self.variables[name] = tf.Variable(stored, name=_variable_name(name))
+                self.variables[name] = tf.Variable(stored, trainable=variable.trainable,
+                                                   name=_variable_name(name))
             if want is None:
                 self.layouts.pop(name)
             else:

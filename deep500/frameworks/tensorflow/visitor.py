@@ -413,6 +413,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         network.operations = list(model.operations)
         network.shapes = {name: info.shape for name, info in model.value_info.items()}
         network.dtypes = {name: info.dtype for name, info in model.value_info.items()}
+        self._parameters = set(model.parameters)
         if model.proto is not None:
             graph = model.proto.graph
             for value in list(graph.input) + list(graph.output):
@@ -431,7 +432,10 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.begin(network)
 
     def visit_initializer(self, name, value, network) -> None:
-        network.feed_tensor(name, value, is_param=_is_floating(value.dtype))
+        """The model's parameters become trainable variables; other floating-point
+        initializers (batch-norm running statistics) non-trainable ones, the rest
+        constants."""
+        network.feed_tensor(name, value, is_param=name in self._parameters)
 
     def visit_input(self, value_info, network) -> None:
         if value_info.name not in network.inputs:
@@ -453,10 +457,13 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.flattened: dict[str, tuple] = {}    # flattened channels-last tensors
         self.op = None
         self.consumers: dict[str, list] = {}
+        self.producers: dict[str, object] = {}
         for op in network.operations if operations is None else operations:
             for index, name in enumerate(op.inputs):
                 if name:
                     self.consumers.setdefault(name, []).append((op, index))
+            for name in op.outputs:
+                self.producers[name] = op
 
     def build(self, network, operations) -> Plan:
         """The plan of ``operations`` (in topological order) for ``network``."""
@@ -577,9 +584,20 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         return aligned
 
     def static_key(self, name: str) -> str:
-        """The key of an operand whose value the closure needs at trace time."""
-        if name in self.network.inputs:
-            self.plan.static_inputs.add(name)
+        """The key of an operand whose value the closure needs at trace time: the graph
+        inputs it is computed from become static inputs (Shape and Size depend on shapes
+        only, which a trace fixes)."""
+        pending, seen = [name], set()
+        while pending:
+            tensor = pending.pop()
+            if not tensor or tensor in seen:
+                continue
+            seen.add(tensor)
+            if tensor in self.network.inputs:
+                self.plan.static_inputs.add(tensor)
+            producer = self.producers.get(tensor)
+            if producer is not None and producer.op_type not in ("Shape", "Size"):
+                pending.extend(producer.inputs)
         return self.key(name)
 
     def _dynamic_error(self, what: str) -> UnsupportedError:
@@ -1133,16 +1151,14 @@ class TensorFlowVisitor(OnnxBaseVisitor):
     # -- regularization ------------------------------------------------------------
     def visit_dropout(self, op, network) -> None:
         """Dropout, for inference: the identity (mask output all true)."""
+        unsupported = self._unsupported("Dropout with training_mode=true is not supported "
+                                        "(the executor runs Dropout as in inference)",
+                                        "remove the node or set training_mode to false")
         if len(op.inputs) > 2 and op.inputs[2]:
             value = self._value(op.inputs[2])
             if value is not None and bool(np.reshape(value, -1)[0]):
-                raise self._unsupported("Dropout with training_mode=true is not "
-                                        "supported (the executor runs Dropout as in "
-                                        "inference)", "remove the node or set "
-                                        "training_mode to false")
+                raise unsupported
         mask = len(op.outputs) > 1 and op.outputs[1]
-        unsupported = self._unsupported("Dropout with training_mode=true is not supported "
-                                        "(the executor runs Dropout as in inference)")
 
         def dropout(x, ratio=None, training_mode=None):
             rate = _static(ratio)

@@ -1,0 +1,36 @@
+"""benchmarks/lv1_executors.py runs end to end: ``--smoke`` builds every executor and
+native model, passes the agreement checks and prints every comparison table."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("torch")
+pytest.importorskip("tensorflow")
+
+TITLES = ("Inference: onnx.reference.ReferenceEvaluator vs d5ref",
+          "Inference: raw onnxruntime.InferenceSession vs d5ort",
+          "PyTorch: native torch.nn.Module vs d5pt.from_onnx",
+          "TensorFlow eager: native Keras (eager) vs d5tf.from_onnx(mode='eager')",
+          "TensorFlow function: native Keras in tf.function vs "
+          "d5tf.from_onnx(mode='function')")
+
+
+@pytest.mark.slow
+def test_smoke_run_prints_every_table(repo_root):
+    script = repo_root / "benchmarks" / "lv1_executors.py"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # The timeout only guards against a hang; the run takes ~30 s.
+    result = subprocess.run([sys.executable, str(script), "--smoke"], cwd=repo_root,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    for title in TITLES:
+        assert f"== {title} ==" in out, out
+    # one header and one row per model and pass in each table
+    assert out.count("IQR of rounds") == len(TITLES)
+    assert out.count("lenet          4 inference") == len(TITLES)
+    assert out.count("resnet20       4 backprop") == 3
+    assert "Targets: " in out
