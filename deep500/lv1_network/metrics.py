@@ -40,6 +40,7 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     def reset(self) -> None:
         self.runs: list[dict[str, float]] = []
         self.op_types: dict[str, str] = {}
+        self.saw_backprop = False
         self._current: dict[str, int] | None = None
         self._t0 = 0
 
@@ -62,8 +63,12 @@ class OperatorTimes(ExecutorEvent, TestMetric):
             self.runs.append({k: v * 1e-9 for k, v in self._current.items()})
         self._current = None
 
-    after_inference = _close_run
-    after_backprop = _close_run
+    def after_inference(self, outputs=None) -> None:
+        self._close_run()
+
+    def after_backprop(self, outputs=None) -> None:
+        self.saw_backprop = True
+        self._close_run()
 
     def record_run(self, times: dict[str, float], op_types: dict[str, str]) -> None:
         """Add a run measured elsewhere (seconds per operator name)."""
@@ -125,6 +130,14 @@ class FrameworkOverhead(TestMetric):
         self._samples.append(perf_counter_ns() - self._t0)
 
     def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        if self.operator_times.saw_backprop:
+            # Operators are timed in the forward pass only; the backward pass would all
+            # count as "overhead".
+            return MetricResult(self.name, {"overhead": None, "network": None,
+                                            "operators": None}, primary="overhead",
+                                warnings=["framework overhead is measured for inference "
+                                          "only (operators are timed in the forward "
+                                          "pass)"])
         network = [s * 1e-9 for s in self._samples[self.warmup:]]
         operators = self.operator_times.totals()[self.warmup:]
         pairs = [(n, o) for n, o in zip(network, operators) if n > 0]

@@ -1009,10 +1009,6 @@ def test_network_fetch_feed_and_graph_edits():
         network.add_node(operators.TopK("topk", ["h", "k"], ["v", "i"]))
     assert executor.inference(feeds)["logits"].shape == (5, 3)  # still the edited graph
 
-    # A constant folded in, while building inside inference, still allows backprop.
-    network.add_node(operators.Shape("shape_of_x", ["x"], ["x_shape"]))
-    executor.inference(feeds)
-    executor.inference_and_backprop(feeds, "loss")
     network.feed_tensor("extra", np.ones(3, np.float32), is_param=True)
     assert "extra" in network.get_params()
     network.add_node(operators.Add("add_extra", ["logits", "extra"], ["shifted"]))
@@ -1021,6 +1017,17 @@ def test_network_fetch_feed_and_graph_edits():
     np.testing.assert_allclose(out["shifted"], out["logits"] + 1, rtol=1e-6)
     grads = executor.inference_and_backprop(feeds, "loss")
     assert np.all(grads["extra.grad"] == 0)  # the loss does not use it
+
+    # Edits that leave the graph incomplete are built at the next run, which then
+    # makes constants usable for backprop too (not inference-mode tensors).
+    network.remove_node("sigmoid")
+    network.add_node(operators.Shape("shape_of_x", ["x"], ["x_shape"]))
+    network.add_output("x_shape")
+    network.feed_tensor("r", np.ones((5, 8), np.float32), is_param=True)
+    out = executor.inference(feeds)
+    np.testing.assert_array_equal(out["x_shape"], [5, 4])
+    grads = executor.inference_and_backprop(feeds, "loss")
+    assert grads["r.grad"].shape == (5, 8) and np.any(grads["r.grad"] != 0)
 
 
 def test_parameter_names_are_sanitized_and_mapped():
