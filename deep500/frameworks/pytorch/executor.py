@@ -46,7 +46,11 @@ class _TorchExecutor(GraphExecutor):
                              functools.partial(torch.cuda.synchronize, self._torch_device))
 
     def _to_tensor(self, value) -> "torch.Tensor":
-        tensor = torch.from_numpy(_as_array(value))
+        try:
+            tensor = torch.from_numpy(_as_array(value))
+        except TypeError as exc:  # element types PyTorch lacks (float8, int4, ...)
+            raise UnsupportedError(f"The PyTorch executor cannot take an input of type "
+                                   f"{np.asarray(value).dtype}: {exc}") from None
         return tensor if self._on_cpu else tensor.to(self._torch_device)
 
     def _check_loss(self, y: str, loss) -> None:
