@@ -66,7 +66,6 @@ Run:  python benchmarks/lv1_executors.py [--models lenet resnet20] [--batches 32
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import os
 import platform
@@ -81,6 +80,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -427,24 +427,10 @@ def _arguments():
     return args
 
 
-def fix_malloc() -> str:
-    """Fix glibc's mmap and trim thresholds (see the module docstring); returns what is
-    in force, for the header."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return "system default (no glibc mallopt)"
-    m_trim_threshold, m_mmap_threshold = -1, -3   # <malloc.h>
-    if mallopt(m_mmap_threshold, 32 << 20) and mallopt(m_trim_threshold, 2**31 - 1):
-        return "glibc, mmap threshold 32 MiB, trim threshold 2 GiB (fixed)"
-    return "glibc defaults (mallopt refused the fixed thresholds)"
-
-
 def main() -> int:
     args = _arguments()
     # Before any framework is imported, so that each starts with these settings.
-    malloc = "glibc defaults (--system-malloc)" if args.system_malloc else fix_malloc()
+    malloc = "glibc defaults (--system-malloc)" if args.system_malloc else fix_allocator_thresholds()
     set_thread_counts(args.threads)
     import onnx
     import onnxruntime

@@ -17,6 +17,7 @@ from deep500.lv3_distributed.mpi_launch import world_communicator
 from deep500.recipe.results import ResultsWriter, write_manifest
 from deep500.recipe.schema import Recipe, load_recipe
 from deep500.utils import sysinfo
+from deep500.utils.allocator import fix_allocator_thresholds
 from deep500.utils.errors import Deep500Error
 from deep500.utils.threads import set_thread_counts, thread_conditions
 from deep500.utils.wallclock import UnstableMeasurementWarning
@@ -43,6 +44,7 @@ def default_output_dir(recipe: Recipe) -> str:
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
                progress: bool = True, write_report: bool = True) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring."""
+    allocator = fix_allocator_thresholds()  # before anything big is allocated
     recipe = load_recipe(path)  # every check happens before any work
     comm = world_communicator()
     rank, size = (comm.Get_rank(), comm.Get_size()) if comm else (0, 1)
@@ -53,6 +55,8 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
         output_dir = comm.bcast(output_dir, root=0)
     configurations = recipe.configurations()
     manifest = _manifest(recipe, argv, size, len(configurations)) if rank == 0 else None
+    if manifest is not None:
+        manifest["allocator"] = allocator
     writer = ResultsWriter(output_dir) if rank == 0 else None
     if rank == 0:
         write_manifest(output_dir, manifest)

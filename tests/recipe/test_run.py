@@ -58,6 +58,7 @@ def test_run_writes_results_manifest_and_reports(tmp_path):
     assert manifest["recipe"]["content"]["name"] == "tiny"
     assert manifest["threads"]["requested"] == 1 and manifest["seeds"]["seed"] == 3
     assert "git_revision" in manifest and manifest["command_line"] == ["deep500", "run"]
+    assert manifest["allocator"]  # the allocator policy timings were taken under
     report = (out / "report.md").read_text()
     assert "Level 0 — operators" in report and "plots/level0_time.png" in report
     assert report.count("| pass |") == 9
