@@ -5,12 +5,13 @@ import math
 
 import numpy as np
 
-from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.frameworks.reference.operators._op_common_reshape import ShapeChange
+from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import ShapeError
 
 
 @register("Reshape")
-class Reshape(ReferenceOp):
+class Reshape(ShapeChange):
     defaults = {"allowzero": 0}
 
     def output_shape(self, data_shape: tuple, shape) -> tuple:
@@ -43,11 +44,3 @@ class Reshape(ReferenceOp):
             raise ShapeError(f"{where}: {size} elements cannot take a shape of "
                              f"{math.prod(requested)} elements")
         return tuple(requested)
-
-    def forward(self, data, shape):
-        data = np.asarray(data)
-        # A copy, so that the output never aliases the input.
-        return data.reshape(self.output_shape(data.shape, shape)).copy()
-
-    def backward(self, grads, fwd_inputs, fwd_outputs):
-        return [np.asarray(grads[0]).reshape(np.shape(fwd_inputs[0])), None]

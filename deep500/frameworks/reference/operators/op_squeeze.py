@@ -3,13 +3,14 @@ input (negative ones count from the end), or all size-1 dimensions without it.
 https://onnx.ai/onnx/operators/onnx__Squeeze.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.frameworks.reference.operators._op_common_reshape import ShapeChange
+from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import ShapeError
 
 
 @register("Squeeze")
-class Squeeze(ReferenceOp):
-    def output_shape(self, shape: tuple, axes) -> tuple:
+class Squeeze(ShapeChange):
+    def output_shape(self, shape: tuple, axes=None) -> tuple:
         rank = len(shape)
         if axes is None:
             return tuple(d for d in shape if d != 1)
@@ -25,14 +26,3 @@ class Squeeze(ReferenceOp):
             raise ShapeError(f"{self.op_type}: axes {wrong} of the input of shape "
                              f"{tuple(shape)} do not have size 1 and cannot be removed")
         return tuple(d for i, d in enumerate(shape) if i not in removed)
-
-    def forward(self, data, axes=None):
-        data = np.asarray(data)
-        # A copy, so that the output never aliases the input.
-        return data.reshape(self.output_shape(data.shape, axes)).copy()
-
-    def backward(self, grads, fwd_inputs, fwd_outputs):
-        data = fwd_inputs[0]
-        d_data = (np.zeros_like(data) if grads[0] is None
-                  else np.asarray(grads[0]).reshape(np.shape(data)))
-        return [d_data] + [None] * (len(fwd_inputs) - 1)
