@@ -17,7 +17,9 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["deep500", "deep500.*"]),
-    package_data={"deep500": ["data/*.csv", "data/*.md"]},
+    # The C++ operator header ships with the package: compile_custom_cppop includes it.
+    package_data={"deep500": ["data/*.csv", "data/*.md",
+                              "lv0_operators/include/deep500/*.h"]},
     install_requires=[
         "numpy>=1.24",
         "onnx>=1.15",
@@ -25,6 +27,10 @@ setup(
         "pyyaml>=6.0",
         "threadpoolctl>=3.1",
         "tqdm>=4.60",
+        # C++ operators: CMake as a wheel (no system CMake needed) and a lock file that
+        # keeps concurrent builds (every rank under mpirun) from racing.
+        "cmake>=3.15",
+        "filelock>=3.0",
     ],
     extras_require={
         "frameworks": FRAMEWORKS,

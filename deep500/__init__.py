@@ -11,11 +11,13 @@ Level 2 (datasets, samplers, optimizers, training) is exported here too:
 from deep500.lv1_network import (ExecutorEvent, FrameworkOverhead, GraphExecutor, Network,
                                   OperatorTimes, PeakMemory, gradient_name,
                                   test_executor_backprop, test_executor_inference)
-from deep500.lv0_operators import (CustomOp, CustomPythonOp, OpTestResult, test_op_forward,
+from deep500.lv0_operators import (CppOpDescriptor, CppOperatorError, CustomCPPOp, CustomOp,
+                                   CustomPythonOp, OpTestResult, ToolchainError,
+                                   compile_custom_cppop, load_custom_cppop, test_op_forward,
                                    test_op_gradient)
 from deep500.utils.device import CPUDevice, DeviceDescriptor, GPUDevice
-from deep500.utils.errors import (Deep500Error, MissingDependencyError, RecipeError,
-                                  ShapeError, UnsupportedError)
+from deep500.utils.errors import (CompilationError, Deep500Error, MissingDependencyError,
+                                  RecipeError, ShapeError, UnsupportedError)
 from deep500.utils.flops import FLOPs, flop_count
 from deep500.utils.heatmaps import DiffHeatmap, VarHeatmap
 from deep500.utils.metric import MetricResult, TestMetric
@@ -32,7 +34,8 @@ from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 __version__ = "0.1.0"
 
 __all__ = [
-    "CPUDevice", "CustomOp", "CustomPythonOp", "Deep500Error", "DeviceDescriptor",
+    "CPUDevice", "CompilationError", "CppOpDescriptor", "CppOperatorError", "CustomCPPOp",
+    "ToolchainError", "compile_custom_cppop", "load_custom_cppop", "CustomOp", "CustomPythonOp", "Deep500Error", "DeviceDescriptor",
     "DiffHeatmap", "FLOPs", "GPUDevice", "L1Error", "L2Error", "MaxError", "MetricResult",
     "MissingDependencyError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
     "TestMetric", "UnstableMeasurementWarning", "UnsupportedError", "VarHeatmap",

@@ -4,6 +4,8 @@
     deep500 report DIR               rebuild the report of a run folder
     deep500 info [--json]            software versions and hardware
     deep500 conformance [...]        run ONNX's node tests on the executors
+    deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
+                                     build a C++ operator ahead of time
 
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written); 2 bad input (recipe,
@@ -75,6 +77,26 @@ def _conformance(args) -> int:
                                progress=not args.quiet, command=command)
 
 
+def _compile(args) -> int:
+    import os
+    import deep500 as d5
+    from deep500.utils.tensor_desc import TensorDescriptor
+    definitions = {}
+    for item in args.define or []:
+        key, _, value = item.partition("=")
+        definitions[key] = value if _ else "1"
+    descriptor = d5.compile_custom_cppop(
+        args.name, args.sources, [TensorDescriptor.parse(t) for t in args.inputs],
+        [TensorDescriptor.parse(t) for t in args.outputs], definitions,
+        args.cmake_option or [], output_folder=args.output_folder or os.path.join(
+            "build", args.name), live_output=args.verbose)
+    descriptor.library()  # load it once: signatures must match the descriptors
+    state = "up to date" if descriptor.cache_hit else f"built in {descriptor.seconds:.1f} s"
+    print(f"{descriptor.name}: {state}: {descriptor.library_path}")
+    print(f"Load it with d5.load_custom_cppop({descriptor.folder!r}) (no compiler needed)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
                              "that no longer pass (default: keep them and exit 1)")
     conformance.add_argument("--quiet", action="store_true", help="no progress bar")
     conformance.set_defaults(handler=_conformance)
+    compile_ = commands.add_parser("compile", help="build a C++ operator ahead of time "
+                                   "(load it later with d5.load_custom_cppop)")
+    compile_.add_argument("sources", nargs="+", help="C++ source files")
+    compile_.add_argument("--name", required=True, help="operator name (a C identifier)")
+    compile_.add_argument("--inputs", nargs="*", default=[], metavar="DTYPE:SHAPE",
+                          help="input descriptors in forward order, e.g. float32:8x16")
+    compile_.add_argument("--outputs", nargs="+", required=True, metavar="DTYPE:SHAPE",
+                          help="output descriptors, e.g. float32:8")
+    compile_.add_argument("-D", "--define", action="append", metavar="KEY=VALUE",
+                          help="compile definition (repeatable)")
+    compile_.add_argument("--cmake-option", action="append", metavar="OPTION",
+                          help="extra CMake configure argument (repeatable), e.g. "
+                          "--cmake-option=-DCMAKE_BUILD_TYPE=Debug")
+    compile_.add_argument("--output-folder", help="where to put the library and its "
+                          "manifest (default: build/NAME)")
+    compile_.add_argument("--verbose", action="store_true", help="show CMake and compiler "
+                          "output as it comes")
+    compile_.set_defaults(handler=_compile)
     return parser
 
 

@@ -14,3 +14,15 @@ def repo_root() -> pathlib.Path:
 @pytest.fixture(autouse=True, scope="session")
 def _quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_build_cache(tmp_path_factory):
+    """C++ operators built by the tests go to a session folder, not ~/.cache/deep500."""
+    previous = os.environ.get("DEEP500_CACHE")
+    os.environ["DEEP500_CACHE"] = str(tmp_path_factory.mktemp("deep500_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("DEEP500_CACHE", None)
+    else:
+        os.environ["DEEP500_CACHE"] = previous

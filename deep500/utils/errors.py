@@ -1,4 +1,6 @@
 """Errors a user can cause. Each says what was wrong, where, and what to do."""
+from __future__ import annotations
+
 
 
 class Deep500Error(Exception):
@@ -35,3 +37,16 @@ def require(module: str, extra: str, purpose: str):
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(module, extra, purpose) from exc
+
+
+class CompilationError(Deep500Error):
+    """A C++ operator that failed to configure, compile or link.
+
+    ``first_errors`` holds the compiler's first error lines, ``log_path`` the full log.
+    """
+
+    def __init__(self, message: str, log_path: str | None = None,
+                 first_errors: list[str] | None = None):
+        super().__init__(message)
+        self.log_path = log_path
+        self.first_errors = list(first_errors or [])

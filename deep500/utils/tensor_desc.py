@@ -157,6 +157,21 @@ class TensorDescriptor:
                                    f"0..{MAX_DIMS}")
         return cls(DTYPES_BY_CODE[desc.dtype], list(desc.shape[:desc.ndim]))
 
+    # -- text form -----------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> "TensorDescriptor":
+        """``"float32:8x16"`` (dtype, colon, extents joined by x; ``"float64:"`` is a
+        scalar), as written on the command line and in recipes."""
+        dtype, sep, extents = str(text).partition(":")
+        try:
+            shape = [int(e) for e in extents.lower().split("x")] if extents.strip() else []
+            if not sep:
+                raise ValueError
+            return cls(dtype.strip(), shape)
+        except (ValueError, UnsupportedError, ShapeError):
+            raise ShapeError(f"{text!r} is not a tensor descriptor; write DTYPE:SHAPE, e.g. "
+                             f"float32:8x16 (float64: for a scalar)") from None
+
     # -- serialisation -------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"dtype": str(self.dtype), "shape": list(self.shape), "layout": self.layout}

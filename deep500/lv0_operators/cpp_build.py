@@ -1,0 +1,127 @@
+"""One CMake build of a C++ operator into a shared library, in a folder of its own.
+
+The generated ``CMakeLists.txt`` builds the user's sources as a shared library with
+hidden symbol visibility (only ``D500_EXPORTED`` functions are visible), C++17, Release
+flags, Deep500's include folder, and the operator's compile definitions. The whole
+output of CMake and the compiler goes to ``build.log`` in that folder.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from deep500.lv0_operators.toolchain import find_cmake
+from deep500.utils.errors import CompilationError
+
+INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+LIBRARY_SUFFIXES = (".so", ".dylib", ".dll")
+FIRST_ERROR_LINES = 12
+
+_CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.15)
+project({name} LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+if(NOT CMAKE_BUILD_TYPE)
+  set(CMAKE_BUILD_TYPE Release)
+endif()
+add_library({name} SHARED
+{sources}
+)
+target_include_directories({name} PRIVATE
+{includes}
+)
+target_compile_definitions({name} PRIVATE
+{definitions}
+)
+set_target_properties({name} PROPERTIES
+  CXX_VISIBILITY_PRESET hidden
+  VISIBILITY_INLINES_HIDDEN ON
+  LIBRARY_OUTPUT_DIRECTORY "{output}"
+  RUNTIME_OUTPUT_DIRECTORY "{output}")
+"""
+
+
+def _cmake_path(path: str) -> str:
+    return path.replace("\\", "/").replace('"', '\\"')
+
+
+def write_cmakelists(folder: str, name: str, sources: list[str],
+                     definitions: dict[str, str]) -> str:
+    """Write the operator's CMakeLists.txt into ``folder``; returns its path."""
+    includes = [INCLUDE_DIR] + sorted({os.path.dirname(s) for s in sources})
+    text = _CMAKELISTS.format(
+        name=name, output=_cmake_path(folder),
+        sources="\n".join(f'  "{_cmake_path(s)}"' for s in sources),
+        includes="\n".join(f'  "{_cmake_path(i)}"' for i in includes),
+        definitions="\n".join(f'  "{_cmake_path(k)}={_cmake_path(str(v))}"'
+                              for k, v in definitions.items()))
+    path = os.path.join(folder, "CMakeLists.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def _run_logged(command: list[str], log, live_output: bool, cwd: str) -> int:
+    log.write("$ " + " ".join(command) + "\n")
+    log.flush()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    for line in process.stdout:
+        log.write(line)
+        if live_output:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    return process.wait()
+
+
+def first_errors(log_text: str, limit: int = FIRST_ERROR_LINES) -> list[str]:
+    """The compiler's first error lines (with a few lines of context after each)."""
+    lines = log_text.splitlines()
+    pattern = re.compile(r"(error|Error|ERROR|undefined reference|fatal)")
+    picked: list[str] = []
+    for index, line in enumerate(lines):
+        if pattern.search(line) and not line.startswith("$ "):
+            for extra in lines[index:index + 3]:
+                if extra not in picked:
+                    picked.append(extra)
+            if len(picked) >= limit:
+                break
+    return picked[:limit] or lines[-limit:]
+
+
+def build_library(folder: str, name: str, sources: list[str], definitions: dict[str, str],
+                  compiler: str, cmake_options: list[str], live_output: bool = False) -> str:
+    """Configure and build in ``folder``; returns the library's file name in it.
+
+    Raises a CompilationError with the first error lines and the log's path.
+    """
+    cmake = find_cmake()
+    write_cmakelists(folder, name, sources, definitions)
+    build_dir = os.path.join(folder, "build")
+    log_path = os.path.join(folder, "build.log")
+    jobs = str(max(1, min(len(sources), os.cpu_count() or 1)))
+    steps = [
+        ("configure", [cmake, "-S", folder, "-B", build_dir,
+                       f"-DCMAKE_CXX_COMPILER={compiler}", *cmake_options]),
+        ("build", [cmake, "--build", build_dir, "--parallel", jobs]),
+    ]
+    with open(log_path, "w", encoding="utf-8") as log:
+        for step, command in steps:
+            status = _run_logged(command, log, live_output, folder)
+            if status != 0:
+                log.flush()
+                with open(log_path, encoding="utf-8", errors="replace") as reader:
+                    errors = first_errors(reader.read())
+                raise CompilationError(
+                    f"C++ operator {name!r} failed to {step} (exit status {status}).\n"
+                    + "\n".join(errors) + f"\nFull log: {log_path}",
+                    log_path=log_path, first_errors=errors)
+    built = [f for f in os.listdir(folder) if f.endswith(LIBRARY_SUFFIXES)]
+    if not built:
+        raise CompilationError(f"C++ operator {name!r}: CMake succeeded but produced no "
+                               f"shared library in {folder}. Full log: {log_path}",
+                               log_path=log_path)
+    return built[0]
