@@ -34,6 +34,13 @@ def build(records: list[dict], output_dir: str) -> dict:
                 fmt_number(_summary(record, "L2Error", "relative")),
                 fmt_number(_summary(record, "MaxError", "relative")), verdict(record)]
         table.rows.append(row)
+    kernels = {r["configuration"]["framework"]: r["configuration"]["cpp_kernel"]
+               for r in measured if "cpp_kernel" in r["configuration"]}
+    if kernels:
+        table.note += (" C++ kernels (" + ", ".join(
+            f"{name}: {os.path.basename(k['cpp'])} for {k['op']}"
+            for name, k in kernels.items()) + ") run on as many threads as they start "
+            "themselves; they measure only on the operator they implement.")
     tables = [table] if measured else []
     if failed:
         tables.append(Table("Level 0 — configurations that failed",

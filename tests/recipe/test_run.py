@@ -134,7 +134,13 @@ def test_quickstart_recipe_runs_from_the_command_line(tmp_path, repo_root):
          "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 30 and all(r["passed"] for r in records)
+    measured = [r for r in records if r["kind"] == "measurement"]
+    # 10 operators x 3 frameworks, plus the two C++ kernels on their own operators.
+    assert len(measured) == 32 and all(r["passed"] for r in measured)
+    kernels = sorted(r["configuration"]["framework"] for r in measured
+                     if "cpp_kernel" in r["configuration"])
+    assert kernels == ["cpp-relu", "cpp-softmax"]
+    assert {r["kind"] for r in records} == {"measurement", "skipped"}
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
 
 
