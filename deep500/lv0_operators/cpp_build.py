@@ -81,11 +81,13 @@ def first_errors(log_text: str, limit: int = FIRST_ERROR_LINES) -> list[str]:
     """The compiler's first error lines (with a few lines of context after each)."""
     lines = log_text.splitlines()
     pattern = re.compile(r"(error|Error|ERROR|undefined reference|fatal)")
+    # make's own "*** [target] Error 1" lines only repeat that a step failed.
+    make_line = re.compile(r"\s*g?make(\[\d+\])?: \*\*\*")
     picked: list[str] = []
     for index, line in enumerate(lines):
-        if pattern.search(line) and not line.startswith("$ "):
+        if pattern.search(line) and not line.startswith("$ ") and not make_line.match(line):
             for extra in lines[index:index + 3]:
-                if extra not in picked:
+                if extra not in picked and not make_line.match(extra):
                     picked.append(extra)
             if len(picked) >= limit:
                 break

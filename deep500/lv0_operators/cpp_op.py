@@ -54,8 +54,9 @@ class CustomCPPOp(CustomOp):
                        else self.output_descriptors)
         for index, (tensor, desc) in enumerate(zip(tensors, descriptors)):
             if tensor is None:
-                raise ShapeError(f"{self.name}: {what} {index} is None; expected {desc}")
-            desc.check(tensor, f"{self.name} {what} {index}")
+                raise ShapeError(f"{self.name}: {_singular(what)} {index} is None; expected "
+                                 f"{desc}")
+            desc.check(tensor, f"{self.name} {_singular(what)} {index}")
         raise ShapeError(f"{self.name}: {what} do not match {list(map(str, descriptors))}")
 
     def _arrays(self, tensors: Sequence, specs, what: str) -> list[np.ndarray]:
@@ -120,6 +121,11 @@ class CustomCPPOp(CustomOp):
         conditions["compiler"] = self.descriptor.manifest.get("compiler")
         conditions["definitions"] = self.descriptor.manifest.get("definitions")
         return conditions
+
+
+def _singular(what: str) -> str:
+    """"inputs" -> "input", "output gradients" -> "output gradient"."""
+    return what[:-1] if what.endswith("s") else what
 
 
 def as_list(values) -> list:

@@ -1,0 +1,409 @@
+"""``d5tf.custom_op``: an operator written once (C++ or Python) as a differentiable
+TensorFlow function, and TensorFlow functions as Deep500 operators.
+
+``custom_op(op)`` takes a ``CppOpDescriptor`` (from ``d5.compile_custom_cppop``), a
+``CustomCPPOp`` or a Python ``d5.CustomOp`` and returns a :class:`TensorFlowCustomOp`,
+callable on TF tensors eagerly and inside ``tf.function``, with its gradient registered
+through ``tf.custom_gradient``. A C++ operator is the same loaded library that
+``d5ref.custom_op`` and ``d5pt.custom_op`` use; nothing is recompiled.
+
+How a call runs:
+
+* eagerly, no gradient tape active: C++ reads the input tensors' host memory in place
+  (``EagerTensor._numpy()``, what ``np.asarray`` returns, is a view of a CPU tensor;
+  ``.numpy()`` would copy), writes into new 64-byte aligned NumPy buffers, and those
+  become tensors without a copy (DLPack). Tensors are checked (count, shape, dtype)
+  before any C++ runs. This path adds a few µs to the C++ call itself.
+* eagerly while a ``GradientTape`` records: the same, wrapped in ``tf.custom_gradient``
+  (which adds an identity op per output and the tape's bookkeeping).
+* inside ``tf.function``: the static shapes and dtypes are checked at trace time, then
+  the operator runs through ``tf.numpy_function`` with the outputs' static shapes set from
+  the descriptors, so shape inference continues past it. Errors raised while the graph
+  runs (a ``d5.CppOperatorError``, or a ``d5.ShapeError`` for a dimension that was
+  unknown at trace time) surface as ``tf.errors.OpError`` whose message contains the
+  Deep500 error's message. Such graphs cannot be compiled with XLA (``jit_compile``;
+  Keras turns it on by default on GPU machines, so ``model.compile(...,
+  jit_compile=False)``) or saved to a SavedModel, since ``numpy_function`` calls back
+  into this Python process.
+
+Gradients (reverse mode, first order; ``tf.autodiff.ForwardAccumulator`` gets no JVP
+through these operators): C++ ``backward`` gets zero-filled input-gradient buffers; a
+missing (None) upstream gradient becomes zeros; integer inputs get None gradients and
+integer outputs are not differentiable. In a graph, forward and backward are stateful
+``numpy_function`` nodes, so ``tf.function``'s automatic control dependencies run them
+in program order: one call of a ``tf.function`` never runs one operator twice at once.
+
+Devices: C++ operators work on host memory. Eagerly, a GPU input is copied to the host
+by ``np.asarray`` and the outputs are CPU tensors (TensorFlow copies them to the GPU when
+a GPU kernel consumes them); in a graph, ``numpy_function`` is always placed on the CPU
+and TensorFlow inserts the copies.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
+from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
+from deep500.lv0_operators.cpp_op import CustomCPPOp
+from deep500.lv0_operators.custom_op import CustomOp, as_tuple
+from deep500.lv0_operators import nativeop_validation
+from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.metric import TestMetric
+from deep500.utils.tensor_desc import TensorDescriptor
+from deep500.utils.validation_result import OpTestResult
+
+# Eigen's largest vector alignment: TensorFlow aborts the process (CHECK IsAligned) when
+# a kernel reads a tensor whose buffer is less aligned than this.
+_ALIGNMENT = 64
+
+try:  # Private, but one C call: skip tf.custom_gradient's bookkeeping when nothing records.
+    from tensorflow.python.eager.record import could_possibly_record as _could_record
+except ImportError:  # pragma: no cover - other TensorFlow versions
+    def _could_record() -> bool:
+        return True
+
+
+def _aligned_empty(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """An uninitialised C-ordered array whose data pointer is 64-byte aligned."""
+    buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
+    offset = -buffer.ctypes.data % _ALIGNMENT
+    return np.ndarray(shape, dtype, buffer=buffer, offset=offset)
+
+
+def _from_dlpack(array: np.ndarray):
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+def _choose_to_tensor() -> Callable[[np.ndarray], object]:
+    """Zero-copy DLPack import where this TensorFlow and NumPy support it, else a copy."""
+    try:
+        probe = _aligned_empty((2,), np.dtype(np.float32), 8)
+        probe[:] = (1.0, 2.0)
+        if np.asarray(_from_dlpack(probe)).tolist() == [1.0, 2.0]:
+            return _from_dlpack
+    except Exception:  # noqa: BLE001 - any failure means: copy instead
+        pass
+    return tf.constant
+
+
+def _to_tensor(array: np.ndarray):
+    """A CPU tensor on ``array`` (64-byte aligned). Chosen at the first call rather than
+    at import, since creating a tensor initialises TensorFlow's devices."""
+    global _to_tensor
+    _to_tensor = _choose_to_tensor()
+    return _to_tensor(array)
+
+
+try:
+    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+except ImportError:  # pragma: no cover - then np.asarray takes every input
+    _EagerTensor = None
+
+
+class TensorFlowCustomOp:
+    """A Deep500 operator (C++ or Python) as a differentiable TensorFlow function.
+
+    Call it with TF tensors (or anything ``np.asarray`` accepts); it returns one tensor
+    for a single output, a tuple otherwise. ``op`` is the NumPy-level operator
+    (a ``CustomCPPOp`` for C++ operators) that every framework bridge shares.
+    """
+
+    def __init__(self, op):
+        self.op: CustomOp = reference_custom_op(op)
+        self.is_cpp = isinstance(self.op, CustomCPPOp)
+        self.name = self.op.name
+        self.__name__ = self.op.op_type  # the name custom_op_from_native records
+        self.input_descriptors = self.op.input_descriptors
+        self.output_descriptors = self.op.output_descriptors
+        self._input_specs = _specs(self.input_descriptors)
+        self._output_specs = _specs(self.output_descriptors)
+        self._output_layout = ([(d.shape, d.dtype, d.nbytes) for d in self.output_descriptors]
+                               if self.output_descriptors else None)
+        self._differentiable = tf.custom_gradient(self._forward_with_gradient)
+
+    def __repr__(self) -> str:
+        return f"TensorFlowCustomOp({self.name})"
+
+    def __call__(self, *inputs):
+        if tf.executing_eagerly() and not _could_record():
+            if self.is_cpp:
+                outputs = self._cpp_eager(inputs)[2]
+            else:
+                outputs = self._python_eager(inputs)[2]
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        inputs = [x if isinstance(x, tf.Tensor) else tf.convert_to_tensor(x)
+                  for x in inputs]
+        return self._differentiable(*inputs)
+
+    # -- eager execution --------------------------------------------------------------
+    def _cpp_eager(self, inputs):
+        """(input arrays, output arrays, output tensors): C++ on the tensors' memory."""
+        op = self.op
+        specs = self._input_specs
+        if len(inputs) != len(specs):
+            op.reject(inputs, specs, "inputs")
+        arrays, pointers = [], []
+        for x, (shape, dtype) in zip(inputs, specs):
+            # EagerTensor._numpy() (what np.asarray calls, without ~1 µs of Python) is a
+            # view of a CPU tensor's dense buffer; a GPU tensor is copied to the host.
+            array = x._numpy() if type(x) is _EagerTensor else np.asarray(x, order="C")
+            if array.shape != shape or array.dtype != dtype:
+                op.reject(inputs, specs, "inputs")
+            arrays.append(array)
+            pointers.append(array.ctypes.data)
+        outputs = []
+        for shape, dtype, nbytes in self._output_layout:
+            buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
+            address = buffer.ctypes.data
+            offset = -address % _ALIGNMENT
+            outputs.append(np.ndarray(shape, dtype, buffer, offset))
+            pointers.append(address + offset)
+        op.run_forward(pointers)
+        return arrays, outputs, [_to_tensor(o) for o in outputs]
+
+    def _python_eager(self, inputs):
+        """(input arrays, output arrays, output tensors): a Python op's forward on NumPy."""
+        arrays = [np.asarray(x) for x in inputs]
+        self.op.check_inputs(arrays)
+        outputs = [np.asarray(o) for o in as_tuple(self.op.forward(*arrays))]
+        self._check_outputs(outputs)
+        return arrays, outputs, [tf.convert_to_tensor(o) for o in outputs]
+
+    def _check_outputs(self, outputs) -> None:
+        if self.output_descriptors is None:
+            return
+        if len(outputs) != len(self.output_descriptors):
+            raise ShapeError(f"{self.name}.forward returned {len(outputs)} outputs; its "
+                             f"output descriptors declare {len(self.output_descriptors)}")
+        for index, (output, desc) in enumerate(zip(outputs, self.output_descriptors)):
+            desc.check(output, f"{self.name}.forward output {index}")
+
+    def _eager_backward(self, upstream, arrays, outputs):
+        """Input gradients (tensors, None for integer inputs) from eager upstream grads:
+        zeros where an upstream gradient is None or belongs to an integer output."""
+        grads = [np.zeros(y.shape, y.dtype) if dy is None or y.dtype.kind != "f"
+                 else np.asarray(dy, order="C") for dy, y in zip(upstream, outputs)]
+        if not self.is_cpp:
+            return [_to_tensor_or_none(g)
+                    for g in self._python_backward(grads, arrays, outputs)]
+        op = self.op
+        if any(g.shape != y.shape or g.dtype != y.dtype for g, y in zip(grads, outputs)):
+            op.reject(grads, op.output_specs, "output gradients")
+        input_grads = []
+        for array in arrays:  # zero-filled: a C++ backward may accumulate
+            grad = _aligned_empty(array.shape, array.dtype, array.nbytes)
+            grad.fill(0)
+            input_grads.append(grad)
+        op.run_backward([a.ctypes.data for a in (*grads, *arrays, *outputs, *input_grads)])
+        return [_to_tensor(g) if g.dtype.kind == "f" else None for g in input_grads]
+
+    def _python_backward(self, grads, arrays, outputs) -> list:
+        """The op's NumPy backward, checked: None for integer inputs, zeros for a float
+        input the op returned None for."""
+        result = list(as_tuple(self.op.backward(grads, arrays, outputs)))
+        if len(result) != len(arrays):
+            raise ShapeError(f"{self.name}.backward returned {len(result)} gradients for "
+                             f"{len(arrays)} inputs")
+        checked = []
+        for index, (grad, array) in enumerate(zip(result, arrays)):
+            if array.dtype.kind != "f":
+                checked.append(None)
+                continue
+            grad = np.zeros_like(array) if grad is None else np.asarray(grad)
+            if grad.shape != array.shape:
+                raise ShapeError(f"{self.name}.backward: gradient {index} has shape "
+                                 f"{grad.shape}; input {index} has {array.shape}")
+            checked.append(grad.astype(array.dtype, copy=False))
+        return checked
+
+    # -- tf.custom_gradient body ------------------------------------------------------
+    def _forward_with_gradient(self, *inputs):
+        if tf.executing_eagerly():
+            run = self._cpp_eager if self.is_cpp else self._python_eager
+            arrays, outputs, tensors = run(inputs)
+
+            def eager_grad(*upstream):
+                return self._eager_backward(upstream, arrays, outputs)
+            return self._pack(tensors), eager_grad
+
+        tensors = self._graph_forward(inputs)
+
+        def graph_grad(*upstream):
+            return self._graph_backward(upstream, inputs, tensors)
+        return self._pack(tensors), graph_grad
+
+    def _pack(self, tensors):
+        tensors = list(tensors)
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+    # -- graph execution (inside tf.function) -------------------------------------------
+    def _graph_forward(self, inputs) -> list:
+        self._check_static(inputs)
+        if self.output_descriptors is None:
+            raise Deep500Error(
+                f"{self.name} has no output descriptors, so TensorFlow cannot know its "
+                f"outputs' dtypes and shapes inside tf.function. Give the CustomOp "
+                f"output_descriptors (d5.tensordesc per output), or call it eagerly")
+        op, descriptors = self.op, self.output_descriptors
+
+        def forward(*arrays):
+            outputs = [np.asarray(o) for o in as_tuple(op.forward(*arrays))]
+            self._check_outputs(outputs)
+            return outputs
+        outputs = tf.numpy_function(forward, list(inputs),
+                                    [d.tf_dtype() for d in descriptors],
+                                    name=op.op_type)
+        for output, desc in zip(outputs, descriptors):
+            output.set_shape(desc.shape)
+        return list(outputs)
+
+    def _check_static(self, inputs) -> None:
+        """Trace-time check of count, dtype and the known part of every static shape."""
+        descriptors = self.input_descriptors
+        if descriptors is None:
+            return
+        if len(inputs) != len(descriptors):
+            self.op.reject(inputs, self._input_specs, "inputs")
+        for index, (tensor, desc) in enumerate(zip(inputs, descriptors)):
+            if (tensor.dtype.as_numpy_dtype != desc.dtype
+                    or not tensor.shape.is_compatible_with(desc.shape)):
+                raise ShapeError(f"{self.name} input {index}: expected {desc}, got a tensor "
+                                 f"of static shape {tensor.shape} and dtype "
+                                 f"{tensor.dtype.name} (checked when tf.function traced)")
+
+    def _graph_backward(self, upstream, inputs, outputs):
+        """Input gradients as graph tensors: the op's NumPy backward via numpy_function."""
+        present = [i for i, (dy, y) in enumerate(zip(upstream, outputs))
+                   if dy is not None and y.dtype.is_floating]
+        differentiable = [x.dtype.is_floating for x in inputs]
+        num_inputs = len(inputs)
+
+        def backward(*arrays):
+            given = dict(zip(present, arrays[:len(present)]))
+            xs = list(arrays[len(present):len(present) + num_inputs])
+            ys = list(arrays[len(present) + num_inputs:])
+            grads = [given[i] if i in given else np.zeros(y.shape, y.dtype)
+                     for i, y in enumerate(ys)]
+            if self.is_cpp:
+                result = self.op.backward(grads, xs, ys)
+            else:
+                result = self._python_backward(grads, xs, ys)
+            return [g for g, d in zip(result, differentiable) if d]
+        wanted = [x.dtype for x in inputs if x.dtype.is_floating]
+        if not wanted:
+            return [None] * num_inputs
+        computed = iter(tf.numpy_function(
+            backward, [upstream[i] for i in present] + list(inputs) + list(outputs), wanted,
+            name=f"{self.op.op_type}_grad"))
+        grads = []
+        for x, d in zip(inputs, differentiable):
+            if not d:
+                grads.append(None)
+                continue
+            grad = next(computed)
+            grad.set_shape(x.shape)
+            grads.append(grad)
+        return grads
+
+
+def _specs(descriptors) -> list | None:
+    if descriptors is None:
+        return None
+    return [(d.shape, d.dtype) for d in descriptors]
+
+
+def _to_tensor_or_none(array):
+    if array is None:
+        return None
+    return tf.convert_to_tensor(array)
+
+
+def custom_op(op) -> TensorFlowCustomOp:
+    """``op`` (a CppOpDescriptor, a CustomCPPOp or a Python d5.CustomOp) as a
+    differentiable TensorFlow function; see :class:`TensorFlowCustomOp`."""
+    if isinstance(op, TensorFlowCustomOp):
+        return op
+    return TensorFlowCustomOp(op)
+
+
+# -- TensorFlow functions as Deep500 operators ----------------------------------------
+class TensorFlowFunctionOp(TensorFlowNativeOp):
+    """A TensorFlow function as a d5.CustomOp on NumPy arrays, whose backward is
+    ``tf.GradientTape``; inputs and outputs are checked against the descriptors."""
+
+    def forward(self, *inputs):
+        outputs = super().forward(*inputs)
+        if self.output_descriptors is not None:
+            produced = as_tuple(outputs)
+            if len(produced) != len(self.output_descriptors):
+                raise ShapeError(f"{self.name} returned {len(produced)} outputs; its "
+                                 f"output descriptors declare "
+                                 f"{len(self.output_descriptors)}")
+            for index, (output, desc) in enumerate(zip(produced, self.output_descriptors)):
+                desc.check(output, f"{self.name} output {index}")
+        return outputs
+
+
+def custom_op_from_native(fn: Callable, input_descriptors=None, output_descriptors=None,
+                          name: str | None = None, device=None) -> TensorFlowFunctionOp:
+    """``fn`` (a function of TF tensors: ``tf.linalg.matmul``, ``tf.nn.conv2d`` in a
+    lambda, a ``tf.function``, a ``d5tf.custom_op``) as a ``d5.CustomOp`` on NumPy arrays:
+    forward runs ``fn`` on TF tensors, backward is ``tf.GradientTape`` over ``fn``.
+
+    The descriptors, when given, are checked on every forward call; ``name`` defaults to
+    the function's name.
+    """
+    if not callable(fn):
+        raise Deep500Error(f"custom_op_from_native takes a function of TF tensors, got "
+                           f"{type(fn).__name__}")
+    return TensorFlowFunctionOp(fn, op_type=name or getattr(fn, "__name__", None)
+                                or type(fn).__name__, device=device,
+                                input_descriptors=_descriptor_list(input_descriptors),
+                                output_descriptors=_descriptor_list(output_descriptors))
+
+
+def _descriptor_list(descriptors):
+    if descriptors is None or isinstance(descriptors, TensorDescriptor):
+        return None if descriptors is None else [descriptors]
+    return list(descriptors)
+
+
+# -- checks of TensorFlow operators against the reference (deep500.lv0_operators.nativeop_validation)
+def _as_op(op_or_fn) -> CustomOp:
+    """A d5.CustomOp as it is; a function of TF tensors (a ``d5tf.custom_op`` included,
+    so that it is tested through TensorFlow and its registered gradient) wrapped by
+    ``custom_op_from_native`` with the function's descriptors if it has them."""
+    if isinstance(op_or_fn, CustomOp):
+        return op_or_fn
+    if callable(op_or_fn):
+        return custom_op_from_native(op_or_fn,
+                                     getattr(op_or_fn, "input_descriptors", None),
+                                     getattr(op_or_fn, "output_descriptors", None))
+    raise Deep500Error(f"Expected a d5.CustomOp or a function of TF tensors, got "
+                       f"{type(op_or_fn).__name__}")
+
+
+def test_nativeop_forward(op_or_fn, inputs: Sequence[np.ndarray], reference_outputs=None,
+                          metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
+    """``d5.CustomOp`` or function of TF tensors (a ``d5tf.custom_op`` included) checked
+    against the reference's outputs; see ``nativeop_validation.test_nativeop_forward``
+    for the options (``reference_op``, ``rtol``, ``atol``) and the pass rule."""
+    return nativeop_validation.test_nativeop_forward(_as_op(op_or_fn), inputs,
+                                                     reference_outputs, metrics, **options)
+
+
+def test_nativeop_gradient(op_or_fn, inputs: Sequence[np.ndarray], reference_op=None,
+                           metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
+    """The backward of a ``d5.CustomOp`` or function of TF tensors checked against the
+    reference's backward and finite differences; see
+    ``nativeop_validation.test_nativeop_gradient`` for the options."""
+    return nativeop_validation.test_nativeop_gradient(_as_op(op_or_fn), inputs,
+                                                      reference_op, metrics, **options)
+
+
+# Library functions named test_*: keep pytest from collecting them where imported.
+test_nativeop_forward.__test__ = False
+test_nativeop_gradient.__test__ = False
