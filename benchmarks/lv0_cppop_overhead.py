@@ -1,0 +1,254 @@
+"""What calling a C++ operator through Deep500 costs, against a bare ctypes call.
+
+Two kernels, both compiled once by ``d5.compile_custom_cppop``: an elementwise one
+(``recipes/kernels/relu.cpp``, y = max(x, 0)) and a reduction
+(``benchmarks/kernels/reduce_sum.cpp``, the sum of all elements), on float32 vectors of
+1 K and 4 M elements. The same loaded library is called
+
+  * baseline: bare ctypes — ``d500_forward(op, pointers)`` with the pointer array and
+    the output allocated once, outside the clock (the floor of any Python caller);
+  * ``d5ref.custom_op`` — the NumPy CustomCPPOp: checks, output allocation, call;
+  * ``d5pt.custom_op`` — on torch tensors, without and with autograd recording;
+  * ``d5tf.custom_op`` — on TF tensors, eagerly and inside a ``tf.function``;
+
+next to the frameworks' own operators (NumPy, PyTorch, TensorFlow) for scale. Every
+framework runs on 1 thread (the C++ kernels are single-threaded).
+
+Method: each variant is paired with a bare ctypes call on the same input memory (so
+both see the same caches and only the wrapper differs); the two alternate in rounds, in
+a random order each round, so drift and order effects cancel. A round times enough
+back-to-back calls for ~10 ms and gives the mean time per call. Reported: both medians
+over rounds, the added time per call = median over rounds of (variant − bare) with a
+nonparametric 95% CI, and the ratio of medians. Targets (issue 5): at most 10 µs added
+per call at 1 K elements; within 5% of the bare call at 4 M elements; a cache-hit load
+(find the build in the cache and load it, in a fresh process) under 50 ms. Cold compile
+time is printed too. The autograd and tf.function rows include recording a gradient
+and TensorFlow's ``numpy_function`` respectively; they are judged by the same targets.
+
+Run:  python benchmarks/lv0_cppop_overhead.py [--rounds 40] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import deep500 as d5  # noqa: E402
+import deep500.frameworks.reference as d5ref  # noqa: E402
+from deep500.utils.statistics import median_ci  # noqa: E402
+from deep500.utils.threads import set_thread_counts  # noqa: E402
+
+KERNELS = {
+    "elementwise (relu)": (os.path.join(REPO, "recipes", "kernels", "relu.cpp"), "relu",
+                           "same"),
+    "reduction (sum)": (os.path.join(REPO, "benchmarks", "kernels", "reduce_sum.cpp"),
+                        "reduce_sum", "scalar"),
+}
+ADDED_BUDGET_US = 10.0
+LARGE_RATIO_BUDGET = 1.05
+LOAD_BUDGET_MS = 50.0
+
+
+def build(source: str, name: str, output: str, size: int):
+    x = d5.tensordesc("float32", [size])
+    y = d5.tensordesc("float32", [size] if output == "same" else [1])
+    return d5.compile_custom_cppop(name, source, [x], [y])
+
+
+def bare_call(op, input_pointer: int, output_shape) -> callable:
+    """``d500_forward`` on prepared pointers: the input at ``input_pointer`` (the same
+    memory the compared variant reads, so both see the same caches) and an output
+    allocated once."""
+    out = np.empty(output_shape, np.float32)
+    pointers = (ctypes.c_void_p * 2)(input_pointer, out.ctypes.data)
+    forward, handle = op.library.forward_fn, op._handle
+    # ``out`` stays referenced by the lambda: the pointer array alone does not keep the
+    # memory alive.
+    return lambda keep=out: forward(handle, pointers)
+
+
+def variants(descriptor, kind: str, size: int) -> dict:
+    """name -> (call, bare ctypes call on the same input memory)."""
+    x = np.random.default_rng(0).standard_normal(size).astype(np.float32)
+    op = d5ref.custom_op(descriptor)
+    shape = descriptor.output_descriptors[0].shape
+    bare_numpy = bare_call(op, x.ctypes.data, shape)
+    calls = {"d5ref.custom_op": (lambda: op.forward(x), bare_numpy),
+             "NumPy native": ((lambda: np.maximum(x, 0)) if kind == "same"
+                              else (lambda: np.sum(x)), bare_numpy)}
+    try:
+        import torch
+        import deep500.frameworks.pytorch as d5pt
+        torch_op = d5pt.custom_op(descriptor)
+        tx = torch.from_numpy(x.copy())
+        tx_grad = tx.clone().requires_grad_(True)
+        calls["d5pt.custom_op"] = (lambda: torch_op(tx), bare_call(op, tx.data_ptr(), shape))
+        calls["d5pt.custom_op (autograd)"] = (lambda: torch_op(tx_grad),
+                                              bare_call(op, tx_grad.data_ptr(), shape))
+        calls["PyTorch native"] = ((lambda: torch.relu(tx)) if kind == "same"
+                                   else (lambda: torch.sum(tx)),
+                                   bare_call(op, tx.data_ptr(), shape))
+    except d5.Deep500Error as exc:
+        print(f"  (PyTorch not measured: {exc})")
+    try:
+        import deep500.frameworks.tensorflow as d5tf
+        tf = d5tf.native_ops.tf
+        tf_op = d5tf.custom_op(descriptor)
+        tfx = tf.constant(x)
+        tf_pointer = np.asarray(tfx).ctypes.data  # a view of the tensor's host memory
+        traced = tf.function(lambda t: tf_op(t), autograph=False)
+        traced(tfx)
+        native = tf.nn.relu if kind == "same" else tf.reduce_sum
+        bare_tf = bare_call(op, tf_pointer, shape)
+        calls["d5tf.custom_op (eager)"] = (lambda: tf_op(tfx), bare_tf)
+        calls["d5tf.custom_op (tf.function)"] = (lambda: traced(tfx), bare_tf)
+        calls["TensorFlow native (eager)"] = (lambda: native(tfx), bare_tf)
+    except d5.Deep500Error as exc:
+        print(f"  (TensorFlow not measured: {exc})")
+    return calls
+
+
+def repetitions_for(call, seconds: float) -> int:
+    call()
+    started = time.perf_counter()
+    count = 0
+    while time.perf_counter() - started < 0.005:
+        call()
+        count += 1
+    per_call = (time.perf_counter() - started) / count
+    return max(1, int(seconds / per_call))
+
+
+def measure_pair(call, bare, rounds: int, round_seconds: float):
+    """Mean seconds per call of (variant, bare) in each round; the two alternate, in a
+    random order per round, so drift and order effects cancel."""
+    counts = {"call": repetitions_for(call, round_seconds),
+              "bare": repetitions_for(bare, round_seconds)}
+    functions = {"call": call, "bare": bare}
+    samples = {"call": [], "bare": []}
+    for _ in range(rounds):
+        order = ["call", "bare"]
+        random.shuffle(order)
+        for name in order:
+            function, count = functions[name], counts[name]
+            started = time.perf_counter()
+            for _ in range(count):
+                function()
+            samples[name].append((time.perf_counter() - started) / count)
+    return samples["call"], samples["bare"]
+
+
+def report(kernel: str, size: int, calls: dict, rounds: int, round_seconds: float):
+    """Measure and print one table; returns (kernel, size, variant, added µs, ratio)."""
+    print(f"\n== {kernel}, {size:,} float32 elements ==")
+    print(f"{'variant':<30} {'bare ctypes':>11} {'variant':>11} {'added':>10} "
+          f"{'95% CI of added':>22} {'ratio':>7}")
+    rows = []
+    for name, (call, bare) in calls.items():
+        values, base = measure_pair(call, bare, rounds, round_seconds)
+        added = [v - b for v, b in zip(values, base)]
+        low, high, _ = median_ci(added)
+        added_median = statistics.median(added)
+        ratio = statistics.median(values) / statistics.median(base)
+        print(f"{name:<30} {statistics.median(base) * 1e6:>9.2f}µs "
+              f"{statistics.median(values) * 1e6:>9.2f}µs {added_median * 1e6:>8.2f}µs "
+              f"[{low * 1e6:>8.2f}, {high * 1e6:>8.2f}]µs {ratio:>7.3f}")
+        if "custom_op" in name:
+            rows.append((kernel, size, name, added_median * 1e6, ratio))
+    return rows
+
+
+def load_time_ms(source: str, name: str, size: int, cache: str, repeats: int) -> list[float]:
+    """Cache-hit compile_custom_cppop + loading the library, each in a fresh process."""
+    script = (
+        "import sys, time, deep500 as d5, deep500.frameworks.reference as d5ref\n"
+        "x = d5.tensordesc('float32', [int(sys.argv[3])])\n"
+        "y = d5.tensordesc('float32', [int(sys.argv[3])] if sys.argv[4] == 'same' else [1])\n"
+        "t = time.perf_counter()\n"
+        "desc = d5.compile_custom_cppop(sys.argv[2], sys.argv[1], [x], [y])\n"
+        "op = d5ref.custom_op(desc)\n"
+        "print((time.perf_counter() - t) * 1e3, desc.cache_hit)\n")
+    env = {**os.environ, "DEEP500_CACHE": cache}
+    times = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, "-c", script, source, name, str(size),
+                              KERNELS_BY_NAME[name]], env=env, capture_output=True,
+                             text=True, check=True).stdout.split()
+        if out[1] != "True":
+            raise RuntimeError("the load measurement did not hit the cache")
+        times.append(float(out[0]))
+    return times
+
+
+KERNELS_BY_NAME = {name: output for _, (_, name, output) in KERNELS.items()}
+
+
+def compile_times(sizes, repeats: int) -> None:
+    print("\n== Compilation (fresh cache) and cache-hit load (fresh process) ==")
+    with tempfile.TemporaryDirectory() as cache:
+        previous = os.environ.get("DEEP500_CACHE")
+        os.environ["DEEP500_CACHE"] = cache
+        try:
+            for kernel, (source, name, output) in KERNELS.items():
+                started = time.perf_counter()
+                descriptor = build(source, name, output, sizes[0])
+                cold = time.perf_counter() - started
+                assert not descriptor.cache_hit
+                loads = load_time_ms(source, name, sizes[0], cache, repeats)
+                verdict = "PASS" if statistics.median(loads) < LOAD_BUDGET_MS else "MISS"
+                print(f"{kernel:<22} cold compile {cold:6.2f} s   cache-hit load median "
+                      f"{statistics.median(loads):6.1f} ms (min {min(loads):.1f}, "
+                      f"{repeats} processes)   target < {LOAD_BUDGET_MS:.0f} ms: {verdict}")
+        finally:
+            if previous is None:
+                os.environ.pop("DEEP500_CACHE", None)
+            else:
+                os.environ["DEEP500_CACHE"] = previous
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--round-seconds", type=float, default=0.01)
+    parser.add_argument("--smoke", action="store_true", help="tiny run to check the script")
+    args = parser.parse_args()
+    sizes = [1024, 4 * 1024 * 1024]
+    rounds, load_repeats = args.rounds, 5
+    if args.smoke:
+        sizes, rounds, load_repeats = [1024, 65536], 3, 1
+    set_thread_counts(1)
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+          f"{rounds} rounds; 1 thread everywhere")
+    rows = []
+    for kernel, (source, name, output) in KERNELS.items():
+        for size in sizes:
+            descriptor = build(source, name, output, size)
+            rows += report(kernel, size, variants(descriptor, output, size), rounds,
+                           args.round_seconds)
+    print("\n== Targets ==")
+    for kernel, size, name, added, ratio in rows:
+        if size == sizes[0]:
+            verdict = "PASS" if added <= ADDED_BUDGET_US else "MISS"
+            print(f"{kernel:<20} {size:>9,} {name:<30} added {added:7.2f} µs "
+                  f"(target <= {ADDED_BUDGET_US:.0f} µs): {verdict}")
+        else:
+            verdict = "PASS" if ratio <= LARGE_RATIO_BUDGET else "MISS"
+            print(f"{kernel:<20} {size:>9,} {name:<30} ratio {ratio:7.3f} "
+                  f"(target <= {LARGE_RATIO_BUDGET}): {verdict}")
+    compile_times(sizes, load_repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
