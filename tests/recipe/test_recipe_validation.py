@@ -116,7 +116,8 @@ def test_sizes_file_relative_to_recipe(tmp_path):
 def test_shipped_quickstart_recipe_is_valid(repo_root):
     parsed = load_recipe(str(repo_root / "recipes" / "quickstart.yaml"))
     configurations = parsed.configurations()
-    assert {c["framework"] for c in configurations} == {"reference", "pytorch", "tensorflow"}
+    assert {str(c["framework"]) for c in configurations} == {
+        "reference", "pytorch", "tensorflow", "cpp-relu", "cpp-softmax"}
     op_types = {c["operator"].op_type for c in configurations}
     assert op_types == {"Conv", "Gemm", "Relu", "Softmax"}
     assert all(c["operator"].source for c in configurations
