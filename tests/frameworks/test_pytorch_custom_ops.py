@@ -1,7 +1,7 @@
 """d5pt.custom_op (C++ and Python operators on torch tensors, with autograd),
 d5pt.custom_op_from_native and the d5pt.test_nativeop_* checks against the reference.
 
-The C++ operators are in tests/frameworks/cpp_ops_torch/; each is compiled once per
+The C++ operators are in tests/frameworks/cpp_ops/ (shared with the TensorFlow tests); each is compiled once per
 session into a temporary DEEP500_CACHE."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import deep500.frameworks.pytorch as d5pt  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
 from deep500.lv0_operators import cpp_library  # noqa: E402
 
-SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_ops_torch")
+SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_ops")
 F32 = d5.tensordesc("float32", [4, 5])
 F64 = d5.tensordesc("float64", [3, 4])
 ROWS = d5.tensordesc("float64", [3, 5])

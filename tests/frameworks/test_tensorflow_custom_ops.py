@@ -18,7 +18,7 @@ import deep500.frameworks.reference as d5ref  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
 from deep500.lv0_operators.custom_op import as_tuple  # noqa: E402
 
-SOURCES = pathlib.Path(__file__).parent / "cpp_ops_tf"
+SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
 MODES = ["eager", "function"]
 DTYPES = [np.float32, np.float64]
 # The bridge runs the same C++ code as the NumPy CustomCPPOp: results agree bit for bit.
