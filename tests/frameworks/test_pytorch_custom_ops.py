@@ -1,8 +1,8 @@
 """d5pt.custom_op (C++ and Python operators on torch tensors, with autograd),
 d5pt.custom_op_from_native and the d5pt.test_nativeop_* checks against the reference.
 
-The C++ operators are in tests/frameworks/cpp_ops/ (shared with the TensorFlow tests); each is compiled once per
-session into a temporary DEEP500_CACHE."""
+The C++ operators are in tests/frameworks/cpp_ops/ (shared with the TensorFlow tests);
+each is compiled once per session into a temporary DEEP500_CACHE."""
 from __future__ import annotations
 
 import os
