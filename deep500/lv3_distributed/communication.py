@@ -1,0 +1,629 @@
+"""``CommunicationNetwork``: Deep500's communication over MPI (mpi4py), measured.
+
+Every call records what this rank sent and received in ``network.volume`` (a
+:class:`~deep500.lv3_distributed.volume.CommunicationVolume`). Where Deep500 sends the
+messages itself the counts are exact; where MPI runs a collective with an algorithm of
+its own choice (``algorithm="mpi"``) the entry holds the analytic volume of a named
+algorithm and is marked ``"modelled (<algorithm>)"``.
+
+Algorithms (``algorithm=`` of each collective; the first is the default):
+
+* ``allreduce``: ``"ring"``, Deep500's bandwidth-optimal ring (Patarasuk & Yuan, JPDC
+  2009): reduce-scatter then allgather, p - 1 ``Sendrecv`` steps each on chunks of the
+  flattened array, reduced in place with NumPy; any p, any element count (chunks differ
+  by at most one element). ``"mpi"``: ``MPI_Allreduce``, modelled as the ring (its
+  volume is the lower bound of any allreduce; MPICH's Rabenseifner algorithm sends the
+  same bytes for power-of-two p in fewer messages, Thakur, Rabenseifner & Gropp,
+  IJHPCA 2005). The ring is the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
+  0.77-0.94x the time of ``MPI_Allreduce`` from 256 KB to 16 MB and 0.39x at 64 MB;
+  below 64 KB its two Python-driven steps cost more (about 13 us against 5 us at
+  1 KB); see ``benchmarks/lv3_allreduce.py``.
+* ``broadcast``: ``"binomial"``, Deep500's binomial tree of ``Send``/``Recv`` (MPICH's
+  tree, Thakur et al. 2005). ``"mpi"``: ``MPI_Bcast``, modelled as the binomial tree.
+* ``gather`` / ``scatter``: ``"linear"``, the root receives from (sends to) every other
+  rank directly. ``"mpi"``: ``MPI_Gather`` / ``MPI_Scatter``, modelled as MPICH's
+  binomial trees.
+* ``iallreduce``: ``MPI_Iallreduce`` only, modelled as the ring.
+
+Arrays travel through mpi4py's buffer methods (``Send``, ``Recv``, ``Sendrecv``,
+``Allreduce``...), never pickled; they must be C-contiguous NumPy arrays of a fixed-size
+numeric dtype, and receive buffers must match what arrives, else ``d5.ShapeError``
+names the rank. Every rank must call a collective with the same shape, dtype, root and
+algorithm (not checked across ranks, which would cost a message; a mismatch a receive
+notices raises ``ShapeError``). Deep500's own algorithms send on a duplicate of the
+communicator, so their messages never match a user's ``recv``.
+
+Constructing a network is collective (it duplicates the communicator): every rank of
+``comm`` must construct it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume,
+                                            binomial_broadcast_traffic,
+                                            binomial_gather_traffic,
+                                            binomial_scatter_traffic,
+                                            dissemination_barrier_traffic, modelled,
+                                            ring_allreduce_traffic)
+from deep500.utils.errors import ShapeError, UnsupportedError, require
+
+ALLREDUCE_ALGORITHMS = ("ring", "mpi")
+BROADCAST_ALGORITHMS = ("binomial", "mpi")
+GATHER_ALGORITHMS = ("linear", "mpi")
+OPS = ("sum", "average", "max", "min")
+
+# Tags on Deep500's own (duplicated) communicator.
+_TAG_REDUCE_SCATTER, _TAG_ALLGATHER, _TAG_BCAST, _TAG_GATHER, _TAG_SCATTER = 1, 2, 3, 4, 5
+_TAG_TO_RIGHT, _TAG_TO_LEFT = 6, 7
+_TAG_TO_SOUTH, _TAG_TO_NORTH, _TAG_TO_EAST, _TAG_TO_WEST = 8, 9, 10, 11
+
+_POINT_TO_POINT = ("recv", "recv_any", "irecv", "sendrecv")
+_RING_MODEL = modelled("ring")
+_BINOMIAL_MODEL = modelled("binomial tree")
+
+
+def _mpi():
+    require("mpi4py", "mpi", "Deep500's CommunicationNetwork")
+    from mpi4py import MPI
+    return MPI
+
+
+def torus_shape(size: int) -> tuple[int, int]:
+    """The most square 2-D grid of ``size`` ranks: (rows, cols) with rows the largest
+    divisor of ``size`` not above its square root, so rows <= cols (4 -> 2x2, 6 -> 2x3,
+    a prime p -> 1xp, which is a ring). Rank r sits at row r // cols, column r % cols."""
+    rows = max(d for d in range(1, math.isqrt(size) + 1) if size % d == 0)
+    return rows, size // rows
+
+
+class Request:
+    """A pending non-blocking operation. ``wait()`` completes it and returns its result
+    (the received or reduced array; ``None`` for a send); ``test()`` says whether it has
+    completed without blocking."""
+    __slots__ = ("_request", "_result", "_finish", "_done", "_status")
+
+    def __init__(self, request, result, finish=None, status=None):
+        self._request = request
+        self._result = result
+        self._finish = finish
+        self._done = False
+        self._status = status
+
+    def wait(self):
+        if not self._done:
+            self._request.Wait(self._status)
+            self._complete()
+        return self._result
+
+    def test(self) -> bool:
+        if not self._done and self._request.Test(self._status):
+            self._complete()
+        return self._done
+
+    def _complete(self) -> None:
+        self._done = True
+        if self._finish is not None:
+            self._finish(self._status)
+
+
+def wait_all(requests) -> list:
+    """Wait for every request; their results in order."""
+    return [request.wait() for request in requests]
+
+
+class CommunicationNetwork:
+    """Communication among the ranks of an MPI communicator, with every byte counted.
+
+    Args:
+        comm: an mpi4py communicator; ``None`` is ``MPI.COMM_WORLD``.
+        volume: where to record traffic; a fresh ``CommunicationVolume`` if ``None``.
+        allreduce_algorithm: the default of ``allreduce`` (``"ring"`` or ``"mpi"``).
+
+    Attributes: ``rank``, ``size``, ``comm``, ``volume``, ``grid`` (the 2-D torus,
+    ``torus_shape(size)``).
+    """
+
+    def __init__(self, comm=None, volume: CommunicationVolume | None = None,
+                 allreduce_algorithm: str = "ring"):
+        MPI = _mpi()
+        self._MPI = MPI
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.allreduce_algorithm = self._choose(allreduce_algorithm, ALLREDUCE_ALGORITHMS,
+                                                "allreduce")
+        self._own = self.comm.Dup()
+        self.volume = volume if volume is not None else CommunicationVolume(self.rank,
+                                                                            self.size)
+        self.grid = torus_shape(self.size)
+        self._scratch = np.empty(0, np.uint8)
+        self._status = MPI.Status()
+        self._ops = {"sum": (np.add, MPI.SUM), "average": (np.add, MPI.SUM),
+                     "max": (np.maximum, MPI.MAX), "min": (np.minimum, MPI.MIN)}
+
+    def __repr__(self) -> str:
+        return (f"CommunicationNetwork(rank={self.rank}, size={self.size}, "
+                f"allreduce={self.allreduce_algorithm!r})")
+
+    def close(self) -> None:
+        """Free Deep500's duplicate communicator (collective)."""
+        if self._own is not None:
+            self._own.Free()
+            self._own = None
+
+    # -- checks ---------------------------------------------------------------------
+    def _fail(self, what: str, problem: str, fix: str) -> ShapeError:
+        return ShapeError(f"rank {self.rank} of {self.size}: {what}: {problem}. {fix}")
+
+    def _check(self, array, what: str, name: str = "array", writable: bool = False):
+        if not isinstance(array, np.ndarray):
+            raise self._fail(what, f"{name} is a {type(array).__name__}, not a NumPy "
+                             "array", "Pass a numpy.ndarray (arrays are sent through the "
+                             "buffer interface, never pickled)")
+        dtype = array.dtype
+        if dtype.kind not in "biufc" or not dtype.isnative:
+            raise self._fail(what, f"{name} has dtype {dtype}", "Use a native-endian "
+                             "bool, integer, float or complex dtype")
+        if not array.flags.c_contiguous:
+            raise self._fail(what, f"{name} of shape {array.shape} is not C-contiguous",
+                             "Pass numpy.ascontiguousarray(array)")
+        if writable and not array.flags.writeable:
+            raise self._fail(what, f"{name} is read-only", "Pass a writable array")
+
+    def _check_like(self, out, like_shape, dtype, what: str, name: str = "out"):
+        self._check(out, what, name, writable=True)
+        if out.shape != tuple(like_shape) or out.dtype != dtype:
+            raise self._fail(what, f"{name} has shape {out.shape} and dtype {out.dtype}, "
+                             f"expected {tuple(like_shape)} and {dtype}",
+                             f"Allocate {name} as numpy.empty({tuple(like_shape)}, "
+                             f"{dtype})")
+
+    def _check_peer(self, rank, what: str, name: str):
+        if not (isinstance(rank, (int, np.integer)) and 0 <= rank < self.size):
+            raise ValueError(f"rank {self.rank}: {what}: {name}={rank!r} is not a rank of "
+                             f"this communicator (0..{self.size - 1})")
+
+    @staticmethod
+    def _mismatch_fix(what: str) -> str:
+        if what in _POINT_TO_POINT:
+            return ("The receive buffer must have the shape and dtype of the array sent "
+                    "(and the tag must match)")
+        return f"Every rank must call {what} with the same shape and dtype"
+
+    def _check_received(self, status, expected: int, what: str, source) -> None:
+        got = status.Get_count(self._MPI.BYTE)
+        if got != expected:
+            raise self._fail(what, f"received {got} bytes from rank {source} into a "
+                             f"buffer of {expected} bytes", self._mismatch_fix(what))
+
+    def _truncated(self, exc, what: str) -> Exception:
+        if exc.Get_error_class() == self._MPI.ERR_TRUNCATE:
+            return self._fail(what, "a message was larger than the receive buffer",
+                              self._mismatch_fix(what))
+        return exc
+
+    def _choose(self, algorithm, allowed, what):
+        if algorithm not in allowed:
+            raise ValueError(f"rank {self.rank} of {self.size}: {what}: "
+                             f"algorithm={algorithm!r}; choose one of "
+                             f"{', '.join(map(repr, allowed))}")
+        return algorithm
+
+    def _scratch_for(self, dtype, count: int) -> np.ndarray:
+        need = count * dtype.itemsize
+        if self._scratch.nbytes < need:
+            self._scratch = np.empty(need, np.uint8)
+        return self._scratch[:need].view(dtype)
+
+    # -- allreduce ------------------------------------------------------------------
+    def allreduce(self, array: np.ndarray, op: str = "sum", out: np.ndarray | None = None,
+                  algorithm: str | None = None) -> np.ndarray:
+        """Reduce ``array`` over all ranks; every rank gets the result.
+
+        ``op``: ``"sum"``, ``"average"`` (sum / size; float and complex only), ``"max"``,
+        ``"min"``. ``out`` (same shape and dtype; may be ``array`` itself for in place)
+        receives the result, else a new array is returned. All ranks end with
+        bit-identical results under the ring (each chunk is reduced once, then copied).
+        With one rank it is a copy, recorded as zero traffic (exact) for either
+        algorithm.
+        """
+        ufunc, mpi_op = self._reduction(array, op, "allreduce")
+        if out is None:
+            out = np.empty_like(array)
+        elif out is not array:
+            self._check_like(out, array.shape, array.dtype, "allreduce")
+        elif not out.flags.writeable:
+            raise self._fail("allreduce", "array is read-only", "Pass a writable array "
+                             "to reduce in place, or no out")
+        algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
+            algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
+        if self.size == 1:
+            if out is not array:
+                np.copyto(out, array)
+            self.volume.record("allreduce", algorithm, EXACT, 0, 0, 0, 0)
+            return out
+        if algorithm == "ring":
+            return self._ring_allreduce(array, out, ufunc, op == "average")
+        try:
+            if out is array:
+                self.comm.Allreduce(self._MPI.IN_PLACE, out, mpi_op)
+            else:
+                self.comm.Allreduce(array, out, mpi_op)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "allreduce") from exc
+        if op == "average":
+            np.true_divide(out, self.size, out=out)
+        self.volume.record_traffic("allreduce", "mpi", _RING_MODEL, ring_allreduce_traffic(
+            array.size, array.itemsize, self.size, self.rank))
+        return out
+
+    def _reduction(self, array, op, what):
+        self._check(array, what)
+        if op not in self._ops:
+            raise ValueError(f"rank {self.rank} of {self.size}: {what}: op={op!r}; "
+                             f"choose one of {', '.join(OPS)}")
+        kind = array.dtype.kind
+        if kind == "b" or (op == "average" and kind not in "fc") or (
+                op in ("max", "min") and kind == "c"):
+            raise UnsupportedError(f"rank {self.rank} of {self.size}: {what} with "
+                                   f"op={op!r} does not "
+                                   f"support dtype {array.dtype}; use a float array")
+        return self._ops[op]
+
+    def _ring_allreduce(self, array, out, ufunc, average: bool) -> np.ndarray:
+        """Patarasuk & Yuan's ring: reduce-scatter, then allgather, on p chunks.
+
+        Reduce-scatter step s sends chunk (r - s) to the right and reduces chunk
+        (r - s - 1) received from the left into ``out`` (reading this rank's own part
+        from ``array``, so no copy is needed out of place); after p - 1 steps rank r
+        holds chunk (r + 1) fully reduced (divided by p here for the average, on n/p
+        elements instead of n). Allgather step s passes chunk (r + 1 - s) to the right
+        and receives chunk (r - s) from the left straight into ``out``. The bytes and
+        messages are added up as they are handed to MPI.
+        """
+        p, r = self.size, self.rank
+        source, target = array.reshape(-1), out.reshape(-1)
+        count = source.size
+        base, extra = divmod(count, p)
+        bounds = [i * base + min(i, extra) for i in range(p + 1)]
+        right, left = (r + 1) % p, (r - 1) % p
+        scratch = self._scratch_for(array.dtype, base + (1 if extra else 0))
+        status, sendrecv = self._status, self._own.Sendrecv
+        sent = received = 0
+        try:
+            for step in range(p - 1):
+                send_chunk, recv_chunk = (r - step) % p, (r - step - 1) % p
+                outgoing = (source if step == 0 else target)[
+                    bounds[send_chunk]:bounds[send_chunk + 1]]
+                lo, hi = bounds[recv_chunk], bounds[recv_chunk + 1]
+                incoming = scratch[:hi - lo]
+                sendrecv(outgoing, right, _TAG_REDUCE_SCATTER, incoming, left,
+                         _TAG_REDUCE_SCATTER, status)
+                self._check_received(status, incoming.nbytes, "allreduce", left)
+                ufunc(source[lo:hi], incoming, out=target[lo:hi])
+                sent += outgoing.nbytes
+                received += incoming.nbytes
+            if average:
+                owned = (r + 1) % p
+                chunk = target[bounds[owned]:bounds[owned + 1]]
+                np.true_divide(chunk, p, out=chunk)
+            for step in range(p - 1):
+                send_chunk, recv_chunk = (r + 1 - step) % p, (r - step) % p
+                outgoing = target[bounds[send_chunk]:bounds[send_chunk + 1]]
+                incoming = target[bounds[recv_chunk]:bounds[recv_chunk + 1]]
+                sendrecv(outgoing, right, _TAG_ALLGATHER, incoming, left, _TAG_ALLGATHER,
+                         status)
+                self._check_received(status, incoming.nbytes, "allreduce", left)
+                sent += outgoing.nbytes
+                received += incoming.nbytes
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "allreduce") from exc
+        self.volume.record("allreduce", "ring", EXACT, sent, received, 2 * (p - 1),
+                           2 * (p - 1))
+        return out
+
+    def iallreduce(self, array: np.ndarray, op: str = "sum",
+                   out: np.ndarray | None = None) -> Request:
+        """Non-blocking allreduce (``MPI_Iallreduce``; volume modelled as the ring).
+        Neither array may be touched until ``wait()``, which returns the result (and
+        divides by the size for ``"average"``)."""
+        _, mpi_op = self._reduction(array, op, "iallreduce")
+        if out is None:
+            out = np.empty_like(array)
+        elif out is not array:
+            self._check_like(out, array.shape, array.dtype, "iallreduce")
+        elif not out.flags.writeable:
+            raise self._fail("iallreduce", "array is read-only", "Pass a writable array "
+                             "to reduce in place, or no out")
+        request = self.comm.Iallreduce(self._MPI.IN_PLACE if out is array else array, out,
+                                       mpi_op)
+        self.volume.record_traffic("iallreduce", "mpi", _RING_MODEL,
+                                   ring_allreduce_traffic(array.size, array.itemsize,
+                                                          self.size, self.rank))
+        size = self.size
+
+        def average(status):
+            np.true_divide(out, size, out=out)
+        return Request(request, out, average if op == "average" else None)
+
+    # -- rooted collectives -----------------------------------------------------------
+    def broadcast(self, array: np.ndarray, root: int = 0,
+                  algorithm: str = "binomial") -> np.ndarray:
+        """Copy the root's ``array`` into ``array`` on every rank (in place; returned).
+
+        ``"binomial"``: relative rank v = (rank - root) mod p receives from v with its
+        lowest set bit cleared, then sends to v + 2^k for each 2^k below that bit
+        (MPICH's binomial tree, Thakur et al. 2005); counted exactly.
+        """
+        self._check(array, "broadcast", writable=self.rank != root)
+        self._check_peer(root, "broadcast", "root")
+        self._choose(algorithm, BROADCAST_ALGORITHMS, "broadcast")
+        if algorithm == "mpi":
+            self.comm.Bcast(array, root)
+            self.volume.record_traffic("broadcast", "mpi", _BINOMIAL_MODEL,
+                                       binomial_broadcast_traffic(array.nbytes, self.size,
+                                                                  self.rank, root))
+            return array
+        p, comm, status = self.size, self._own, self._status
+        relative = (self.rank - root) % p
+        sent = received = messages_sent = messages_received = 0
+        mask = 1
+        try:
+            while mask < p:
+                if relative & mask:
+                    parent = (relative - mask + root) % p
+                    comm.Recv(array, parent, _TAG_BCAST, status)
+                    self._check_received(status, array.nbytes, "broadcast", parent)
+                    received += array.nbytes
+                    messages_received += 1
+                    break
+                mask <<= 1
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "broadcast") from exc
+        mask >>= 1
+        while mask > 0:
+            if relative + mask < p:
+                comm.Send(array, (relative + mask + root) % p, _TAG_BCAST)
+                sent += array.nbytes
+                messages_sent += 1
+            mask >>= 1
+        self.volume.record("broadcast", "binomial", EXACT, sent, received, messages_sent,
+                           messages_received)
+        return array
+
+    def gather(self, array: np.ndarray, root: int = 0, out: np.ndarray | None = None,
+               algorithm: str = "linear") -> np.ndarray | None:
+        """Stack every rank's ``array`` at the root: shape (size, *array.shape), row i
+        from rank i; ``None`` on the other ranks. ``"linear"``: each rank sends to the
+        root directly (counted exactly)."""
+        self._check(array, "gather")
+        self._check_peer(root, "gather", "root")
+        self._choose(algorithm, GATHER_ALGORITHMS, "gather")
+        p, is_root = self.size, self.rank == root
+        if is_root:
+            shape = (p,) + array.shape
+            if out is None:
+                out = np.empty(shape, array.dtype)
+            else:
+                self._check_like(out, shape, array.dtype, "gather")
+        if algorithm == "mpi":
+            try:
+                self.comm.Gather(array, out if is_root else None, root)
+            except self._MPI.Exception as exc:
+                raise self._truncated(exc, "gather") from exc
+            self.volume.record_traffic("gather", "mpi", _BINOMIAL_MODEL,
+                                       binomial_gather_traffic(array.nbytes, p, self.rank,
+                                                               root))
+            return out if is_root else None
+        if not is_root:
+            self._own.Send(array, root, _TAG_GATHER)
+            self.volume.record("gather", "linear", EXACT, array.nbytes, 0, 1, 0)
+            return None
+        out[root] = array
+        sources = [i for i in range(p) if i != root]
+        statuses = [self._MPI.Status() for _ in sources]
+        requests = [self._own.Irecv(out[i], i, _TAG_GATHER) for i in sources]
+        try:
+            self._MPI.Request.Waitall(requests, statuses)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "gather") from exc
+        for source, status in zip(sources, statuses):
+            self._check_received(status, array.nbytes, "gather", source)
+        self.volume.record("gather", "linear", EXACT, 0, array.nbytes * (p - 1), 0, p - 1)
+        return out
+
+    def scatter(self, array: np.ndarray | None, out: np.ndarray, root: int = 0,
+                algorithm: str = "linear") -> np.ndarray:
+        """Give rank i row i of the root's ``array`` (shape (size, *out.shape)) in
+        ``out`` (returned). ``array`` is only read at the root (pass ``None``
+        elsewhere). ``"linear"``: the root sends each rank its row directly (counted
+        exactly)."""
+        self._check(out, "scatter", "out", writable=True)
+        self._check_peer(root, "scatter", "root")
+        self._choose(algorithm, GATHER_ALGORITHMS, "scatter")
+        p, is_root = self.size, self.rank == root
+        if is_root:
+            self._check(array, "scatter")
+            if array.shape != (p,) + out.shape or array.dtype != out.dtype:
+                raise self._fail("scatter", f"array has shape {array.shape} and dtype "
+                                 f"{array.dtype}, out {out.shape} and {out.dtype}",
+                                 f"At the root, array must be (size={p}, *out.shape) "
+                                 "of out's dtype")
+        if algorithm == "mpi":
+            try:
+                self.comm.Scatter(array if is_root else None, out, root)
+            except self._MPI.Exception as exc:
+                raise self._truncated(exc, "scatter") from exc
+            self.volume.record_traffic("scatter", "mpi", _BINOMIAL_MODEL,
+                                       binomial_scatter_traffic(out.nbytes, p, self.rank,
+                                                                root))
+            return out
+        if not is_root:
+            try:
+                self._own.Recv(out, root, _TAG_SCATTER, self._status)
+            except self._MPI.Exception as exc:
+                raise self._truncated(exc, "scatter") from exc
+            self._check_received(self._status, out.nbytes, "scatter", root)
+            self.volume.record("scatter", "linear", EXACT, 0, out.nbytes, 0, 1)
+            return out
+        requests = [self._own.Isend(array[i], i, _TAG_SCATTER) for i in range(p)
+                    if i != root]
+        out[...] = array[root]
+        self._MPI.Request.Waitall(requests)
+        self.volume.record("scatter", "linear", EXACT, out.nbytes * (p - 1), 0, p - 1, 0)
+        return out
+
+    def barrier(self) -> None:
+        """``MPI_Barrier``; modelled as the dissemination barrier (zero-byte messages)."""
+        self.comm.Barrier()
+        self.volume.record_traffic("barrier", "mpi", modelled("dissemination"),
+                                   dissemination_barrier_traffic(self.size))
+
+    # -- point to point ---------------------------------------------------------------
+    def send(self, array: np.ndarray, dest: int, tag: int = 0) -> None:
+        """Blocking send of ``array`` to rank ``dest`` (``MPI_Send``)."""
+        self._check(array, "send")
+        self._check_peer(dest, "send", "dest")
+        self.comm.Send(array, dest, tag)
+        self.volume.record("send", "direct", EXACT, array.nbytes, 0, 1, 0)
+
+    def recv(self, out: np.ndarray, source: int, tag: int = 0) -> np.ndarray:
+        """Blocking receive into ``out`` (returned) from rank ``source``; the message
+        must fill ``out`` exactly."""
+        self._check(out, "recv", "out", writable=True)
+        self._check_peer(source, "recv", "source")
+        return self._recv(out, source, tag, "recv")
+
+    def recv_any(self, out: np.ndarray, tag: int | None = None):
+        """Receive into ``out`` from any rank (and any tag if ``tag`` is None); returns
+        ``(out, source, tag)``."""
+        self._check(out, "recv_any", "out", writable=True)
+        MPI = self._MPI
+        self._recv(out, MPI.ANY_SOURCE, MPI.ANY_TAG if tag is None else tag, "recv_any")
+        return out, self._status.Get_source(), self._status.Get_tag()
+
+    def _recv(self, out, source, tag, what):
+        try:
+            self.comm.Recv(out, source, tag, self._status)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, what) from exc
+        self._check_received(self._status, out.nbytes, what, self._status.Get_source())
+        self.volume.record(what, "direct", EXACT, 0, out.nbytes, 0, 1)
+        return out
+
+    def sendrecv(self, array: np.ndarray, dest: int, out: np.ndarray, source: int,
+                 tag: int = 0) -> np.ndarray:
+        """Send ``array`` to ``dest`` while receiving ``out`` (returned) from
+        ``source`` (``MPI_Sendrecv``: no deadlock when ranks exchange in a cycle)."""
+        self._check(array, "sendrecv")
+        self._check(out, "sendrecv", "out", writable=True)
+        self._check_peer(dest, "sendrecv", "dest")
+        self._check_peer(source, "sendrecv", "source")
+        try:
+            self.comm.Sendrecv(array, dest, tag, out, source, tag, self._status)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "sendrecv") from exc
+        self._check_received(self._status, out.nbytes, "sendrecv", source)
+        self.volume.record("sendrecv", "direct", EXACT, array.nbytes, out.nbytes, 1, 1)
+        return out
+
+    def isend(self, array: np.ndarray, dest: int, tag: int = 0) -> Request:
+        """Non-blocking send (``MPI_Isend``); ``array`` must not change until
+        ``wait()``. Counted when posted."""
+        self._check(array, "isend")
+        self._check_peer(dest, "isend", "dest")
+        request = self.comm.Isend(array, dest, tag)
+        self.volume.record("isend", "direct", EXACT, array.nbytes, 0, 1, 0)
+        return Request(request, None)
+
+    def irecv(self, out: np.ndarray, source: int, tag: int = 0) -> Request:
+        """Non-blocking receive into ``out`` (``MPI_Irecv``); ``wait()`` returns
+        ``out`` and raises ``ShapeError`` if the message did not fill it. Counted when
+        posted."""
+        self._check(out, "irecv", "out", writable=True)
+        self._check_peer(source, "irecv", "source")
+        request = self.comm.Irecv(out, source, tag)
+        self.volume.record("irecv", "direct", EXACT, 0, out.nbytes, 0, 1)
+
+        def finish(status):
+            self._check_received(status, out.nbytes, "irecv", source)
+        return Request(request, out, finish, self._MPI.Status())
+
+    # -- neighbour exchange -----------------------------------------------------------
+    def _exchange(self, array, to_rank, to_tag, from_rank, out, what):
+        """Send ``array`` to ``to_rank`` and receive ``out`` from ``from_rank``; a local
+        copy (not counted) when both are this rank."""
+        if to_rank == self.rank and from_rank == self.rank:
+            np.copyto(out, array)
+            return 0
+        try:
+            self._own.Sendrecv(array, to_rank, to_tag, out, from_rank, to_tag,
+                               self._status)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, what) from exc
+        self._check_received(self._status, out.nbytes, what, from_rank)
+        return 1
+
+    def ring_exchange(self, array: np.ndarray):
+        """Exchange ``array`` with both ring neighbours (rank ± 1 mod size); returns
+        ``(from_left, from_right)``: the arrays of ranks r - 1 and r + 1. Two
+        ``Sendrecv``: n bytes to the right and to the left, n from each (counted
+        exactly; with one rank both are local copies)."""
+        self._check(array, "ring_exchange")
+        p, r = self.size, self.rank
+        left, right = (r - 1) % p, (r + 1) % p
+        from_left, from_right = np.empty_like(array), np.empty_like(array)
+        messages = self._exchange(array, right, _TAG_TO_RIGHT, left, from_left,
+                                  "ring_exchange")
+        messages += self._exchange(array, left, _TAG_TO_LEFT, right, from_right,
+                                   "ring_exchange")
+        self.volume.record("ring_exchange", "direct", EXACT, messages * array.nbytes,
+                           messages * array.nbytes, messages, messages)
+        return from_left, from_right
+
+    def torus_neighbours(self, rank: int | None = None) -> dict[str, int]:
+        """Ranks north, south, west and east of ``rank`` (default this rank) on the
+        ``grid`` torus (wrapping around)."""
+        rows, cols = self.grid
+        rank = self.rank if rank is None else rank
+        row, col = divmod(rank, cols)
+        return {"north": ((row - 1) % rows) * cols + col,
+                "south": ((row + 1) % rows) * cols + col,
+                "west": row * cols + (col - 1) % cols,
+                "east": row * cols + (col + 1) % cols}
+
+    def torus_exchange(self, array: np.ndarray) -> dict[str, np.ndarray]:
+        """Exchange ``array`` with the four neighbours on the 2-D torus ``grid``
+        (``torus_shape(size)``); returns the neighbours' arrays by direction ("north",
+        "south", "west", "east"). Four ``Sendrecv`` (n bytes each way each); a
+        dimension of extent 1 wraps onto this rank and is a local copy, not counted, so
+        on a 1 x p grid this is the ring exchange."""
+        self._check(array, "torus_exchange")
+        near = self.torus_neighbours()
+        got = {direction: np.empty_like(array) for direction in near}
+        what = "torus_exchange"
+        messages = self._exchange(array, near["south"], _TAG_TO_SOUTH, near["north"],
+                                  got["north"], what)
+        messages += self._exchange(array, near["north"], _TAG_TO_NORTH, near["south"],
+                                   got["south"], what)
+        messages += self._exchange(array, near["east"], _TAG_TO_EAST, near["west"],
+                                   got["west"], what)
+        messages += self._exchange(array, near["west"], _TAG_TO_WEST, near["east"],
+                                   got["east"], what)
+        self.volume.record("torus_exchange", "direct", EXACT, messages * array.nbytes,
+                           messages * array.nbytes, messages, messages)
+        return got
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def volume_by_rank(self, root: int = 0) -> list[dict] | None:
+        """Every rank's ``volume.to_dict()`` at the root (``None`` elsewhere). These
+        small dictionaries are pickled (mpi4py's lowercase ``gather``) and not counted:
+        they are Deep500's bookkeeping, not the measured scheme's traffic."""
+        return self.comm.gather(self.volume.to_dict(), root=root)
+
+    def abort(self, code: int = 1) -> None:
+        """Stop every rank of the communicator (``MPI_Abort``)."""
+        self.comm.Abort(code)
