@@ -30,7 +30,9 @@ from deep500.lv2_training import *  # noqa: F401,F403 - Level 2 (see its __all__
 from deep500.lv2_training import __all__ as _lv2_names
 from deep500.datasets import dataset_names, dataset_shape, load_dataset
 from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
-                                     CommunicationVolumeMetric, guarded_main, mpi_fork)
+                                     CommunicationVolumeMetric, DistributedOptimizer,
+                                     DistributedSampler, PartitionedDistributedSampler,
+                                     guarded_main, mpi_fork)
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 
 __version__ = "0.1.0"
@@ -47,5 +49,6 @@ __all__ = [
     "test_executor_inference", "OnnxBaseVisitor", "load_and_parse_model", "parser",
     "TestResult", "dataset_names", "dataset_shape", "load_dataset", *_lv2_names,
     "CommunicationNetwork", "CommunicationVolume", "CommunicationVolumeMetric",
-    "guarded_main", "mpi_fork",
+    "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
+    "PartitionedDistributedSampler",
 ]

@@ -111,6 +111,14 @@ class Optimizer:
             losses.append(float(np.asarray(outputs[self.loss])))
         return losses
 
+    def end_epoch(self) -> dict:
+        """Called by the trainer on every rank after an epoch's last step, before the
+        validation pass. Optimizers that communicate finish outstanding work here
+        (e.g. an asynchronous parameter server answers its last requests) and return
+        what they measured over the epoch (``EpochStatistics.optimizer_measurements``);
+        the default does nothing and returns ``{}``."""
+        return {}
+
     # -- checkpoints ---------------------------------------------------------------
     def state_dict(self) -> dict:
         """Everything a resumed run needs to continue this optimizer's trajectory

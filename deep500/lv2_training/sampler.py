@@ -76,6 +76,10 @@ class Sampler:
         start = batch * self.batch_size
         return self._order[start:start + self.batch_size]
 
+    def _transformation_rng(self) -> np.random.Generator:
+        """The generator for the transformations of the next minibatch."""
+        return np.random.default_rng([self.seed, self.epoch, self.position])
+
     def _samples_per_epoch(self) -> int:
         return len(self.dataset)
 
@@ -99,7 +103,7 @@ class Sampler:
             self._order = self.epoch_order(self.epoch)
         batch = self.dataset[self._batch_indices(self.position)]
         if self.transformations:
-            rng = np.random.default_rng([self.seed, self.epoch, self.position])
+            rng = self._transformation_rng()
             for transform in self.transformations:
                 batch = transform(batch, rng)
         self.position += 1

@@ -176,7 +176,12 @@ class Trainer:
         try:
             for hook in hooks["before_epoch"]:
                 hook(self, epoch)
-            self._train_epoch(record, hooks)
+            try:
+                self._train_epoch(record, hooks)
+            except StopTraining:  # the optimizer still finishes its outstanding work
+                record.optimizer_measurements = self.optimizer.end_epoch() or {}
+                raise
+            record.optimizer_measurements = self.optimizer.end_epoch() or {}
             record.completed = True
             if self.validation_sampler is not None:
                 for hook in hooks["before_test_set"]:

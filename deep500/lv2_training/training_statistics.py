@@ -38,6 +38,9 @@ class EpochStatistics:
         learning_rate: the optimizer's ``learning_rate`` after the epoch's last step.
         completed: False for an epoch ended early by :class:`StopTraining`.
         step_losses, step_times: per training step, the loss and the step's time.
+        optimizer_measurements: what the optimizer measured over the epoch, as returned
+            by ``Optimizer.end_epoch`` (distributed optimizers: per-phase times, bytes
+            communicated, staleness, replica divergence); empty for most optimizers.
     """
     epoch: int
     steps: int = 0
@@ -55,6 +58,7 @@ class EpochStatistics:
     completed: bool = True
     step_losses: list = field(default_factory=list)
     step_times: list = field(default_factory=list)
+    optimizer_measurements: dict = field(default_factory=dict)
 
     @property
     def other_time(self) -> float:
@@ -71,7 +75,8 @@ class EpochStatistics:
         if unknown or "epoch" not in data:
             raise Deep500Error(f"Not the statistics of an epoch: unknown fields {unknown}"
                                if unknown else "Epoch statistics without an 'epoch' field")
-        return cls(**{k: (list(v) if isinstance(v, list) else v) for k, v in data.items()})
+        return cls(**{k: (list(v) if isinstance(v, list) else
+                          dict(v) if isinstance(v, dict) else v) for k, v in data.items()})
 
 
 @dataclass

@@ -33,6 +33,13 @@ def test_training(executor: GraphExecutor, training_set: Dataset,
     ``result.outputs`` the TrainingStatistics object. ``passed`` is None: the run
     measures; judge it by its metrics (e.g. ``result["TestAccuracy"].get("final")``).
     Metrics that are also TrainingEvents watch the run as events.
+
+    Distributed: give a distributed sampler (e.g. ``d5.DistributedSampler``) and a
+    distributed optimizer and call this on every rank. Each rank's metrics are its own
+    (its shard's training figures, its replica's test accuracy, per-phase times and
+    bytes in each epoch's ``optimizer_measurements``); at rank 0,
+    ``details["distributed"]`` adds every rank's statistics and the global figures
+    (see :mod:`deep500.lv3_distributed.distributed_training`).
     """
     metrics = list(metrics)
     for metric in metrics:
@@ -67,9 +74,12 @@ def test_training(executor: GraphExecutor, training_set: Dataset,
         result.conditions = {**conditions, **result.conditions}
         results.append(result)
     subject = f"{executor.framework}:{executor.network.name}:{optimizer.name}"
-    return TestResult("training", subject, conditions, results,
-                      details={"statistics": statistics.to_dict(),
-                               "stopped_reason": statistics.stopped_reason},
+    details = {"statistics": statistics.to_dict(),
+               "stopped_reason": statistics.stopped_reason}
+    summary = getattr(optimizer, "distributed_summary", None)
+    if summary is not None:  # a Level-3 optimizer: every rank's figures, at rank 0
+        details["distributed"] = summary(statistics)
+    return TestResult("training", subject, conditions, results, details=details,
                       outputs=statistics)
 
 

@@ -1,9 +1,15 @@
-"""Level 3: distributed training over MPI. So far: finding ``mpirun`` and the world,
-launching (``mpi_fork``, ``guarded_main``), and measured communication
-(``CommunicationNetwork``, ``CommunicationVolume``)."""
+"""Level 3: distributed training over MPI: finding ``mpirun`` and the world, launching
+(``mpi_fork``, ``guarded_main``), measured communication (``CommunicationNetwork``,
+``CommunicationVolume``), distributed samplers and the ``DistributedOptimizer`` that
+the schemes of ``d5ref`` (and of the framework bridges) derive from."""
 from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
                                                    CommunicationNetwork, Request,
                                                    torus_shape, wait_all)
+from deep500.lv3_distributed.distributed_optimizer import (DistributedOptimizer,
+                                                           FusedBuffer)
+from deep500.lv3_distributed.distributed_sampler import (DistributedSampler,
+                                                         PartitionedDistributedSampler,
+                                                         partition_bounds, rank_and_size)
 from deep500.lv3_distributed.mpi_launch import (guarded_main, launched_by_mpirun, mpi_fork,
                                                 mpirun_executable, world_communicator)
 from deep500.lv3_distributed.volume import (CommunicationVolume, CommunicationVolumeMetric,
@@ -12,4 +18,6 @@ from deep500.lv3_distributed.volume import (CommunicationVolume, CommunicationVo
 __all__ = ["launched_by_mpirun", "mpirun_executable", "world_communicator", "mpi_fork",
            "guarded_main", "CommunicationNetwork", "Request", "wait_all", "torus_shape",
            "ALLREDUCE_ALGORITHMS", "CommunicationVolume", "CommunicationVolumeMetric",
-           "Traffic", "VolumeEntry"]
+           "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",
+           "DistributedSampler", "PartitionedDistributedSampler", "partition_bounds",
+           "rank_and_size"]

@@ -1,6 +1,9 @@
 """The reference framework (``d5ref``): slow, readable NumPy implementations that every
 framework's version is validated against."""
 from deep500.frameworks.reference.custom_ops import custom_op
+from deep500.frameworks.reference.distributed import (
+    SCHEMES, ConsistentDecentralized, ConsistentNeighbors, ConsistentParameterServer,
+    ModelAverageDecentralized)
 from deep500.frameworks.reference.executor import ReferenceGraphExecutor, from_onnx
 from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.operators import (ReferenceOp, create_operator,
@@ -11,7 +14,8 @@ from deep500.frameworks.reference.optimizers import (AcceleGradOptimizer, AdaGra
                                                     MomentumOptimizer, RMSPropOptimizer)
 from deep500.frameworks.reference.visitor import ReferenceVisitor
 
-__all__ = ["AcceleGradOptimizer", "AdaGradOptimizer", "AdamOptimizer", "GradientDescent",
+__all__ = ["SCHEMES", "ConsistentDecentralized", "ConsistentNeighbors",
+           "ConsistentParameterServer", "ModelAverageDecentralized", "AcceleGradOptimizer", "AdaGradOptimizer", "AdamOptimizer", "GradientDescent",
            "MomentumOptimizer", "RMSPropOptimizer", "ReferenceGraphExecutor", "ReferenceNetwork", "ReferenceOp", "ReferenceVisitor",
            "create_operator", "custom_op", "from_onnx", "get_operator_class", "operator_names",
            "register"]

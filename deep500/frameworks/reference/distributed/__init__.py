@@ -1,0 +1,19 @@
+"""Reference distributed schemes (Level 3): each wraps any three-step optimizer
+(``d5.DistributedOptimizer``) and communicates through ``d5.CommunicationNetwork``, so
+bytes are counted and phases timed the same way for every scheme."""
+from deep500.frameworks.reference.distributed.consistent_decentralized import (
+    ConsistentDecentralized)
+from deep500.frameworks.reference.distributed.consistent_neighbors import (
+    ConsistentNeighbors)
+from deep500.frameworks.reference.distributed.consistent_parameter_server import (
+    ConsistentParameterServer)
+from deep500.frameworks.reference.distributed.model_average_decentralized import (
+    ModelAverageDecentralized)
+
+SCHEMES = {cls.__name__: cls for cls in (
+    ConsistentDecentralized, ConsistentParameterServer, ModelAverageDecentralized,
+    ConsistentNeighbors)}
+"""Class name → reference distributed scheme."""
+
+__all__ = ["ConsistentDecentralized", "ConsistentNeighbors", "ConsistentParameterServer",
+           "ModelAverageDecentralized", "SCHEMES"]

@@ -1,0 +1,54 @@
+"""Data-parallel SGD: every rank computes the gradient of its local minibatch, the
+gradients are averaged by an allreduce, and every rank applies the same update.
+
+With ``p`` ranks of local batch ``b`` drawing shards of one permutation
+(``d5.DistributedSampler``) and a loss that is the mean over the minibatch, the averaged
+gradient is the gradient of the global minibatch of ``p*b`` samples, so after ``k``
+steps the parameters equal those of one process with batch ``p*b`` (Theorem 1 of
+synchronous SGD; Ben-Nun & Hoefler, "Demystifying Parallel and Distributed Deep
+Learning", ACM CSUR 2019, Section 7.1) up to floating-point summation order. The ring
+allreduce reduces each chunk once and copies it, so every rank holds bit-identical
+parameters after every step.
+"""
+from __future__ import annotations
+
+from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
+from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
+from deep500.lv3_distributed.volume import ring_allreduce_traffic
+from deep500.utils.errors import Deep500Error
+
+
+class ConsistentDecentralized(DistributedOptimizer):
+    """Allreduce-average the fused gradients each step, then update on every rank.
+
+    ``algorithm``: the allreduce of :class:`d5.CommunicationNetwork` (``"ring"``,
+    Deep500's own, counted exactly; ``"mpi"``, MPI's, counted by the ring model)."""
+
+    def __init__(self, base_optimizer, comm=None, algorithm: str = "ring"):
+        super().__init__(base_optimizer, comm)
+        if algorithm not in ALLREDUCE_ALGORITHMS:
+            raise Deep500Error(f"ConsistentDecentralized: algorithm={algorithm!r}; choose "
+                               f"one of {', '.join(ALLREDUCE_ALGORITHMS)}")
+        self.algorithm = algorithm
+
+    def scheme_hyperparameters(self) -> dict:
+        return {"allreduce": self.algorithm}
+
+    def step(self, inputs: dict) -> dict:
+        self._before_step(inputs)
+        outputs, gradients = self.compute_gradients(inputs)
+        fused = self.fused()
+        buffer = fused.pack(gradients)
+        with self.phase("communication"):
+            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm)
+        self.apply_gradients(fused.unpack())
+        return self._finish_step(inputs, outputs)
+
+    def analytic_traffic(self, steps: int) -> dict:
+        fused = self.fused()
+        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
+                                     self.rank)
+        return {"bytes_sent": steps * one.bytes_sent,
+                "bytes_received": steps * one.bytes_received,
+                "model": f"ring allreduce of {fused.nbytes} B per step: "
+                         f"2(p-1)/p x n per rank"}

@@ -1,0 +1,78 @@
+"""Synchronous parameter server: every rank sends its gradient to the root, the root
+averages them and applies the update, and sends the new parameters back to every rank
+(Li et al., "Scaling Distributed Machine Learning with the Parameter Server", OSDI
+2014; the synchronous variant of Ben-Nun & Hoefler, ACM CSUR 2019, Section 7.2).
+
+Only the root runs the update rule and keeps optimizer state (momentum, moments); the
+other ranks only compute gradients. After every step all ranks hold the root's
+parameters, so the scheme is consistent, and with ``d5.DistributedSampler`` it takes
+the same steps as data-parallel SGD with the global minibatch.
+
+Traffic per step, counted exactly: each worker sends n bytes (its gradient, a linear
+gather) and receives n (the parameters, one message from the root); the root receives
+(p - 1) n and sends (p - 1) n: the root's link carries p - 1 times what a ring
+allreduce would, which is what makes a single parameter server a bottleneck.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from deep500.lv3_distributed.communication import wait_all
+from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer, FusedBuffer
+from deep500.utils.errors import Deep500Error
+
+_TAG_PARAMETERS = 4101
+
+
+class ConsistentParameterServer(DistributedOptimizer):
+    """Gradients to ``root`` (gather), update there, parameters back to every rank."""
+
+    def __init__(self, base_optimizer, comm=None, root: int = 0):
+        super().__init__(base_optimizer, comm)
+        if not 0 <= int(root) < self.size:
+            raise Deep500Error(f"ConsistentParameterServer: root {root} is not a rank of "
+                               f"this world of {self.size}")
+        self.root = int(root)
+        self._gathered: np.ndarray | None = None
+        self._parameters = None
+
+    def scheme_hyperparameters(self) -> dict:
+        return {"root": self.root}
+
+    def step(self, inputs: dict) -> dict:
+        self._before_step(inputs)
+        outputs, gradients = self.compute_gradients(inputs)
+        fused = self.fused()
+        buffer = fused.pack(gradients)
+        if self._parameters is None:
+            self._parameters = FusedBuffer(self.fetch_parameters())
+        parameters = self._parameters
+        is_root = self.rank == self.root
+        with self.phase("communication"):
+            if is_root and self._gathered is None:
+                self._gathered = np.empty((self.size, buffer.size), buffer.dtype)
+            gathered = self.comm.gather(buffer, self.root, out=self._gathered)
+        if is_root:
+            np.mean(gathered, axis=0, out=buffer)
+            self.apply_gradients(fused.unpack())
+            parameters.pack(self.fetch_parameters())
+            with self.phase("communication"):
+                wait_all([self.comm.isend(parameters.buffer, rank, _TAG_PARAMETERS)
+                          for rank in range(self.size) if rank != self.root])
+        else:
+            with self.phase("communication"):
+                self.comm.recv(parameters.buffer, self.root, _TAG_PARAMETERS)
+            with self.phase("update"):
+                self.feed_parameters(parameters.unpack())
+                self.base.step_count += 1
+        return self._finish_step(inputs, outputs)
+
+    def analytic_traffic(self, steps: int) -> dict:
+        n, workers = self.fused().nbytes, self.size - 1
+        if self.rank == self.root:
+            sent = received = workers * n
+        else:
+            sent = received = n
+        return {"bytes_sent": steps * sent, "bytes_received": steps * received,
+                "model": f"parameter server: each worker sends its {n} B gradient and "
+                         f"receives {n} B of parameters per step; the root (p-1) x that"}

@@ -1,0 +1,69 @@
+"""Model averaging: every rank takes local steps with its own optimizer, and every
+``period`` steps the ranks average their parameters with an allreduce (local SGD;
+Zhang et al., "Parallel SGD: When does averaging help?", 2016; Lin et al., "Don't Use
+Large Mini-Batches, Use Local SGD", ICLR 2020; Ben-Nun & Hoefler, ACM CSUR 2019,
+Section 7.4).
+
+Between averagings the replicas drift apart (the scheme is inconsistent; the epoch's
+``replica_divergence`` shows by how much), and communication drops by the factor
+``period``. ``period=1`` averages after every step: for plain SGD (a linear update rule)
+that equals averaging the gradients, i.e. ``ConsistentDecentralized``. Optimizer state
+(momentum, moments) stays local and is not averaged.
+"""
+from __future__ import annotations
+
+from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
+from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
+from deep500.lv3_distributed.volume import ring_allreduce_traffic
+from deep500.utils.errors import Deep500Error
+
+
+class ModelAverageDecentralized(DistributedOptimizer):
+    """Local steps; allreduce-average the parameters every ``period`` steps."""
+    consistent = False
+
+    def __init__(self, base_optimizer, comm=None, period: int = 4,
+                 algorithm: str = "ring"):
+        super().__init__(base_optimizer, comm)
+        if int(period) < 1:
+            raise Deep500Error(f"ModelAverageDecentralized: period must be at least 1 "
+                               f"step, got {period}")
+        if algorithm not in ALLREDUCE_ALGORITHMS:
+            raise Deep500Error(f"ModelAverageDecentralized: algorithm={algorithm!r}; "
+                               f"choose one of {', '.join(ALLREDUCE_ALGORITHMS)}")
+        self.period = int(period)
+        self.algorithm = algorithm
+        self.averagings = 0
+
+    def scheme_hyperparameters(self) -> dict:
+        return {"period": self.period, "allreduce": self.algorithm}
+
+    def step(self, inputs: dict) -> dict:
+        self._before_step(inputs)
+        outputs, gradients = self.compute_gradients(inputs)
+        self.apply_gradients(gradients)
+        if (self.step_count + 1) % self.period == 0:
+            self.average_parameters()
+        return self._finish_step(inputs, outputs)
+
+    def average_parameters(self) -> None:
+        fused = self.fused()
+        buffer = fused.pack(self.fetch_parameters())
+        with self.phase("communication"):
+            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm)
+        with self.phase("update"):
+            self.feed_parameters(fused.unpack())
+        self.averagings += 1
+
+    def scheme_measurements(self) -> dict:
+        return {"averagings": self.averagings}
+
+    def analytic_traffic(self, steps: int) -> dict:
+        fused = self.fused()
+        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
+                                     self.rank)
+        averagings = steps // self.period   # steps counted from the start of training
+        return {"bytes_sent": averagings * one.bytes_sent,
+                "bytes_received": averagings * one.bytes_received,
+                "model": f"ring allreduce of the {fused.nbytes} B parameters every "
+                         f"{self.period} steps"}

@@ -1,0 +1,263 @@
+"""``d5.DistributedOptimizer``: any three-step optimizer, made distributed by wrapping.
+
+As a Horovod user wraps ``torch.optim.SGD``, a Deep500 user wraps any
+:class:`~deep500.lv2_training.optimizer.ThreeStepOptimizer` (or update-rule optimizer):
+the scheme reaches between the three steps of the paper (Ben-Nun et al., IPDPS 2019,
+Section IV-D): it runs ``base.compute_gradients`` (new input, prepare parameters,
+forward and backpropagation), communicates gradients or parameters, and runs
+``base.apply_gradients`` (the update rule) where and when the scheme says. The base
+optimizer's state (momentum, moments) and hyper-parameters stay in the base optimizer;
+schedules that set ``learning_rate`` on the wrapper reach it.
+
+What is measured, per rank (``end_epoch`` returns it for each epoch, so it lands in
+``EpochStatistics.optimizer_measurements``):
+
+* per-phase time of the steps: ``compute`` (new input, prepare parameters, forward and
+  backpropagation, gradient modifiers), ``communication``, ``update`` (the update rule
+  and writing parameters back); the trainer measures data loading separately;
+* bytes and messages sent and received (the :class:`CommunicationNetwork` counters);
+* ``replica_divergence``: ``||w_rank - mean_i w_i||_2`` over all parameters at the end
+  of the epoch (zero for consistent schemes; the averaging is bookkeeping and not
+  counted as the scheme's traffic);
+* scheme-specific values (e.g. the staleness histogram of an asynchronous parameter
+  server).
+
+Parameters travel fused: one contiguous buffer of all parameters (or gradients) in the
+network's parameter order, so a step costs one collective rather than one per tensor
+(as Horovod's tensor fusion).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from deep500.lv2_training.optimizer import Optimizer, ThreeStepOptimizer
+from deep500.lv3_distributed.communication import CommunicationNetwork
+from deep500.utils.errors import Deep500Error
+
+_clock = time.perf_counter
+PHASES = ("compute", "communication", "update")
+
+
+class FusedBuffer:
+    """One contiguous array holding several named arrays back to back (in the order
+    given), with views to read and write each one."""
+
+    def __init__(self, like: dict):
+        arrays = {name: np.asarray(value) for name, value in like.items()}
+        if not arrays:
+            raise Deep500Error("Nothing to communicate: the network has no parameters")
+        dtype = np.result_type(*arrays.values())
+        if dtype.kind not in "fc":
+            raise Deep500Error(f"Distributed optimizers average floating-point "
+                               f"parameters; the network's parameters are {dtype}")
+        self.names = list(arrays)
+        self.shapes = {name: arrays[name].shape for name in self.names}
+        sizes = [arrays[name].size for name in self.names]
+        self.offsets = dict(zip(self.names, np.cumsum([0] + sizes[:-1]).tolist()))
+        self.buffer = np.empty(int(sum(sizes)), dtype)
+        self.views = {name: self.buffer[self.offsets[name]:self.offsets[name] + size]
+                      .reshape(self.shapes[name])
+                      for name, size in zip(self.names, sizes)}
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.nbytes
+
+    def pack(self, arrays: dict) -> np.ndarray:
+        """Copy ``arrays`` (``{name: array}``, every name of this buffer) into it."""
+        for name, view in self.views.items():
+            np.copyto(view, arrays[name], casting="same_kind")
+        return self.buffer
+
+    def unpack(self, buffer: np.ndarray | None = None) -> dict:
+        """``{name: view}`` into ``buffer`` (default: this buffer); no copies."""
+        if buffer is None:
+            return self.views
+        return {name: buffer[self.offsets[name]:self.offsets[name] + view.size]
+                .reshape(view.shape) for name, view in self.views.items()}
+
+
+class DistributedOptimizer(Optimizer):
+    """Base class of distributed schemes wrapping ``base_optimizer`` (a
+    ThreeStepOptimizer on this rank's executor) and communicating over ``comm`` (a
+    :class:`CommunicationNetwork`, an mpi4py communicator, or ``None`` for the world).
+
+    Subclasses implement :meth:`step` from the parts :meth:`compute_gradients`,
+    :meth:`apply_gradients`, :meth:`fetch_parameters` and :meth:`feed_parameters`,
+    time communication with ``self.phase("communication")``, and may override
+    :meth:`finish_epoch` (outstanding work at the end of an epoch),
+    :meth:`scheme_measurements` and :meth:`analytic_traffic`.
+
+    Attributes: ``base``, ``comm``, ``rank``, ``size``, ``parameter_names`` (the same
+    order on every rank), ``phase_times`` (cumulative seconds per phase).
+    """
+    #: Whether every rank holds the same parameters after every step.
+    consistent = True
+
+    def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None):
+        if isinstance(base_optimizer, DistributedOptimizer):
+            raise Deep500Error(f"{type(self).__name__}: the base optimizer is already "
+                               f"distributed ({base_optimizer.name}); wrap the local "
+                               f"optimizer once")
+        if not isinstance(base_optimizer, ThreeStepOptimizer):
+            raise Deep500Error(
+                f"{type(self).__name__} wraps a three-step or update-rule optimizer (e.g. "
+                f"d5ref.GradientDescent); got {type(base_optimizer).__name__}. "
+                f"Framework-native optimizers run their own step and cannot be wrapped; "
+                f"use the framework's distributed baseline instead")
+        super().__init__(base_optimizer.executor, base_optimizer.loss)
+        self.base = base_optimizer
+        self.events = base_optimizer.events       # one list: gradient modifiers run once
+        self.comm = comm if isinstance(comm, CommunicationNetwork) else \
+            CommunicationNetwork(comm)
+        self.rank, self.size = self.comm.rank, self.comm.size
+        self.parameter_names = list(base_optimizer.parameters())
+        self.phase_times = dict.fromkeys(PHASES, 0.0)
+        self._epoch_start = self._snapshot()
+        self._fused: FusedBuffer | None = None
+
+    # -- the base optimizer's face -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{type(self).__name__}({self.base.name})"
+
+    @property
+    def learning_rate(self):
+        return getattr(self.base, "learning_rate", None)
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        self.base.learning_rate = value
+
+    def hyperparameters(self) -> dict:
+        return {**self.base.hyperparameters(), **self.scheme_hyperparameters(),
+                "ranks": self.size}
+
+    def scheme_hyperparameters(self) -> dict:
+        """The scheme's own settings (e.g. averaging period), for reports."""
+        return {}
+
+    # -- parts of a step ------------------------------------------------------------------
+    def phase(self, name: str) -> "_Phase":
+        """``with self.phase("communication"): ...`` adds the block's time to a phase."""
+        return _Phase(self.phase_times, name)
+
+    def compute_gradients(self, inputs: dict) -> tuple[dict, dict]:
+        """The base optimizer's steps 1 and 2, forward and backpropagation (timed as
+        ``compute``); returns ``(outputs, {parameter: gradient})``."""
+        started = _clock()
+        outputs, gradients = self.base.compute_gradients(inputs)
+        self.phase_times["compute"] += _clock() - started
+        return outputs, gradients
+
+    def apply_gradients(self, gradients: dict) -> None:
+        """The base optimizer's update rule for each parameter (timed as ``update``)."""
+        started = _clock()
+        self.base.apply_gradients(gradients)
+        self.base.step_count += 1
+        self.phase_times["update"] += _clock() - started
+
+    def fused(self) -> FusedBuffer:
+        """The fusion buffer shaped like the parameters (created on first use)."""
+        if self._fused is None:
+            self._fused = FusedBuffer(self.fetch_parameters())
+        return self._fused
+
+    def fetch_parameters(self) -> dict:
+        network = self.network
+        return {name: network.fetch_tensor(name) for name in self.parameter_names}
+
+    def feed_parameters(self, values: dict) -> None:
+        network = self.network
+        for name in self.parameter_names:
+            network.feed_tensor(name, np.array(values[name], copy=True), is_param=True)
+
+    def step(self, inputs: dict) -> dict:
+        raise NotImplementedError
+
+    def _finish_step(self, inputs: dict, outputs: dict) -> dict:
+        self.step_count += 1
+        self._after_step(inputs, outputs)
+        return outputs
+
+    # -- epochs and measurements ------------------------------------------------------------
+    def finish_epoch(self) -> None:
+        """Outstanding communication at the end of an epoch (collective: every rank)."""
+
+    def scheme_measurements(self) -> dict:
+        """Scheme-specific values measured over the epoch (e.g. staleness)."""
+        return {}
+
+    def end_epoch(self) -> dict:
+        """Finish outstanding work, then return this epoch's per-rank measurements."""
+        self.finish_epoch()
+        now = self._snapshot()
+        before, self._epoch_start = self._epoch_start, now
+        measured = {"phase_times": {p: now["phase_times"][p] - before["phase_times"][p]
+                                    for p in PHASES},
+                    **{k: now[k] - before[k] for k in _VOLUME_FIELDS},
+                    "counted": self.comm.volume.total()["counted"],
+                    "replica_divergence": self.replica_divergence(),
+                    "rank": self.rank, "size": self.size}
+        measured.update(self.scheme_measurements())
+        return measured
+
+    def _snapshot(self) -> dict:
+        total = self.comm.volume.total()
+        return {"phase_times": dict(self.phase_times),
+                **{k: total[k] for k in _VOLUME_FIELDS}}
+
+    def replica_divergence(self) -> float:
+        """``||w_rank - mean_i w_i||_2`` over all parameters (collective; bookkeeping
+        over the raw communicator, not counted as the scheme's traffic)."""
+        if self.size == 1:
+            return 0.0
+        local = FusedBuffer(self.fetch_parameters())
+        mine = local.pack(self.fetch_parameters()).astype(np.float64)
+        mean = np.empty_like(mine)
+        self.comm.comm.Allreduce(mine, mean)
+        mean /= self.size
+        return float(np.linalg.norm(mine - mean))
+
+    def analytic_traffic(self, steps: int) -> dict | None:
+        """Bytes this rank should send and receive in ``steps`` steps by the scheme's
+        model (``{"bytes_sent", "bytes_received", "model"}``), or ``None``."""
+        return None
+
+    # -- checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "base": self.base.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict({**state, "hyperparameters": {}})
+        self.base.load_state_dict(state["base"])
+
+    def distributed_summary(self, statistics) -> dict | None:
+        """Every rank's statistics gathered at rank 0 with global figures (see
+        :func:`deep500.lv3_distributed.distributed_training.summarize`); ``None`` on
+        other ranks. Collective."""
+        from deep500.lv3_distributed.distributed_training import summarize
+        return summarize(self, statistics)
+
+    def __repr__(self) -> str:
+        return f"{self.name} on rank {self.rank} of {self.size}"
+
+
+_VOLUME_FIELDS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received")
+
+
+class _Phase:
+    __slots__ = ("times", "name", "started")
+
+    def __init__(self, times: dict, name: str):
+        self.times, self.name = times, name
+
+    def __enter__(self):
+        self.started = _clock()
+        return self
+
+    def __exit__(self, *exc):
+        self.times[self.name] += _clock() - self.started
+        return False
