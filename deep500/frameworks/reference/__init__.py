@@ -3,7 +3,7 @@ framework's version is validated against."""
 from deep500.frameworks.reference.custom_ops import custom_op
 from deep500.frameworks.reference.distributed import (
     SCHEMES, ConsistentDecentralized, ConsistentNeighbors, ConsistentParameterServer,
-    ModelAverageDecentralized)
+    InconsistentParameterServer, ModelAverageDecentralized, StaleSynchronous)
 from deep500.frameworks.reference.executor import ReferenceGraphExecutor, from_onnx
 from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.operators import (ReferenceOp, create_operator,
@@ -15,7 +15,9 @@ from deep500.frameworks.reference.optimizers import (AcceleGradOptimizer, AdaGra
 from deep500.frameworks.reference.visitor import ReferenceVisitor
 
 __all__ = ["SCHEMES", "ConsistentDecentralized", "ConsistentNeighbors",
-           "ConsistentParameterServer", "ModelAverageDecentralized", "AcceleGradOptimizer", "AdaGradOptimizer", "AdamOptimizer", "GradientDescent",
+           "ConsistentParameterServer", "InconsistentParameterServer",
+           "ModelAverageDecentralized", "StaleSynchronous", "AcceleGradOptimizer",
+           "AdaGradOptimizer", "AdamOptimizer", "GradientDescent",
            "MomentumOptimizer", "RMSPropOptimizer", "ReferenceGraphExecutor", "ReferenceNetwork", "ReferenceOp", "ReferenceVisitor",
            "create_operator", "custom_op", "from_onnx", "get_operator_class", "operator_names",
            "register"]

@@ -7,13 +7,17 @@ from deep500.frameworks.reference.distributed.consistent_neighbors import (
     ConsistentNeighbors)
 from deep500.frameworks.reference.distributed.consistent_parameter_server import (
     ConsistentParameterServer)
+from deep500.frameworks.reference.distributed.inconsistent_parameter_server import (
+    InconsistentParameterServer)
 from deep500.frameworks.reference.distributed.model_average_decentralized import (
     ModelAverageDecentralized)
+from deep500.frameworks.reference.distributed.stale_synchronous import StaleSynchronous
 
 SCHEMES = {cls.__name__: cls for cls in (
     ConsistentDecentralized, ConsistentParameterServer, ModelAverageDecentralized,
-    ConsistentNeighbors)}
+    ConsistentNeighbors, InconsistentParameterServer, StaleSynchronous)}
 """Class name → reference distributed scheme."""
 
 __all__ = ["ConsistentDecentralized", "ConsistentNeighbors", "ConsistentParameterServer",
-           "ModelAverageDecentralized", "SCHEMES"]
+           "ModelAverageDecentralized", "InconsistentParameterServer", "StaleSynchronous",
+           "SCHEMES"]
