@@ -19,7 +19,9 @@ setup(
     packages=find_packages(include=["deep500", "deep500.*"]),
     # The C++ operator header ships with the package: compile_custom_cppop includes it.
     package_data={"deep500": ["data/*.csv", "data/*.md",
-                              "lv0_operators/include/deep500/*.h"]},
+                              "lv0_operators/include/deep500/*.h",
+                              "lv3_distributed/kernels/*.cpp",
+                              "lv3_distributed/kernels/*.h"]},
     install_requires=[
         "numpy>=1.24",
         "onnx>=1.15",

@@ -4,6 +4,10 @@ The generated ``CMakeLists.txt`` builds the user's sources as a shared library w
 hidden symbol visibility (only ``D500_EXPORTED`` functions are visible), C++17, Release
 flags, Deep500's include folder, and the operator's compile definitions. The whole
 output of CMake and the compiler goes to ``build.log`` in that folder.
+
+Two CMake cache variables add what an operator needs from outside (MPI, for one): pass
+``-DD500_EXTRA_INCLUDE_DIRS=<dir;dir>`` and ``-DD500_EXTRA_LIBRARIES=<file or name;...>``
+in ``additional_cmake_options`` (``deep500.lv3_distributed.mpi_toolchain`` does).
 """
 from __future__ import annotations
 
@@ -36,6 +40,12 @@ target_include_directories({name} PRIVATE
 target_compile_definitions({name} PRIVATE
 {definitions}
 )
+if(D500_EXTRA_INCLUDE_DIRS)
+  target_include_directories({name} PRIVATE ${{D500_EXTRA_INCLUDE_DIRS}})
+endif()
+if(D500_EXTRA_LIBRARIES)
+  target_link_libraries({name} PRIVATE ${{D500_EXTRA_LIBRARIES}})
+endif()
 set_target_properties({name} PROPERTIES
   CXX_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON

@@ -7,6 +7,8 @@ from deep500.frameworks.reference.distributed.consistent_neighbors import (
     ConsistentNeighbors)
 from deep500.frameworks.reference.distributed.consistent_parameter_server import (
     ConsistentParameterServer)
+from deep500.frameworks.reference.distributed.cpp_allreduce import (
+    CppConsistentDecentralized, SparseTopKDecentralized)
 from deep500.frameworks.reference.distributed.inconsistent_parameter_server import (
     InconsistentParameterServer)
 from deep500.frameworks.reference.distributed.model_average_decentralized import (
@@ -15,9 +17,10 @@ from deep500.frameworks.reference.distributed.stale_synchronous import StaleSync
 
 SCHEMES = {cls.__name__: cls for cls in (
     ConsistentDecentralized, ConsistentParameterServer, ModelAverageDecentralized,
-    ConsistentNeighbors, InconsistentParameterServer, StaleSynchronous)}
+    ConsistentNeighbors, InconsistentParameterServer, StaleSynchronous,
+    CppConsistentDecentralized, SparseTopKDecentralized)}
 """Class name → reference distributed scheme."""
 
 __all__ = ["ConsistentDecentralized", "ConsistentNeighbors", "ConsistentParameterServer",
            "ModelAverageDecentralized", "InconsistentParameterServer", "StaleSynchronous",
-           "SCHEMES"]
+           "CppConsistentDecentralized", "SparseTopKDecentralized", "SCHEMES"]
