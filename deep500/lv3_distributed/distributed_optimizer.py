@@ -226,6 +226,10 @@ class DistributedOptimizer(Optimizer):
         model (``{"bytes_sent", "bytes_received", "model"}``), or ``None``."""
         return None
 
+    def close(self) -> None:
+        """Free what the scheme holds in MPI (communicators it duplicated). Collective:
+        call it on every rank, after the last step; the wrapped ``comm`` stays usable."""
+
     # -- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "base": self.base.state_dict()}

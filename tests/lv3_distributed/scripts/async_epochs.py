@@ -49,6 +49,7 @@ def main():
     with open(os.path.join(args.out, f"rank{comm.rank}.json"), "w") as handle:
         json.dump({"rank": comm.rank, "size": comm.size, "epochs": epochs,
                    "analytic": scheme.analytic_traffic(steps)}, handle, default=float)
+    scheme.close()   # frees the scheme's own communicator (collective)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ def main():
     with open(os.path.join(args.out, f"rank{comm.rank}.json"), "w") as handle:
         json.dump(result, handle, default=float)
     np.savez(os.path.join(args.out, f"rank{comm.rank}.npz"), **scheme.fetch_parameters())
+    scheme.close()
+    comm.close()
 
 
 if __name__ == "__main__":

@@ -91,6 +91,11 @@ class _CppScheme(DistributedOptimizer):
         self._handle = np.array([self._op_comm.py2f()], np.int64)
         self._out = np.empty_like(buffer)
 
+    def close(self) -> None:
+        if self._op_comm is not None:
+            self._op_comm.Free()
+            self._op_comm = None
+
     def _record(self, collective: tuple[str, str], model: str, traffic: Traffic) -> None:
         self.comm.volume.record_traffic(*collective, modelled(model), traffic)
 

@@ -75,6 +75,12 @@ class InconsistentParameterServer(DistributedOptimizer):
         self._incoming: FusedBuffer | None = None
         self._outgoing: FusedBuffer | None = None
 
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel.comm.Free()
+            self._channel = None
+
     @property
     def is_root(self) -> bool:
         return self.rank == self.root
