@@ -10,6 +10,7 @@ from deep500.lv3_distributed.distributed_optimizer import (DistributedOptimizer,
 from deep500.lv3_distributed.distributed_sampler import (DistributedSampler,
                                                          PartitionedDistributedSampler,
                                                          partition_bounds, rank_and_size)
+from deep500.lv3_distributed.measured_scheme import MeasuredScheme
 from deep500.lv3_distributed.mpi_launch import (guarded_main, launched_by_mpirun, mpi_fork,
                                                 mpirun_executable, world_communicator)
 from deep500.lv3_distributed.volume import (CommunicationVolume, CommunicationVolumeMetric,
@@ -20,4 +21,4 @@ __all__ = ["launched_by_mpirun", "mpirun_executable", "world_communicator", "mpi
            "ALLREDUCE_ALGORITHMS", "CommunicationVolume", "CommunicationVolumeMetric",
            "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",
            "DistributedSampler", "PartitionedDistributedSampler", "partition_bounds",
-           "rank_and_size"]
+           "rank_and_size", "MeasuredScheme"]

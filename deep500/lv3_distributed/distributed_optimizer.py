@@ -33,11 +33,11 @@ import time
 import numpy as np
 
 from deep500.lv2_training.optimizer import Optimizer, ThreeStepOptimizer
-from deep500.lv3_distributed.communication import CommunicationNetwork
+from deep500.lv3_distributed.measured_scheme import MeasuredScheme
 from deep500.utils.errors import Deep500Error
 
 _clock = time.perf_counter
-PHASES = ("compute", "communication", "update")
+PHASES = MeasuredScheme.phases
 
 
 class FusedBuffer:
@@ -79,7 +79,7 @@ class FusedBuffer:
                 .reshape(view.shape) for name, view in self.views.items()}
 
 
-class DistributedOptimizer(Optimizer):
+class DistributedOptimizer(MeasuredScheme, Optimizer):
     """Base class of distributed schemes wrapping ``base_optimizer`` (a
     ThreeStepOptimizer on this rank's executor) and communicating over ``comm`` (a
     :class:`CommunicationNetwork`, an mpi4py communicator, or ``None`` for the world).
@@ -93,9 +93,6 @@ class DistributedOptimizer(Optimizer):
     Attributes: ``base``, ``comm``, ``rank``, ``size``, ``parameter_names`` (the same
     order on every rank), ``phase_times`` (cumulative seconds per phase).
     """
-    #: Whether every rank holds the same parameters after every step.
-    consistent = True
-
     def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None):
         if isinstance(base_optimizer, DistributedOptimizer):
             raise Deep500Error(f"{type(self).__name__}: the base optimizer is already "
@@ -110,40 +107,11 @@ class DistributedOptimizer(Optimizer):
         super().__init__(base_optimizer.executor, base_optimizer.loss)
         self.base = base_optimizer
         self.events = base_optimizer.events       # one list: gradient modifiers run once
-        self.comm = comm if isinstance(comm, CommunicationNetwork) else \
-            CommunicationNetwork(comm)
-        self.rank, self.size = self.comm.rank, self.comm.size
         self.parameter_names = list(base_optimizer.parameters())
-        self.phase_times = dict.fromkeys(PHASES, 0.0)
-        self._epoch_start = self._snapshot()
+        self._start_measuring(comm)
         self._fused: FusedBuffer | None = None
 
-    # -- the base optimizer's face -------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return f"{type(self).__name__}({self.base.name})"
-
-    @property
-    def learning_rate(self):
-        return getattr(self.base, "learning_rate", None)
-
-    @learning_rate.setter
-    def learning_rate(self, value) -> None:
-        self.base.learning_rate = value
-
-    def hyperparameters(self) -> dict:
-        return {**self.base.hyperparameters(), **self.scheme_hyperparameters(),
-                "ranks": self.size}
-
-    def scheme_hyperparameters(self) -> dict:
-        """The scheme's own settings (e.g. averaging period), for reports."""
-        return {}
-
     # -- parts of a step ------------------------------------------------------------------
-    def phase(self, name: str) -> "_Phase":
-        """``with self.phase("communication"): ...`` adds the block's time to a phase."""
-        return _Phase(self.phase_times, name)
-
     def compute_gradients(self, inputs: dict) -> tuple[dict, dict]:
         """The base optimizer's steps 1 and 2, forward and backpropagation (timed as
         ``compute``); returns ``(outputs, {parameter: gradient})``."""
@@ -165,10 +133,6 @@ class DistributedOptimizer(Optimizer):
             self._fused = FusedBuffer(self.fetch_parameters())
         return self._fused
 
-    def fetch_parameters(self) -> dict:
-        network = self.network
-        return {name: network.fetch_tensor(name) for name in self.parameter_names}
-
     def feed_parameters(self, values: dict) -> None:
         network = self.network
         for name in self.parameter_names:
@@ -181,87 +145,3 @@ class DistributedOptimizer(Optimizer):
         self.step_count += 1
         self._after_step(inputs, outputs)
         return outputs
-
-    # -- epochs and measurements ------------------------------------------------------------
-    def finish_epoch(self) -> None:
-        """Outstanding communication at the end of an epoch (collective: every rank)."""
-
-    def scheme_measurements(self) -> dict:
-        """Scheme-specific values measured over the epoch (e.g. staleness)."""
-        return {}
-
-    def end_epoch(self) -> dict:
-        """Finish outstanding work, then return this epoch's per-rank measurements."""
-        self.finish_epoch()
-        now = self._snapshot()
-        before, self._epoch_start = self._epoch_start, now
-        measured = {"phase_times": {p: now["phase_times"][p] - before["phase_times"][p]
-                                    for p in PHASES},
-                    **{k: now[k] - before[k] for k in _VOLUME_FIELDS},
-                    "counted": self.comm.volume.total()["counted"],
-                    "replica_divergence": self.replica_divergence(),
-                    "rank": self.rank, "size": self.size}
-        measured.update(self.scheme_measurements())
-        return measured
-
-    def _snapshot(self) -> dict:
-        total = self.comm.volume.total()
-        return {"phase_times": dict(self.phase_times),
-                **{k: total[k] for k in _VOLUME_FIELDS}}
-
-    def replica_divergence(self) -> float:
-        """``||w_rank - mean_i w_i||_2`` over all parameters (collective; bookkeeping
-        over the raw communicator, not counted as the scheme's traffic)."""
-        if self.size == 1:
-            return 0.0
-        local = FusedBuffer(self.fetch_parameters())
-        mine = local.pack(self.fetch_parameters()).astype(np.float64)
-        mean = np.empty_like(mine)
-        self.comm.comm.Allreduce(mine, mean)
-        mean /= self.size
-        return float(np.linalg.norm(mine - mean))
-
-    def analytic_traffic(self, steps: int) -> dict | None:
-        """Bytes this rank should send and receive in ``steps`` steps by the scheme's
-        model (``{"bytes_sent", "bytes_received", "model"}``), or ``None``."""
-        return None
-
-    def close(self) -> None:
-        """Free what the scheme holds in MPI (communicators it duplicated). Collective:
-        call it on every rank, after the last step; the wrapped ``comm`` stays usable."""
-
-    # -- checkpoints --------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "base": self.base.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict({**state, "hyperparameters": {}})
-        self.base.load_state_dict(state["base"])
-
-    def distributed_summary(self, statistics) -> dict | None:
-        """Every rank's statistics gathered at rank 0 with global figures (see
-        :func:`deep500.lv3_distributed.distributed_training.summarize`); ``None`` on
-        other ranks. Collective."""
-        from deep500.lv3_distributed.distributed_training import summarize
-        return summarize(self, statistics)
-
-    def __repr__(self) -> str:
-        return f"{self.name} on rank {self.rank} of {self.size}"
-
-
-_VOLUME_FIELDS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received")
-
-
-class _Phase:
-    __slots__ = ("times", "name", "started")
-
-    def __init__(self, times: dict, name: str):
-        self.times, self.name = times, name
-
-    def __enter__(self):
-        self.started = _clock()
-        return self
-
-    def __exit__(self, *exc):
-        self.times[self.name] += _clock() - self.started
-        return False

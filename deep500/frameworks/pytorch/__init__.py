@@ -5,6 +5,8 @@ from deep500.frameworks.pytorch.custom_ops import (CustomOpFunction, PyTorchCppO
                                                    custom_op_from_native,
                                                    test_nativeop_forward,
                                                    test_nativeop_gradient)
+from deep500.frameworks.pytorch.distributed import (PyTorchDistributedDataParallel,
+                                                    init_torch_distributed)
 from deep500.frameworks.pytorch.executor import (PyTorchGraphExecutor,
                                                  PyTorchNativeGraphExecutor, from_onnx)
 from deep500.frameworks.pytorch.native_ops import (PyTorchNativeOp, native_operator,
@@ -19,4 +21,5 @@ __all__ = ["CustomOpFunction", "PyTorchCppOp", "PyTorchCustomOp", "PyTorchNative
            "test_nativeop_gradient", "AdaGradOptimizer", "AdamOptimizer", "GradientDescent", "MomentumOptimizer",
            "RMSPropOptimizer", "TorchOptimizer", "PyTorchGraphExecutor", "PyTorchNativeGraphExecutor", "PyTorchNativeNetwork",
            "PyTorchNativeOp", "PyTorchNetwork", "from_onnx", "native_operator",
-           "native_operator_names"]
+           "native_operator_names", "PyTorchDistributedDataParallel",
+           "init_torch_distributed"]

@@ -1,0 +1,172 @@
+"""``MeasuredScheme``: the face a distributed optimizer shows to trainers and reports.
+
+Whoever runs the steps (Deep500's schemes over a three-step optimizer, or a
+framework's own data parallelism such as PyTorch's ``DistributedDataParallel``), a
+distributed optimizer is compared by the same figures, per rank and per epoch
+(``end_epoch`` returns them into ``EpochStatistics.optimizer_measurements``):
+
+* ``phase_times``: cumulative seconds of each phase the scheme names in ``phases``
+  (Deep500's schemes: ``compute``, ``communication``, ``update``);
+* ``bytes_sent``, ``bytes_received``, ``messages_sent``, ``messages_received`` from
+  the :class:`CommunicationNetwork`'s volume, and how they were ``counted``;
+* ``replica_divergence``: ``||w_rank - mean_i w_i||_2`` over all parameters at the end
+  of the epoch (zero for consistent schemes; the averaging is bookkeeping over the raw
+  communicator and not counted as the scheme's traffic);
+* ``rank``, ``size`` and the scheme's own ``scheme_measurements()``.
+
+``distributed_summary`` gathers every rank's statistics at rank 0
+(:func:`deep500.lv3_distributed.distributed_training.summarize`).
+
+A class using it derives from ``MeasuredScheme`` before ``Optimizer``, holds the
+wrapped optimizer in ``self.base``, lists its parameters in ``self.parameter_names``
+(the same order on every rank), and calls :meth:`_start_measuring` in its constructor.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from deep500.lv3_distributed.communication import CommunicationNetwork
+
+_clock = time.perf_counter
+VOLUME_FIELDS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received")
+
+
+class MeasuredScheme:
+    """Measurements, reporting and the wrapped optimizer's face of a distributed
+    optimizer (a mixin; see the module docstring).
+
+    Attributes: ``comm`` (a :class:`CommunicationNetwork`), ``rank``, ``size``,
+    ``phase_times`` (cumulative seconds per phase), ``base`` (set by the subclass).
+    """
+    #: Whether every rank holds the same parameters after every step.
+    consistent = True
+    #: The phases timed in ``phase_times``, in the order of a step.
+    phases: tuple[str, ...] = ("compute", "communication", "update")
+
+    def _start_measuring(self, comm=None) -> None:
+        """Set ``comm`` (a CommunicationNetwork, an mpi4py communicator, or ``None``
+        for the world; constructing one is collective), ``rank``, ``size``, zeroed
+        ``phase_times``, and start the first epoch."""
+        self.comm = comm if isinstance(comm, CommunicationNetwork) else \
+            CommunicationNetwork(comm)
+        self.rank, self.size = self.comm.rank, self.comm.size
+        self.phase_times = dict.fromkeys(self.phases, 0.0)
+        self.restart_epoch()
+
+    def restart_epoch(self) -> None:
+        """Count the next epoch's times and traffic from now (e.g. after set-up
+        communication that the epochs should not include)."""
+        self._epoch_start = self._snapshot()
+
+    # -- the wrapped optimizer's face ---------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{type(self).__name__}({self.base.name})"
+
+    @property
+    def learning_rate(self):
+        return getattr(self.base, "learning_rate", None)
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        self.base.learning_rate = value
+
+    def hyperparameters(self) -> dict:
+        return {**self.base.hyperparameters(), **self.scheme_hyperparameters(),
+                "ranks": self.size}
+
+    def scheme_hyperparameters(self) -> dict:
+        """The scheme's own settings (e.g. averaging period), for reports."""
+        return {}
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "base": self.base.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict({**state, "hyperparameters": {}})
+        self.base.load_state_dict(state["base"])
+
+    # -- phases -------------------------------------------------------------------------
+    def phase(self, name: str) -> "_Phase":
+        """``with self.phase("communication"): ...`` adds the block's time to a phase."""
+        return _Phase(self.phase_times, name)
+
+    # -- epochs and measurements ----------------------------------------------------------
+    def finish_epoch(self) -> None:
+        """Outstanding communication at the end of an epoch (collective: every rank)."""
+
+    def scheme_measurements(self) -> dict:
+        """Scheme-specific values measured over the epoch (e.g. staleness)."""
+        return {}
+
+    def analytic_traffic(self, steps: int) -> dict | None:
+        """Bytes this rank should send and receive in ``steps`` steps by the scheme's
+        model (``{"bytes_sent", "bytes_received", "model"}``), or ``None``."""
+        return None
+
+    def end_epoch(self) -> dict:
+        """Finish outstanding work, then return this epoch's per-rank measurements."""
+        self.finish_epoch()
+        now = self._snapshot()
+        before, self._epoch_start = self._epoch_start, now
+        measured = {"phase_times": {p: now["phase_times"][p] - before["phase_times"][p]
+                                    for p in self.phases},
+                    **{k: now[k] - before[k] for k in VOLUME_FIELDS},
+                    "counted": self.comm.volume.total()["counted"],
+                    "replica_divergence": self.replica_divergence(),
+                    "rank": self.rank, "size": self.size}
+        measured.update(self.scheme_measurements())
+        return measured
+
+    def _snapshot(self) -> dict:
+        total = self.comm.volume.total()
+        return {"phase_times": dict(self.phase_times),
+                **{k: total[k] for k in VOLUME_FIELDS}}
+
+    def fetch_parameters(self) -> dict:
+        network = self.network
+        return {name: network.fetch_tensor(name) for name in self.parameter_names}
+
+    def replica_divergence(self) -> float:
+        """``||w_rank - mean_i w_i||_2`` over all parameters (collective; bookkeeping
+        over the raw communicator, not counted as the scheme's traffic)."""
+        if self.size == 1:
+            return 0.0
+        values = self.fetch_parameters()
+        mine = np.concatenate([np.asarray(values[n], np.float64).ravel()
+                               for n in self.parameter_names])
+        mean = np.empty_like(mine)
+        self.comm.comm.Allreduce(mine, mean)
+        mean /= self.size
+        return float(np.linalg.norm(mine - mean))
+
+    def close(self) -> None:
+        """Free what the scheme holds in MPI (communicators it duplicated). Collective:
+        call it on every rank, after the last step; the wrapped ``comm`` stays usable."""
+
+    def distributed_summary(self, statistics) -> dict | None:
+        """Every rank's statistics gathered at rank 0 with global figures (see
+        :func:`deep500.lv3_distributed.distributed_training.summarize`); ``None`` on
+        other ranks. Collective."""
+        from deep500.lv3_distributed.distributed_training import summarize
+        return summarize(self, statistics)
+
+    def __repr__(self) -> str:
+        return f"{self.name} on rank {self.rank} of {self.size}"
+
+
+class _Phase:
+    __slots__ = ("times", "name", "started")
+
+    def __init__(self, times: dict, name: str):
+        self.times, self.name = times, name
+
+    def __enter__(self):
+        self.started = _clock()
+        return self
+
+    def __exit__(self, *exc):
+        self.times[self.name] += _clock() - self.started
+        return False
