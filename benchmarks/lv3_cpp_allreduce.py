@@ -39,7 +39,6 @@ Run:  python benchmarks/lv3_cpp_allreduce.py [--np 2] [--rounds 11] [--round-ms 
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import os
 import platform
@@ -57,6 +56,7 @@ sys.path.insert(0, REPO)
 from deep500.frameworks.reference.distributed.cpp_allreduce import (  # noqa: E402
     INDEX_BYTES, allreduce_operator, sparse_topk_operator)
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
+from lv3_allreduce import per_call_times  # noqa: E402  (the same pairing and clock)
 
 KB = 1 << 10
 BASELINE = "d5 ring"
@@ -83,30 +83,6 @@ def say(comm, *args) -> None:
     if comm.Get_rank() == 0:
         print(*args, flush=True)
 
-
-def per_call_times(comm, calls: dict, reps: int, seed: int, mpi_max) -> dict[str, float]:
-    """Seconds per call of each variant over ``reps`` repetitions, on the slower rank
-    (a fresh order per repetition, the same on every rank; a Barrier before each call,
-    outside the clock)."""
-    names = list(calls)
-    orders = np.random.default_rng(seed).permuted(
-        np.tile(np.arange(len(names)), (reps, 1)), axis=1)
-    spent = np.zeros(len(names))
-    clock, barrier = time.perf_counter, comm.Barrier
-    gc.disable()
-    try:
-        for order in orders.tolist():
-            for i in order:
-                call = calls[names[i]]
-                barrier()
-                start = clock()
-                call()
-                spent[i] += clock() - start
-    finally:
-        gc.enable()
-    slowest = np.empty_like(spent)
-    comm.Allreduce(spent / reps, slowest, op=mpi_max)
-    return dict(zip(names, slowest.tolist()))
 
 
 def rank_buffer(rank: int, count: int) -> np.ndarray:
@@ -172,15 +148,14 @@ def variants(comm, net, nbytes: int, density: float, built: list):
     return calls, modelled, k, arrays
 
 
-def measure(comm, calls: dict, args, mpi_max) -> dict[str, list[float]]:
-    per_call_times(comm, calls, args.warmup, 0, mpi_max)
-    estimate = per_call_times(comm, calls, 2, 1, mpi_max)
+def measure(comm, calls: dict, args) -> dict[str, list[float]]:
+    per_call_times(comm, calls, args.warmup, 0)
+    estimate = per_call_times(comm, calls, 2, 1)
     reps = max(1, min(args.max_reps, int(args.round_ms / 1e3 / sum(estimate.values()))))
     reps = comm.bcast(reps, root=0)
     times: dict[str, list[float]] = {name: [] for name in calls}
     for round_ in range(args.rounds):
-        for name, seconds in per_call_times(comm, calls, reps, 100 + round_,
-                                            mpi_max).items():
+        for name, seconds in per_call_times(comm, calls, reps, 100 + round_).items():
             times[name].append(seconds)
     times["_reps"] = [reps]
     return times
@@ -245,7 +220,7 @@ def main() -> int:
         summary = []
         for nbytes in sizes:
             calls, modelled, k, _arrays = variants(comm, net, nbytes, args.density, built)
-            ratios = report(comm, nbytes, measure(comm, calls, args, MPI.MAX), modelled, k)
+            ratios = report(comm, nbytes, measure(comm, calls, args), modelled, k)
             summary.append((nbytes, ratios))
         say(comm, "\n== Summary: ratio to d5 ring (below 1 is faster) ==")
         for nbytes, ratios in summary:

@@ -34,6 +34,7 @@ import numpy as np
 
 from deep500.lv2_training.optimizer import Optimizer, ThreeStepOptimizer
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
+from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.utils.errors import Deep500Error
 
 _clock = time.perf_counter
@@ -137,6 +138,17 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         network = self.network
         for name in self.parameter_names:
             network.feed_tensor(name, np.array(values[name], copy=True), is_param=True)
+
+    def ring_allreduce_traffic(self, calls: int, model: str) -> dict:
+        """``analytic_traffic`` of ``calls`` ring allreduces of the fused buffer
+        (2(p-1)/p x n bytes each way per rank; ``model`` says what is reduced)."""
+        fused = self.fused()
+        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
+                                     self.rank)
+        return {"bytes_sent": calls * one.bytes_sent,
+                "bytes_received": calls * one.bytes_received,
+                "model": f"{model}: ring allreduce of {fused.nbytes} B, 2(p-1)/p x n per "
+                         f"rank each way"}
 
     def step(self, inputs: dict) -> dict:
         raise NotImplementedError

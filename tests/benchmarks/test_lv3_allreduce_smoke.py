@@ -2,33 +2,18 @@
 checks every variant's result against NumPy, times three sizes up to 1 MB and prints
 the table, the target line and the counting cost; the targets are not asserted
 (timings belong to the benchmark)."""
-import os
-import signal
-import subprocess
-import sys
-
 import pytest
 
-from deep500.lv3_distributed import mpirun_executable
+from tests.lv3_distributed.mpi_helpers import mpirun
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_smoke_run_prints_the_table_and_targets(repo_root):
     script = repo_root / "benchmarks" / "lv3_allreduce.py"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
-    process = subprocess.Popen([mpirun_executable(), "-np", "2", sys.executable, str(script),
-                                "--smoke"], cwd=repo_root, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    try:
-        # Only guards against a hang; the run takes a few seconds.
-        out, _ = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # mpirun and both ranks
-        out, _ = process.communicate()
-        pytest.fail(f"the smoke run hung:\n{out[-3000:]}")
-    assert process.returncode == 0, out[-3000:]
+    # only guards against a hang: the run takes a few seconds
+    status, out, _ = mpirun(2, script, "--smoke", timeout=300)
+    assert status == 0, out[-3000:]
     assert "== Allreduce, 2 ranks: ratio = variant / raw mpi4py Allreduce" in out, out
     for size in ("1 KB", "64 KB", "1 MB"):
         for variant in ("mpi4py", "d5 ring", "d5 mpi"):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
-from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.utils.errors import Deep500Error
 
 
@@ -45,10 +44,4 @@ class ConsistentDecentralized(DistributedOptimizer):
         return self._finish_step(inputs, outputs)
 
     def analytic_traffic(self, steps: int) -> dict:
-        fused = self.fused()
-        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
-                                     self.rank)
-        return {"bytes_sent": steps * one.bytes_sent,
-                "bytes_received": steps * one.bytes_received,
-                "model": f"ring allreduce of {fused.nbytes} B per step: "
-                         f"2(p-1)/p x n per rank"}
+        return self.ring_allreduce_traffic(steps, "the gradients, every step")

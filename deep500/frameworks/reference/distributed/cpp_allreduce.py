@@ -134,11 +134,8 @@ class CppConsistentDecentralized(_CppScheme):
         return self._finish_step(inputs, outputs)
 
     def analytic_traffic(self, steps: int) -> dict:
-        fused = self.fused()
-        return {"bytes_sent": steps * self._traffic.bytes_sent,
-                "bytes_received": steps * self._traffic.bytes_received,
-                "model": f"ring allreduce of {fused.nbytes} B per step by the C++ MPI "
-                         f"operator: 2(p-1)/p x n per rank"}
+        return self.ring_allreduce_traffic(
+            steps, "the gradients by the C++ MPI operator every step, modelled as the ring")
 
 
 class SparseTopKDecentralized(_CppScheme):

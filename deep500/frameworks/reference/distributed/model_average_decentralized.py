@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
-from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.utils.errors import Deep500Error
 
 
@@ -59,11 +58,6 @@ class ModelAverageDecentralized(DistributedOptimizer):
         return {"averagings": self.averagings}
 
     def analytic_traffic(self, steps: int) -> dict:
-        fused = self.fused()
-        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
-                                     self.rank)
-        averagings = steps // self.period   # steps counted from the start of training
-        return {"bytes_sent": averagings * one.bytes_sent,
-                "bytes_received": averagings * one.bytes_received,
-                "model": f"ring allreduce of the {fused.nbytes} B parameters every "
-                         f"{self.period} steps"}
+        # steps counted from the start of training (the averaging period's phase)
+        return self.ring_allreduce_traffic(steps // self.period,
+                                           f"the parameters, every {self.period} steps")

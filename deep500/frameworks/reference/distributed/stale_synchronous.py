@@ -40,7 +40,6 @@ from collections import Counter, deque
 import numpy as np
 
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer, FusedBuffer
-from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.utils.errors import Deep500Error
 
 
@@ -115,10 +114,5 @@ class StaleSynchronous(DistributedOptimizer):
         return measured
 
     def analytic_traffic(self, steps: int) -> dict:
-        fused = self.fused()
-        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
-                                     self.rank)
-        return {"bytes_sent": steps * one.bytes_sent,
-                "bytes_received": steps * one.bytes_received,
-                "model": f"MPI_Iallreduce of {fused.nbytes} B per step, modelled as the "
-                         f"ring: 2(p-1)/p x n per rank"}
+        return self.ring_allreduce_traffic(
+            steps, "the gradients by MPI_Iallreduce every step, modelled as the ring")
