@@ -1,6 +1,8 @@
 """The ``deep500`` command (also ``python -m deep500``).
 
-    deep500 run RECIPE [--out DIR]   run a recipe, write results and a report
+    deep500 run RECIPE [--out DIR] [--np N]
+                                     run a recipe, write results and a report; with
+                                     --np, on N MPI ranks (re-run under mpirun)
     deep500 report DIR               rebuild the report of a run folder
     deep500 info [--json]            software versions and hardware
     deep500 conformance [...]        run ONNX's node tests on the executors
@@ -10,6 +12,12 @@
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written); 2 bad input (recipe,
 arguments), nothing run.
+
+Under ``mpirun -np N deep500 run ...`` (or ``deep500 run --np N ...``, which re-runs
+the command under the ``mpirun`` beside the Python interpreter) every rank runs the
+recipe and rank 0 alone writes the run folder. A recipe error stops every rank with
+exit status 2 (every rank reads the same file, so rank 0 alone prints it); any other
+failure on one rank stops them all (``guarded_main``), leaving what was written.
 """
 from __future__ import annotations
 
@@ -20,9 +28,75 @@ import sys
 from deep500.utils.errors import Deep500Error
 
 
+def _relaunch_under_mpirun(ranks: int, argv: list) -> None:
+    """Run ``deep500 <argv>`` on ``ranks`` ranks under ``mpirun`` and exit with its
+    status, unless this process already is a rank (as ``d5.mpi_fork``, but re-running
+    the deep500 command rather than ``sys.orig_argv``, so that ``main(argv)`` called
+    from another program does not re-run that program)."""
+    import os
+    import subprocess
+    from deep500.lv3_distributed.mpi_launch import (_FORKED_VARIABLE, launched_by_mpirun,
+                                                    mpirun_executable)
+    if ranks < 1:
+        raise Deep500Error(f"--np {ranks}: the number of ranks is at least 1")
+    if launched_by_mpirun() or os.environ.get(_FORKED_VARIABLE):
+        from deep500.lv3_distributed.mpi_launch import world_communicator
+        world = world_communicator()
+        size = world.Get_size() if world is not None else 1
+        if size != ranks:
+            raise Deep500Error(f"--np {ranks}, but mpirun started {size} rank(s); give "
+                               f"one of the two (mpirun -np {ranks} deep500 run RECIPE, or "
+                               f"deep500 run --np {ranks} RECIPE)")
+        return
+    if ranks == 1:
+        return
+    command = [mpirun_executable(), "-np", str(ranks), sys.executable, "-m", "deep500",
+               *argv]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    status = subprocess.call(command, env={**os.environ, _FORKED_VARIABLE: "1"})
+    sys.exit(status if status >= 0 else 128 - status)
+
+
+def _run_ranks(args, comm):
+    """Every rank checks the recipe and the ranks agree on the outcome (an error is
+    raised on every rank alike), then runs it; a failure on one rank while running stops
+    them all. Returns the RunSummary."""
+    from deep500.lv3_distributed.mpi_launch import guarded_main
+    from deep500.recipe import load_recipe, run_recipe
+    try:
+        load_recipe(args.recipe)
+        problem = None
+    except Deep500Error as exc:
+        problem = str(exc)
+    problems = comm.allgather(problem)
+    if any(problems):
+        first = next(r for r, p in enumerate(problems) if p)
+        differs = any(p != problems[first] for p in problems)
+        raise Deep500Error(problems[first] + (f" (on rank {first}; the ranks disagree)"
+                                              if differs else ""))
+    with guarded_main(comm):
+        return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet)
+
+
 def _run(args) -> int:
+    from deep500.lv3_distributed.mpi_launch import world_communicator
     from deep500.recipe import run_recipe
-    summary = run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet)
+    try:
+        if args.np is not None:
+            _relaunch_under_mpirun(args.np, args.argv)
+        comm = world_communicator()
+        if comm is None:
+            summary = run_recipe(args.recipe, args.out, argv=sys.argv,
+                                 progress=not args.quiet)
+        else:
+            summary = _run_ranks(args, comm)
+    except Deep500Error:
+        # Errors that get here are the same on every rank: rank 0 says it for all.
+        world = world_communicator()
+        if world is not None and world.Get_rank() != 0:
+            return 2
+        raise
     if summary.report_paths:
         print(f"Results: {summary.output_dir}/results.jsonl")
         for path in summary.report_paths:
@@ -104,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("recipe", help="path of a recipe YAML file")
     run.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
+                     "command under the mpirun beside the Python interpreter (under "
+                     "mpirun already: N must be its number of ranks)")
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="rebuild the report of a run folder")
     report.add_argument("directory")
@@ -150,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.handler(args)
     except Deep500Error as exc:

@@ -8,10 +8,10 @@ import html
 import os
 
 from deep500.recipe.results import read_manifest, read_results
-from deep500.report import level0, level1, level2
+from deep500.report import level0, level1, level2, level3
 from deep500.report.tables import Table
 
-SECTIONS = (level0, level1, level2)
+SECTIONS = (level0, level1, level2, level3)
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }

@@ -1,0 +1,317 @@
+"""Level-3 experiments: distributed training schemes compared
+(``experiment: distributed``).
+
+Every configuration trains the same ONNX model (same seeded initial weights on every
+rank) on the same dataset with ``d5.DistributedSampler`` minibatches (rank ``r`` takes
+its slice of every global minibatch of one seeded permutation), for the same epochs,
+with the same base optimizer; what varies is the distributed scheme:
+
+* a reference scheme of ``deep500.frameworks.reference.distributed.SCHEMES`` by class
+  name, with its options, wrapping Deep500's reference optimizer of the given type
+  (``d5ref.ConsistentDecentralized(d5ref.MomentumOptimizer(...), comm, **options)``)
+  on the ``executor`` (default: the NumPy reference);
+* a framework's own distributed baseline by name (``{framework: pytorch, scheme:
+  <class in deep500.frameworks.pytorch.distributed>}``), wrapping that framework's
+  native optimizer of the same type on its executor.
+
+::
+
+    experiment: distributed
+    fixed:   {dataset: digits, network: mlp, optimizer: {type: momentum,
+              learning_rate: 0.05}, batch_size: 32, epochs: 6, seed: 0}
+    mutable:
+      scheme: [ConsistentDecentralized, {scheme: ModelAverageDecentralized, period: 4},
+               {framework: pytorch, scheme: DistributedDataParallel}]
+    metrics: {TestAccuracy: {}, TimeToAccuracy: {target: 0.9}}
+    acceptance: ["TestAccuracy.final >= 0.9"]
+
+Run it with ``deep500 run --np N recipe.yaml`` (or ``mpirun -np N deep500 run
+recipe.yaml``): every rank trains, and the runner gathers each rank's record at rank 0,
+which writes them. Rank 0's result holds, in ``details["distributed"]``, every rank's
+per-epoch statistics, the global per-epoch figures
+(:mod:`deep500.lv3_distributed.distributed_training`) and ``analytic``: each rank's
+bytes per epoch by the scheme's own traffic model (``analytic_traffic(steps)``). With
+one process the schemes run on one rank (nothing is communicated) and the report says
+so.
+
+Failures: a scheme that cannot be set up on some rank (bad option value, missing
+framework) is an error record for that configuration on every rank, and the next one
+runs; a failure during training stops every rank (``guarded_main``): what was written
+before stays, and ``deep500 report DIR`` rebuilds the report.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+
+from deep500.recipe.experiments import base
+from deep500.recipe.experiments.networks import NetworkSpec, executor_factory, \
+    parse_network
+from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OPTIMIZERS,
+                                                 TRAINING_EXECUTORS, OptimizerSpec,
+                                                 _optimizer_class, make_optimizer,
+                                                 parse_dataset, parse_optimizer)
+from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
+
+REFERENCE_SCHEMES = "deep500.frameworks.reference.distributed"
+# framework -> (module of its distributed baselines, executor it trains on)
+BASELINES = {"pytorch": ("deep500.frameworks.pytorch.distributed", "pytorch")}
+
+
+class SchemeSpec(dict):
+    """``{framework, scheme, **options}``, hashable for the recipe's cross product."""
+
+    @property
+    def framework(self) -> str:
+        return self.get("framework", "reference")
+
+    @property
+    def scheme(self) -> str:
+        return self["scheme"]
+
+    @property
+    def options(self) -> dict:
+        return {k: v for k, v in self.items() if k not in ("framework", "scheme")}
+
+    @property
+    def label(self) -> str:
+        options = ", ".join(f"{k}={v}" for k, v in self.options.items())
+        prefix = "" if self.framework == "reference" else f"{self.framework} "
+        return f"{prefix}{self.scheme}" + (f"({options})" if options else "")
+
+    def __hash__(self):
+        return hash(tuple(sorted((k, repr(v)) for k, v in self.items())))
+
+
+def reference_schemes() -> dict:
+    """Class name -> reference scheme (``d5ref`` registry)."""
+    return importlib.import_module(REFERENCE_SCHEMES).SCHEMES
+
+
+def baseline_class(framework: str, name: str, where: str):
+    """The class ``name`` of ``framework``'s distributed baselines module, or a
+    RecipeError saying what is missing. The one place a baseline is resolved."""
+    module_name, _ = BASELINES[framework]
+    try:
+        module = importlib.import_module(module_name)
+    except MissingDependencyError as exc:
+        raise RecipeError(f"{where}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise RecipeError(f"{where}: the {framework} distributed baseline is not available "
+                          f"in this installation ({module_name} is missing); remove this "
+                          f"entry or use a reference scheme: "
+                          f"{sorted(reference_schemes())}") from None
+    available = getattr(module, "BASELINES", None) or {
+        n: getattr(module, n) for n in getattr(module, "__all__", ())
+        if inspect.isclass(getattr(module, n, None))}
+    cls = available.get(name)
+    if cls is None:
+        raise RecipeError(f"{where}.scheme: {framework} has no distributed baseline "
+                          f"{name!r}; available: {sorted(available)}")
+    return cls
+
+
+def _check_options(cls, options: dict, where: str) -> None:
+    parameters = inspect.signature(cls).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = set(parameters) - {"base_optimizer", "comm"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise RecipeError(f"{where}: {cls.__name__} takes no options {unknown}; it takes "
+                          f"{sorted(accepted) or 'none'}")
+
+
+def parse_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:
+    if isinstance(entry, str):
+        entry = {"scheme": entry}
+    if not isinstance(entry, dict) or not isinstance(entry.get("scheme"), str):
+        raise RecipeError(f"{where}: a scheme is a class name or a mapping with 'scheme' "
+                          f"(and 'framework' for a framework's baseline) and its options, "
+                          f"got {entry!r}")
+    spec = SchemeSpec(entry)
+    for key, value in spec.options.items():
+        if isinstance(value, dict):
+            raise RecipeError(f"{where}.{key}: scheme options are numbers, strings, "
+                              f"booleans or lists, got {value!r}")
+    if spec.framework == "reference":
+        schemes = reference_schemes()
+        if spec.scheme not in schemes:
+            raise RecipeError(f"{where}.scheme: unknown reference scheme {spec.scheme!r}; "
+                              f"available: {sorted(schemes)}")
+        _check_options(schemes[spec.scheme], spec.options, where)
+    elif spec.framework not in BASELINES:
+        raise RecipeError(f"{where}.framework: {spec.framework!r} has no distributed "
+                          f"baseline; frameworks: {['reference', *sorted(BASELINES)]}")
+    return spec
+
+
+def parse_base_optimizer(entry, where: str, recipe_dir=None) -> OptimizerSpec:
+    spec = parse_optimizer(entry, where, recipe_dir)
+    if "implementation" in spec:
+        raise RecipeError(f"{where}: remove 'implementation': reference schemes wrap "
+                          f"Deep500's reference optimizer of this type, and a framework's "
+                          f"baseline uses that framework's own")
+    return spec
+
+
+def _executor(value, where, recipe_dir=None):
+    if value not in TRAINING_EXECUTORS:
+        raise RecipeError(f"{where}: reference schemes drive an executor that trains: "
+                          f"{list(TRAINING_EXECUTORS)}, got {value!r}")
+    return value
+
+
+def make_distributed_optimizer(scheme: SchemeSpec, optimizer: OptimizerSpec,
+                               executor, comm):
+    """The scheme wrapping its base optimizer on ``executor`` (constructor convention
+    ``Scheme(base_optimizer, comm, **options)``, baselines included)."""
+    if scheme.framework == "reference":
+        cls = reference_schemes()[scheme.scheme]
+        base_optimizer = make_optimizer(OptimizerSpec({**optimizer,
+                                                       "implementation": "reference"}),
+                                        "reference", executor)
+    else:
+        cls = baseline_class(scheme.framework, scheme.scheme, f"scheme {scheme.label}")
+        base_optimizer = make_optimizer(optimizer, BASELINES[scheme.framework][1], executor)
+    return cls(base_optimizer, comm, **scheme.options)
+
+
+class DistributedExperiment(base.Experiment):
+    name = "distributed"
+    level = 3
+    components = {
+        "scheme": (parse_scheme, base.REQUIRED),
+        "network": (parse_network, base.REQUIRED),
+        "optimizer": (parse_base_optimizer, base.REQUIRED),
+        "dataset": (parse_dataset, (("name", "digits"),)),
+        "executor": (_executor, "reference"),
+        "batch_size": (base.positive_int, 32),          # per rank
+        "epochs": (base.positive_int, 5),
+        "test_batch_size": (base.positive_int, 256),
+        "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy")),
+                 "softmax_cross_entropy"),
+        "threads": (base.positive_int, None),
+        "seed": (base.non_negative_int, 0),
+    }
+    input_components = ("dataset", "network", "seed", "loss")
+    metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve")
+
+    def check(self, recipe, where):
+        for scheme in recipe.alternatives("scheme"):
+            label = f"{where}: scheme {scheme.label}"
+            if scheme.framework == "reference":
+                for name in recipe.alternatives("executor"):
+                    executor_factory(name)
+                continue
+            _check_options(baseline_class(scheme.framework, scheme.scheme, label),
+                           scheme.options, label)
+            executor_name = BASELINES[scheme.framework][1]
+            executor_factory(executor_name)
+            for spec in recipe.alternatives("optimizer"):
+                _optimizer_class(NATIVE_OPTIMIZERS[executor_name], spec.type,
+                                 f"{label}: optimizer {spec.label}")
+        for spec in recipe.alternatives("optimizer"):
+            _optimizer_class(REFERENCE_OPTIMIZERS, spec.type, f"{where}: optimizer")
+        from deep500.datasets import dataset_shape
+        for entry in recipe.alternatives("dataset"):
+            dataset_shape(dict(entry)["name"])
+
+    def executor_name(self, configuration) -> str:
+        scheme = configuration["scheme"]
+        return (configuration["executor"] if scheme.framework == "reference"
+                else BASELINES[scheme.framework][1])
+
+    def _datasets(self, configuration, state):
+        entry = configuration["dataset"]
+        if state.get("dataset_key") != entry:
+            from deep500.datasets import load_dataset
+            options = dict(entry)
+            train, test = load_dataset(options.pop("name"), **options)
+            state.update(dataset_key=entry, datasets=(train, test))
+        return state["datasets"]
+
+    def _model(self, configuration, train):
+        spec: NetworkSpec = configuration["network"]
+        if spec.file is None:
+            options = dict(spec.options)
+            options.setdefault("input_shape", tuple(train.sample_shape))
+            if train.classes:
+                options.setdefault("classes", int(train.classes))
+            spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())))
+        return spec.build("N", "float32", configuration["seed"], configuration["loss"])
+
+    def measure(self, recipe, configuration, tag, output_dir, state):
+        import deep500 as d5
+        from deep500.lv3_distributed import CommunicationNetwork, guarded_main
+        comm = CommunicationNetwork()  # collective: every rank of the world
+        scheme: SchemeSpec = configuration["scheme"]
+        train, test = self._datasets(configuration, state)
+        problem = None
+        try:
+            model = self._model(configuration, train)
+            executor = executor_factory(self.executor_name(configuration))(model, "cpu")
+            optimizer = make_distributed_optimizer(scheme, configuration["optimizer"],
+                                                   executor, comm)
+            sampler = d5.DistributedSampler(train, configuration["batch_size"], comm,
+                                            seed=configuration["seed"])
+        except (Deep500Error, TypeError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        # Agree before any rank starts communicating, so a set-up failure on one rank
+        # is an error record on all of them rather than a hang.
+        problems = comm.comm.allgather(problem)
+        if any(problems):
+            comm.close()
+            raise RecipeError(f"scheme {scheme.label} could not be set up: " + "; ".join(
+                f"rank {r}: {p}" for r, p in enumerate(problems) if p))
+        metrics = recipe.build_metrics(output_dir, tag)
+        events = []
+        if comm.rank == 0:  # only rank 0 writes into the run folder
+            events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
+        with guarded_main(comm):
+            result = d5.test_training(executor, train, test, optimizer,
+                                      epochs=configuration["epochs"],
+                                      batch_size=configuration["batch_size"],
+                                      metrics=metrics, events=events, sampler=sampler,
+                                      seed=configuration["seed"],
+                                      test_batch_size=configuration["test_batch_size"])
+            distributed = self._distributed_details(optimizer, comm, result)
+        comm.close()
+        if comm.rank == 0:
+            result.details["distributed"] = distributed
+        return result
+
+    def _distributed_details(self, optimizer, comm, result) -> dict | None:
+        """Rank 0: the global figures plus every rank's analytic traffic per epoch, its
+        hyper-parameters and the scheme's consistency; ``None`` elsewhere. Collective."""
+        summary = result.details.get("distributed")
+        if "distributed" not in result.details:  # an optimizer without its own summary
+            from deep500.lv3_distributed.distributed_training import global_epochs
+            gathered = comm.comm.gather(result.outputs.to_dict(), root=0)
+            summary = None if comm.rank else {
+                "scheme": optimizer.name, "size": comm.size,
+                "consistent": getattr(optimizer, "consistent", None), "ranks": gathered,
+                "epochs": global_epochs(gathered)}
+        epochs = [e for e in result.outputs.epochs if e.completed]
+        steps = epochs[0].steps if epochs else 0
+        analytic = getattr(optimizer, "analytic_traffic", lambda steps: None)(steps)
+        analytic = None if analytic is None else {**analytic, "steps": steps}
+        analytic = comm.comm.gather(analytic, root=0)
+        if comm.rank != 0:
+            return None
+        hyperparameters = getattr(optimizer, "hyperparameters", dict)()
+        return {**summary, "analytic_per_epoch": analytic,
+                "hyperparameters": hyperparameters}
+
+    def describe(self, configuration):
+        scheme = configuration["scheme"]
+        return {**configuration, "network": configuration["network"].to_dict(),
+                "dataset": dict(configuration["dataset"]),
+                "executor": self.executor_name(configuration),
+                "optimizer": {**configuration["optimizer"],
+                              "label": configuration["optimizer"].label},
+                "scheme": {**scheme, "framework": scheme.framework,
+                           "label": scheme.label}}
