@@ -43,9 +43,14 @@ PHASES = MeasuredScheme.phases
 
 class FusedBuffer:
     """One contiguous array holding several named arrays back to back (in the order
-    given), with views to read and write each one."""
+    given), with views to read and write each one.
 
-    def __init__(self, like: dict):
+    ``phase_times``: a scheme's ``phase_times``; the copies of :meth:`pack` are then
+    added to its ``"communication"`` phase (fusing tensors is part of exchanging them,
+    as in Horovod's fusion buffer, and can cost as much as a small allreduce)."""
+
+    def __init__(self, like: dict, phase_times: dict | None = None):
+        self.phase_times = phase_times
         arrays = {name: np.asarray(value) for name, value in like.items()}
         if not arrays:
             raise Deep500Error("Nothing to communicate: the network has no parameters")
@@ -68,8 +73,11 @@ class FusedBuffer:
 
     def pack(self, arrays: dict) -> np.ndarray:
         """Copy ``arrays`` (``{name: array}``, every name of this buffer) into it."""
+        started = _clock()
         for name, view in self.views.items():
             np.copyto(view, arrays[name], casting="same_kind")
+        if self.phase_times is not None:
+            self.phase_times["communication"] += _clock() - started
         return self.buffer
 
     def unpack(self, buffer: np.ndarray | None = None) -> dict:
@@ -131,8 +139,12 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     def fused(self) -> FusedBuffer:
         """The fusion buffer shaped like the parameters (created on first use)."""
         if self._fused is None:
-            self._fused = FusedBuffer(self.fetch_parameters())
+            self._fused = self.new_fused_buffer()
         return self._fused
+
+    def new_fused_buffer(self) -> FusedBuffer:
+        """Another fusion buffer shaped like the parameters, its packing timed."""
+        return FusedBuffer(self.fetch_parameters(), self.phase_times)
 
     def feed_parameters(self, values: dict) -> None:
         network = self.network

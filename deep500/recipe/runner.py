@@ -72,8 +72,10 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
             if rank == 0:
                 for item in records:
                     writer.write(item)
-                    errors += item["kind"] == "error"
-                    failures += item["kind"] == "measurement" and not item["passed"]
+                # per configuration, not per rank: one failed scheme is one failure
+                errors += any(item["kind"] == "error" for item in records)
+                failures += any(item["kind"] == "measurement" and not item["passed"]
+                                for item in records)
     finally:
         if rank == 0:
             writer.close()

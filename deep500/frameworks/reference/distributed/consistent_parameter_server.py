@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from deep500.lv3_distributed.communication import wait_all
-from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer, FusedBuffer
+from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.utils.errors import Deep500Error
 
 _TAG_PARAMETERS = 4101
@@ -45,7 +45,7 @@ class ConsistentParameterServer(DistributedOptimizer):
         fused = self.fused()
         buffer = fused.pack(gradients)
         if self._parameters is None:
-            self._parameters = FusedBuffer(self.fetch_parameters())
+            self._parameters = self.new_fused_buffer()
         parameters = self._parameters
         is_root = self.rank == self.root
         with self.phase("communication"):
@@ -53,7 +53,8 @@ class ConsistentParameterServer(DistributedOptimizer):
                 self._gathered = np.empty((self.size, buffer.size), buffer.dtype)
             gathered = self.comm.gather(buffer, self.root, out=self._gathered)
         if is_root:
-            np.mean(gathered, axis=0, out=buffer)
+            with self.phase("communication"):   # the reduction, as inside an allreduce
+                np.mean(gathered, axis=0, out=buffer)
             self.apply_gradients(fused.unpack())
             parameters.pack(self.fetch_parameters())
             with self.phase("communication"):

@@ -137,14 +137,14 @@ class InconsistentParameterServer(DistributedOptimizer):
             self._done.add(source)
             return
         if self._incoming is None:
-            self._incoming = FusedBuffer(self.fetch_parameters())
-            self._outgoing = FusedBuffer(self.fetch_parameters())
+            self._incoming = self.new_fused_buffer()
+            self._outgoing = self.new_fused_buffer()
         with self.phase("communication"):
             channel.recv(self._incoming.buffer, source, _TAG_GRADIENT)
         self._apply(self._incoming.unpack(), source, self._version_sent[source])
+        parameters = self._outgoing.pack(self.fetch_parameters())
         with self.phase("communication"):
-            channel.send(self._outgoing.pack(self.fetch_parameters()), source,
-                         _TAG_PARAMETERS)
+            channel.send(parameters, source, _TAG_PARAMETERS)
         self._version_sent[source] = self.version
 
     # -- epochs -------------------------------------------------------------------------

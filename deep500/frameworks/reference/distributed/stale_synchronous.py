@@ -70,7 +70,7 @@ class StaleSynchronous(DistributedOptimizer):
         self._before_step(inputs)
         outputs, gradients = self.compute_gradients(inputs)
         if not self._ring:
-            self._ring = [FusedBuffer(self.fetch_parameters())
+            self._ring = [self.new_fused_buffer()
                           for _ in range(self.staleness + 1)]
         # The s requests in flight hold the other s buffers of the ring.
         fused = self._ring[self._posted % len(self._ring)]

@@ -50,10 +50,12 @@ class Gemm(ReferenceOp):
         dY = grads[0]
         alpha, beta = self.attr("alpha"), self.attr("beta")
         a, b = self._operands(A, B)
-        da = (dY @ b.T) * A.dtype.type(alpha)   # gradient w.r.t. A'
-        db = (a.T @ dY) * B.dtype.type(alpha)   # gradient w.r.t. B'
-        dA = da.T if self.attr("transA") else da
-        dB = db.T if self.attr("transB") else db
+        # The gradient of A' = op(A) is dY @ b.T; for a transposed operand the product
+        # is formed in A's own layout (b @ dY.T = (dY @ b.T).T), so gradients come out
+        # C-contiguous rather than as transposed views that are slow to copy later.
+        alpha_a, alpha_b = A.dtype.type(alpha), B.dtype.type(alpha)
+        dA = (b @ dY.T if self.attr("transA") else dY @ b.T) * alpha_a
+        dB = (dY.T @ a if self.attr("transB") else a.T @ dY) * alpha_b
         result = [dA, dB]
         if len(fwd_inputs) > 2:
             result.append(None if C is None else unbroadcast(dY * C.dtype.type(beta), C.shape))
