@@ -119,6 +119,20 @@ def _ordered(names) -> list[str]:
     return known + sorted(set(names) - set(known))
 
 
+def _drift_before_sync(record: dict) -> str:
+    """Mean and max over all ranks' epochs of the scheme's own measurement of the
+    divergence just before synchronising, or "n/a"."""
+    measured = [e.get("optimizer_measurements") or {} for rank in _rank_epochs(record)
+                for e in rank]
+    means = [m["divergence_before_sync_mean"] for m in measured
+             if m.get("divergence_before_sync_mean") is not None]
+    highs = [m["divergence_before_sync_max"] for m in measured
+             if m.get("divergence_before_sync_max") is not None]
+    if not means:
+        return "n/a"
+    return f"{fmt_number(sum(means) / len(means))} / {fmt_number(max(highs))}"
+
+
 def _divergence(epochs: list[dict]) -> list:
     """Per epoch: the largest replica divergence over ranks."""
     return [max((v for v in e.get("replica_divergence", []) if v is not None),
@@ -187,10 +201,12 @@ def build(records: list[dict], output_dir: str) -> dict:
         "phases."))
     divergence = Table("Level 3 — replica divergence", [
         "Scheme", "Consistent", "After the last epoch (max over ranks)",
-        "Largest over epochs"], note=(
+        "Largest over epochs", "Before synchronising (mean / max)"], note=(
         "||w_r - mean_i w_i||_2 over all parameters at the end of each epoch, after the "
         "scheme's end-of-epoch work: zero when every rank holds the same model (schemes "
-        "that synchronise the replicas as an epoch ends show zero)."))
+        "that synchronise the replicas as an epoch ends show zero). Before "
+        "synchronising: where the scheme measures it (model averaging), the drift "
+        "just before each synchronisation, over all epochs and ranks."))
     for record in measured:
         c, d = record["configuration"], _distributed(record)
         epochs = _global_epochs(record)
@@ -230,7 +246,8 @@ def build(records: list[dict], output_dir: str) -> dict:
             known = [v for v in drift if v is not None]
             divergence.rows.append([_label(record), "yes" if d.get("consistent") else "no",
                                     fmt_number(drift[-1] if drift else None),
-                                    fmt_number(max(known) if known else None)])
+                                    fmt_number(max(known) if known else None),
+                                    _drift_before_sync(record)])
     tables = [t for t in (table, traffic, phases, divergence) if t.rows]
     if failed:
         tables.append(Table("Level 3 — configurations that failed",

@@ -107,12 +107,13 @@ def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
         axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
     handles, labels = axes_list[0][0].get_legend_handles_labels()
-    columns = min(3, max(len(labels), 1))
+    # long series names: fewer legend columns than panels + 1 would overflow the figure
+    columns = min(len(panels) + 1, 3, max(len(labels), 1))
     figure.legend(handles, labels, fontsize=7, loc="lower center", ncol=columns)
     figure.suptitle(title)
     rows = -(-len(labels) // columns)
     figure.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # keeps a wide legend whole
     plt.close(figure)
     return path

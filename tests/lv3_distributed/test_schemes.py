@@ -162,6 +162,10 @@ def test_model_averaging_diverges_between_averagings(tmp_path):
     # 5 steps end after a local step: the replicas differ and the measurement says so
     assert all(r["measured"]["replica_divergence"] > 0 for r in results)
     assert [r["measured"]["averagings"] for r in results] == [2, 2, 2]
+    # measured as each averaging happens, from the mean the allreduce brought anyway
+    for r in results:
+        before = r["measured"]
+        assert 0 < before["divergence_before_sync_mean"] <= before["divergence_before_sync_max"]
     assert_measured_equals_analytic(results)
 
 

@@ -12,6 +12,8 @@ that equals averaging the gradients, i.e. ``ConsistentDecentralized``. Optimizer
 """
 from __future__ import annotations
 
+import numpy as np
+
 from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.utils.errors import Deep500Error
@@ -33,6 +35,7 @@ class ModelAverageDecentralized(DistributedOptimizer):
         self.period = int(period)
         self.algorithm = algorithm
         self.averagings = 0
+        self._drift: list[float] = []
 
     def scheme_hyperparameters(self) -> dict:
         return {"period": self.period, "allreduce": self.algorithm}
@@ -48,14 +51,23 @@ class ModelAverageDecentralized(DistributedOptimizer):
     def average_parameters(self) -> None:
         fused = self.fused()
         buffer = fused.pack(self.fetch_parameters())
+        local = buffer.copy()
         with self.phase("communication"):
             self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm)
         with self.phase("update"):
             self.feed_parameters(fused.unpack())
+        # how far this replica had drifted from the average: free, the mean is here
+        self._drift.append(float(np.linalg.norm(local - buffer)))
         self.averagings += 1
 
     def scheme_measurements(self) -> dict:
-        return {"averagings": self.averagings}
+        """``averagings`` so far, and this epoch's ``divergence_before_sync`` (mean and
+        max over its averagings of ``||w_rank - mean_i w_i||_2`` just before averaging:
+        what the replicas drift apart between synchronisations)."""
+        drift, self._drift = self._drift, []
+        return {"averagings": self.averagings,
+                "divergence_before_sync_mean": float(np.mean(drift)) if drift else None,
+                "divergence_before_sync_max": max(drift) if drift else None}
 
     def analytic_traffic(self, steps: int) -> dict:
         # steps counted from the start of training (the averaging period's phase)
