@@ -103,8 +103,17 @@ class NumpyDataset(Dataset):
         return len(self.data)
 
     def __getitem__(self, index) -> dict:
-        index = self._check_index(index)
-        sample = {self.input_node: self.data[index]}
+        if type(index) is np.ndarray and index.ndim == 1 and index.dtype.kind in "iu":
+            # The samplers' case: NumPy's own bounds check (negative indices wrap, as in
+            # _check_index) replaces two reductions over the indices.
+            try:
+                sample = {self.input_node: self.data[index]}
+            except IndexError:
+                raise IndexError(f"{self.name}: indices outside [0, {len(self)}) "
+                                 f"requested") from None
+        else:
+            index = self._check_index(index)
+            sample = {self.input_node: self.data[index]}
         if self.label_values is not None:
             sample[self.label_node] = self.label_values[index]
         return sample
