@@ -93,7 +93,12 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     ThreeStepOptimizer on this rank's executor) and communicating over ``comm`` (a
     :class:`CommunicationNetwork`, an mpi4py communicator, or ``None`` for the world).
 
-    Subclasses implement :meth:`step` from the parts :meth:`compute_gradients`,
+    Used directly, it is data-parallel SGD, as ``horovod.DistributedOptimizer``: each
+    step allreduce-averages the fused gradients (``comm``'s default allreduce) and every
+    rank applies the same update (``d5ref.ConsistentDecentralized`` is this, with the
+    allreduce algorithm as an option).
+
+    Other schemes implement :meth:`step` from the parts :meth:`compute_gradients`,
     :meth:`apply_gradients`, :meth:`fetch_parameters` and :meth:`feed_parameters`,
     time communication with ``self.phase("communication")``, and may override
     :meth:`finish_epoch` (outstanding work at the end of an epoch),
@@ -162,8 +167,25 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
                 "model": f"{model}: ring allreduce of {fused.nbytes} B, 2(p-1)/p x n per "
                          f"rank each way"}
 
+    #: The allreduce of the default step (``None``: ``comm.allreduce_algorithm``).
+    allreduce_algorithm: str | None = None
+
     def step(self, inputs: dict) -> dict:
-        raise NotImplementedError
+        """Data-parallel SGD: average the gradients over the ranks, update everywhere."""
+        self._before_step(inputs)
+        outputs, gradients = self.compute_gradients(inputs)
+        fused = self.fused()
+        buffer = fused.pack(gradients)
+        with self.phase("communication"):
+            self.comm.allreduce(buffer, op="average", out=buffer,
+                                algorithm=self.allreduce_algorithm)
+        self.apply_gradients(fused.unpack())
+        return self._finish_step(inputs, outputs)
+
+    def analytic_traffic(self, steps: int) -> dict | None:
+        if type(self).step is not DistributedOptimizer.step:
+            return None   # a scheme with its own step states its own model
+        return self.ring_allreduce_traffic(steps, "the gradients, every step")
 
     def _finish_step(self, inputs: dict, outputs: dict) -> dict:
         self.step_count += 1

@@ -82,6 +82,17 @@ def test_decentralized_equals_one_process_with_the_global_batch(tmp_path, ranks,
     assert max(float(np.abs(expected[k] - start[k]).max()) for k in start) > 1e-3
 
 
+def test_wrapping_in_the_base_class_is_data_parallel_sgd(tmp_path):
+    """d5.DistributedOptimizer(base), as a Horovod user would write it: the same steps,
+    bit for bit, as ConsistentDecentralized with its default ring allreduce."""
+    wrapped, _ = run_scheme(tmp_path, 2, "DistributedOptimizer", "momentum")
+    reference, _ = run_scheme(tmp_path, 2, "ConsistentDecentralized", "momentum")
+    assert_identical_every_step(wrapped)
+    assert [s["params"] for s in wrapped[0]["steps"]] == \
+        [s["params"] for s in reference[0]["steps"]]
+    assert_measured_equals_analytic(wrapped)
+
+
 def test_distributed_sampler_shards_are_the_global_batches():
     train, _ = d5.load_dataset("digits")
     for size in (2, 3, 4):

@@ -1,7 +1,7 @@
 """Run by tests/lv3_distributed/test_schemes.py under ``mpirun -np N``.
 
 Trains a small MLP on the digits with a reference distributed scheme (by name, from
-``d5ref.distributed.SCHEMES``) wrapping a reference optimizer, for ``--steps`` steps of
+``d5ref.distributed.SCHEMES``, or ``d5.DistributedOptimizer``) wrapping a reference optimizer, for ``--steps`` steps of
 ``d5.DistributedSampler`` minibatches, and writes ``<out>/rank<R>.json`` (per step: the
 SHA-256 of the fused parameters and the loss; the epoch's optimizer measurements; the
 communication volume; the scheme's analytic traffic) and ``<out>/rank<R>.npz`` (the final
@@ -53,7 +53,8 @@ def main():
     executor = d5ref.from_onnx(small_model())
     base_class, hyper = BASES[args.base]
     base = base_class(executor, **hyper)
-    scheme = SCHEMES[args.scheme](base, comm, **json.loads(args.options))
+    scheme_class = SCHEMES.get(args.scheme) or getattr(d5, args.scheme)
+    scheme = scheme_class(base, comm, **json.loads(args.options))
     sampler = d5.DistributedSampler(train, args.batch, comm, seed=7)
     steps = []
     for index, batch in enumerate(sampler):

@@ -18,7 +18,8 @@ from deep500.utils.errors import Deep500Error
 
 
 class ConsistentDecentralized(DistributedOptimizer):
-    """Allreduce-average the fused gradients each step, then update on every rank.
+    """Allreduce-average the fused gradients each step, then update on every rank (the
+    step of :class:`d5.DistributedOptimizer`, with the allreduce chosen here).
 
     ``algorithm``: the allreduce of :class:`d5.CommunicationNetwork` (``"ring"``,
     Deep500's own, counted exactly; ``"mpi"``, MPI's, counted by the ring model)."""
@@ -28,20 +29,11 @@ class ConsistentDecentralized(DistributedOptimizer):
         if algorithm not in ALLREDUCE_ALGORITHMS:
             raise Deep500Error(f"ConsistentDecentralized: algorithm={algorithm!r}; choose "
                                f"one of {', '.join(ALLREDUCE_ALGORITHMS)}")
-        self.algorithm = algorithm
+        self.allreduce_algorithm = algorithm
+
+    @property
+    def algorithm(self) -> str:
+        return self.allreduce_algorithm
 
     def scheme_hyperparameters(self) -> dict:
-        return {"allreduce": self.algorithm}
-
-    def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        buffer = fused.pack(gradients)
-        with self.phase("communication"):
-            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm)
-        self.apply_gradients(fused.unpack())
-        return self._finish_step(inputs, outputs)
-
-    def analytic_traffic(self, steps: int) -> dict:
-        return self.ring_allreduce_traffic(steps, "the gradients, every step")
+        return {"allreduce": self.allreduce_algorithm}
