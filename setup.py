@@ -20,6 +20,7 @@ setup(
     # The C++ operator header ships with the package: compile_custom_cppop includes it.
     package_data={"deep500": ["data/*.csv", "data/*.md",
                               "lv0_operators/include/deep500/*.h",
+                              "frameworks/tensorflow/kernel/*.cc",
                               "lv3_distributed/kernels/*.cpp",
                               "lv3_distributed/kernels/*.h"]},
     install_requires=[

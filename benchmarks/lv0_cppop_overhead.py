@@ -22,8 +22,12 @@ over rounds, the added time per call = median over rounds of (variant − bare) 
 nonparametric 95% CI, and the ratio of medians. Targets (issue 5): at most 10 µs added
 per call at 1 K elements; within 5% of the bare call at 4 M elements; a cache-hit load
 (find the build in the cache and load it, in a fresh process) under 50 ms. Cold compile
-time is printed too. The autograd and tf.function rows include recording a gradient
-and TensorFlow's ``numpy_function`` respectively; they are judged by the same targets.
+time is printed too. The autograd row includes recording a gradient; the tf.function
+row includes TensorFlow's cost of calling a function, shown alone by "TensorFlow native
+(tf.function)"; the "tf.function x64" row runs 64 calls in one tf.function and reports
+per call, i.e. what the operator costs inside a graph (C++ operators run there through
+Deep500's TensorFlow kernel, or ``numpy_function`` with DEEP500_TF_NATIVE_KERNEL=0).
+All are judged by the same targets.
 
 Run:  python benchmarks/lv0_cppop_overhead.py [--rounds 40] [--smoke]
 """
@@ -56,6 +60,9 @@ KERNELS = {
                         "reduce_sum", "scalar"),
 }
 ADDED_BUDGET_US = 10.0
+# Calls of the operator inside one tf.function: the row's times are per call, so that
+# TensorFlow's cost of calling a function (hundreds of µs) is shared by them.
+IN_GRAPH_CALLS = 64
 LARGE_RATIO_BUDGET = 1.05
 LOAD_BUDGET_MS = 50.0
 
@@ -110,10 +117,22 @@ def variants(descriptor, kind: str, size: int) -> dict:
         traced = tf.function(lambda t: tf_op(t), autograph=False)
         traced(tfx)
         native = tf.nn.relu if kind == "same" else tf.reduce_sum
+        traced_native = tf.function(lambda t: native(t), autograph=False)
+        traced_native(tfx)
+        in_graph = tf.function(lambda t: [tf_op(t) for _ in range(IN_GRAPH_CALLS)][-1],
+                               autograph=False)
+        in_graph(tfx)
         bare_tf = bare_call(op, tf_pointer, shape)
+
+        def bare_in_graph(bare=bare_tf):
+            for _ in range(IN_GRAPH_CALLS):
+                bare()
         calls["d5tf.custom_op (eager)"] = (lambda: tf_op(tfx), bare_tf)
         calls["d5tf.custom_op (tf.function)"] = (lambda: traced(tfx), bare_tf)
+        calls[f"d5tf.custom_op (tf.function x{IN_GRAPH_CALLS})"] = (lambda: in_graph(tfx),
+                                                                    bare_in_graph)
         calls["TensorFlow native (eager)"] = (lambda: native(tfx), bare_tf)
+        calls["TensorFlow native (tf.function)"] = (lambda: traced_native(tfx), bare_tf)
     except d5.Deep500Error as exc:
         print(f"  (TensorFlow not measured: {exc})")
     return calls
@@ -157,6 +176,9 @@ def report(kernel: str, size: int, calls: dict, rounds: int, round_seconds: floa
     rows = []
     for name, (call, bare) in calls.items():
         values, base = measure_pair(call, bare, rounds, round_seconds)
+        if f"x{IN_GRAPH_CALLS})" in name:  # both sides made IN_GRAPH_CALLS calls
+            values = [v / IN_GRAPH_CALLS for v in values]
+            base = [b / IN_GRAPH_CALLS for b in base]
         added = [v - b for v, b in zip(values, base)]
         low, high, _ = median_ci(added)
         added_median = statistics.median(added)

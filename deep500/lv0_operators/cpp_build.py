@@ -79,11 +79,12 @@ def _run_logged(command: list[str], log, live_output: bool, cwd: str) -> int:
     log.flush()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, errors="replace")
-    for line in process.stdout:
-        log.write(line)
-        if live_output:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+    with process.stdout:
+        for line in process.stdout:
+            log.write(line)
+            if live_output:
+                sys.stdout.write(line)
+                sys.stdout.flush()
     return process.wait()
 
 

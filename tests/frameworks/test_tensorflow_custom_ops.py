@@ -26,15 +26,10 @@ EXACT = dict(rtol=0, atol=0)
 
 
 @pytest.fixture(scope="session")
-def build_cache(tmp_path_factory):
-    """C++ operators of this file are built in a session folder (DEEP500_CACHE)."""
-    previous = os.environ.get("DEEP500_CACHE")
-    os.environ["DEEP500_CACHE"] = str(tmp_path_factory.mktemp("tf_custom_ops_cache"))
-    yield os.environ["DEEP500_CACHE"]
-    if previous is None:
-        os.environ.pop("DEEP500_CACHE", None)
-    else:
-        os.environ["DEEP500_CACHE"] = previous
+def build_cache():
+    """C++ operators of this file, and Deep500's TensorFlow kernel, are built in the
+    session's cache folder (DEEP500_CACHE, set by tests/conftest.py)."""
+    return os.environ["DEEP500_CACHE"]
 
 
 def desc(dtype, shape):
@@ -246,7 +241,7 @@ def test_keras_layer_trains_with_cpp_op(linear):
     y = x @ rand(rng, (3, 2))
     model = keras.Sequential([keras.Input((3,), batch_size=8), CppDense()])
     # jit_compile=False: Keras picks XLA on GPU machines, and XLA cannot compile the
-    # numpy_function the operator runs in.
+    # operator's node (Deep500's D500CustomOp kernel, or the numpy_function fallback).
     model.compile(optimizer=keras.optimizers.SGD(0.2), loss="mse", jit_compile=False)
     history = model.fit(x, y, batch_size=8, epochs=5, verbose=0).history["loss"]
     assert history[-1] < 0.5 * history[0], history

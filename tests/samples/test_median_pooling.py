@@ -18,20 +18,14 @@ SCRIPT = os.path.join(SAMPLE, "run.py")
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    """The sample script as a module, with builds cached in a temporary folder."""
-    cache = str(tmp_path_factory.mktemp("deep500_cache"))
-    previous = os.environ.get("DEEP500_CACHE")
-    os.environ["DEEP500_CACHE"] = cache
+def sample():
+    """The sample script as a module; builds go to the tests' session cache
+    (tests/conftest.py), shared with the script run in a subprocess."""
     spec = importlib.util.spec_from_file_location("median_pooling_sample", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.cache = cache
-    yield module
-    if previous is None:
-        os.environ.pop("DEEP500_CACHE", None)
-    else:
-        os.environ["DEEP500_CACHE"] = previous
+    module.cache = os.environ["DEEP500_CACHE"]
+    return module
 
 
 def median_pooling(sample, dtype, shape, kernel=2, stride=2):

@@ -3,9 +3,9 @@ TensorFlow function, and TensorFlow functions as Deep500 operators.
 
 ``custom_op(op)`` takes a ``CppOpDescriptor`` (from ``d5.compile_custom_cppop``), a
 ``CustomCPPOp`` or a Python ``d5.CustomOp`` and returns a :class:`TensorFlowCustomOp`,
-callable on TF tensors eagerly and inside ``tf.function``, with its gradient registered
-through ``tf.custom_gradient``. A C++ operator is the same loaded library that
-``d5ref.custom_op`` and ``d5pt.custom_op`` use; nothing is recompiled.
+callable on TF tensors eagerly and inside ``tf.function``, with its gradient. A C++
+operator is the same loaded library that ``d5ref.custom_op`` and ``d5pt.custom_op`` use;
+nothing is recompiled.
 
 How a call runs:
 
@@ -16,35 +16,59 @@ How a call runs:
   before any C++ runs. This path adds a few µs to the C++ call itself.
 * eagerly while a ``GradientTape`` records: the same, wrapped in ``tf.custom_gradient``
   (which adds an identity op per output and the tape's bookkeeping).
-* inside ``tf.function``: the static shapes and dtypes are checked at trace time, then
-  the operator runs through ``tf.numpy_function`` with the outputs' static shapes set from
-  the descriptors, so shape inference continues past it. Errors raised while the graph
-  runs (a ``d5.CppOperatorError``, or a ``d5.ShapeError`` for a dimension that was
-  unknown at trace time) surface as ``tf.errors.OpError`` whose message contains the
-  Deep500 error's message. Such graphs cannot be compiled with XLA (``jit_compile``;
-  Keras turns it on by default on GPU machines, so ``model.compile(...,
-  jit_compile=False)``) or saved to a SavedModel, since ``numpy_function`` calls back
-  into this Python process.
+* inside ``tf.function``, a C++ operator: the static shapes and dtypes are checked at
+  trace time, then the operator becomes one ``D500CustomOp`` node, Deep500's generic
+  TensorFlow kernel (``tf_kernel.py``, ``kernel/d500_tf_op.cc``): when the graph runs,
+  it checks the shapes, allocates the outputs with the descriptors' shapes and calls
+  ``d500_forward`` on the tensors' memory, without Python: about 1 µs per node over the
+  C++ call (a call of the ``tf.function`` itself costs what TensorFlow's function call
+  costs, as for a function of TensorFlow's own operators).
+  Its gradient, registered for the op type, is a ``D500CustomOpGrad`` node calling
+  ``d500_backward``. The kernel is compiled once per TensorFlow installation (about
+  10 s, then cached, see ``tf_kernel``); if it cannot be built (no compiler, no
+  TensorFlow headers) a ``tf_kernel.NativeKernelWarning`` says so once, and C++
+  operators take the Python operators' path below. ``DEEP500_TF_NATIVE_KERNEL=0``
+  selects that path without trying.
+* inside ``tf.function``, a Python operator (or a C++ one without the kernel): checked
+  the same way at trace time, it runs through ``tf.numpy_function`` (about 50–100 µs per
+  node, and 100–350 µs more per call of a ``tf.function``) with the outputs' static
+  shapes set from the descriptors, its gradient through ``tf.custom_gradient``.
+
+In both graph paths shape inference continues past the operator, and errors raised while
+the graph runs (a C++ exception, or a shape mismatch in a dimension that was unknown at
+trace time) surface as ``tf.errors.OpError`` whose message contains the Deep500 error's
+name and message (``CppOperatorError: ... raised: ...``, ``ShapeError: ...``). Such
+graphs cannot be compiled with XLA (``jit_compile``; Keras turns it on by default on GPU
+machines, so ``model.compile(..., jit_compile=False)``) nor run from a SavedModel: a
+``D500CustomOp`` node holds the operator instance's address in this process (the
+instance is kept alive as long as a graph that uses it; a node whose instance is not
+registered with the kernel, as in a graph loaded elsewhere, fails with
+``tf.errors.FailedPreconditionError`` instead of calling it), and ``numpy_function``
+calls back into this Python process.
 
 Gradients (reverse mode, first order; ``tf.autodiff.ForwardAccumulator`` gets no JVP
 through these operators): C++ ``backward`` gets zero-filled input-gradient buffers; a
 missing (None) upstream gradient becomes zeros; integer inputs get None gradients and
 integer outputs are not differentiable. In a graph, forward and backward are stateful
-``numpy_function`` nodes, so ``tf.function``'s automatic control dependencies run them
-in program order: one call of a ``tf.function`` never runs one operator twice at once.
+nodes (``D500CustomOp``/``D500CustomOpGrad`` or ``numpy_function``), so ``tf.function``'s
+automatic control dependencies run them in program order: one call of a ``tf.function``
+never runs one operator twice at once.
 
 Devices: C++ operators work on host memory. Eagerly, a GPU input is copied to the host
 by ``np.asarray`` and the outputs are CPU tensors (TensorFlow copies them to the GPU when
-a GPU kernel consumes them); in a graph, ``numpy_function`` is always placed on the CPU
-and TensorFlow inserts the copies.
+a GPU kernel consumes them); in a graph, the kernel (CPU only) and ``numpy_function`` are
+placed on the CPU and TensorFlow inserts the copies.
 """
 from __future__ import annotations
 
+import ctypes
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
 from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
+from deep500.frameworks.tensorflow import tf_kernel
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
 from deep500.lv0_operators.cpp_op import CustomCPPOp
@@ -123,10 +147,12 @@ class TensorFlowCustomOp:
         self._output_layout = ([(d.shape, d.dtype, d.nbytes) for d in self.output_descriptors]
                                if self.output_descriptors else None)
         self._differentiable = tf.custom_gradient(self._forward_with_gradient)
+        self._native_attributes = None  # D500CustomOp's attributes, made when first traced
 
     def __repr__(self) -> str:
         return f"TensorFlowCustomOp({self.name})"
 
+    @tf.autograph.experimental.do_not_convert  # plain Python: nothing to convert
     def __call__(self, *inputs):
         if tf.executing_eagerly() and not _could_record():
             if self.is_cpp:
@@ -136,6 +162,10 @@ class TensorFlowCustomOp:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         inputs = [x if isinstance(x, tf.Tensor) else tf.convert_to_tensor(x)
                   for x in inputs]
+        if self.is_cpp and not tf.executing_eagerly():
+            kernel = tf_kernel.kernel_ops()
+            if kernel is not None:
+                return self._pack(self._native_forward(kernel, inputs))
         return self._differentiable(*inputs)
 
     # -- eager execution --------------------------------------------------------------
@@ -239,7 +269,18 @@ class TensorFlowCustomOp:
         tensors = list(tensors)
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
-    # -- graph execution (inside tf.function) -------------------------------------------
+    # -- graph execution (inside tf.function): Deep500's kernel --------------------------
+    def _native_forward(self, kernel, inputs) -> list:
+        """The outputs of one ``D500CustomOp`` node; its gradient is ``_native_gradient``."""
+        self._check_static(inputs)
+        if self._native_attributes is None:
+            self._native_attributes = _kernel_attributes(self.op)
+        outputs = kernel.d500_custom_op(inputs, name=self.op.op_type,
+                                        **self._native_attributes)
+        _keep_alive(self.op)
+        return list(outputs)
+
+    # -- graph execution (inside tf.function): numpy_function ----------------------------
     def _graph_forward(self, inputs) -> list:
         self._check_static(inputs)
         if self.output_descriptors is None:
@@ -307,6 +348,75 @@ class TensorFlowCustomOp:
             grad.set_shape(x.shape)
             grads.append(grad)
         return grads
+
+
+# -- Deep500's TensorFlow kernel: attributes, lifetime, gradient -------------------------
+_GRADIENT_ATTRIBUTES = ("input_shapes", "output_shapes", "handle", "instance",
+                        "forward_fn", "backward_fn", "last_error_fn", "op_name",
+                        "descriptions")
+# Operator instances (CustomCPPOp) by their kernel instance number, for the gradient
+# function, which sees only the node; and the number of each.
+_BY_INSTANCE: "weakref.WeakValueDictionary[int, CustomCPPOp]" = weakref.WeakValueDictionary()
+_INSTANCE_OF: "weakref.WeakKeyDictionary[CustomCPPOp, int]" = weakref.WeakKeyDictionary()
+
+
+def _kernel_attributes(op: CustomCPPOp) -> dict:
+    """D500CustomOp's attributes for ``op``: dtypes and shapes from the descriptors, the
+    instance's address and number (registered with the kernel), the C ABI functions'
+    addresses, the texts its error messages use."""
+    instance = _INSTANCE_OF.get(op)
+    if instance is None:
+        instance = _INSTANCE_OF[op] = tf_kernel.register_instance(op, op._handle)
+        _BY_INSTANCE[instance] = op
+    # The library CppLibrary loaded (dlopen returns the same handle): the C ABI entry
+    # points CppLibrary calls, and d500_last_error, which it does not expose.
+    dll = ctypes.CDLL(op.library.path)
+    return {"Tout": [d.tf_dtype() for d in op.output_descriptors],
+            "input_shapes": [list(d.shape) for d in op.input_descriptors],
+            "output_shapes": [list(d.shape) for d in op.output_descriptors],
+            "handle": op._handle, "instance": instance,
+            "forward_fn": _address(op.library.forward_fn),
+            "backward_fn": _address(op.library.backward_fn),
+            "last_error_fn": _address(dll.d500_last_error), "op_name": op.name,
+            "descriptions": [str(d) for d in (*op.input_descriptors,
+                                              *op.output_descriptors)]}
+
+
+def _address(function) -> int:
+    """Where a ctypes function is in this process."""
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _keep_alive(op: CustomCPPOp) -> None:
+    """Keep ``op`` alive as long as the graph being built: its nodes hold the operator
+    instance's address, which ``op`` frees (d500_delete) when it is collected."""
+    graph = tf.compat.v1.get_default_graph()
+    kept = getattr(graph, "_deep500_operators", None)
+    if kept is None:
+        kept = {}
+        setattr(graph, "_deep500_operators", kept)
+    kept[id(op)] = op
+
+
+@tf.RegisterGradient("D500CustomOp")
+def _native_gradient(node, *upstream):
+    """Input gradients of a D500CustomOp node: one D500CustomOpGrad node (d500_backward
+    on zero-filled input-gradient buffers). A missing upstream gradient, or one of an
+    integer output, is zeros; integer inputs get None."""
+    op = _BY_INSTANCE.get(node.get_attr("instance"))
+    if op is None:
+        raise Deep500Error(f"The C++ operator of node {node.name} (D500CustomOp) no longer "
+                           f"exists in this process; rebuild the graph from its "
+                           f"d5tf.custom_op")
+    kernel = tf_kernel.kernel_ops(honour_switch=False)  # loaded: the node exists
+    inputs, outputs = list(node.inputs), list(node.outputs)
+    grads = [tf.zeros(y.shape, y.dtype) if dy is None or not y.dtype.is_floating
+             else tf.convert_to_tensor(dy) for dy, y in zip(upstream, outputs)]
+    attributes = {name: node.get_attr(name) for name in _GRADIENT_ATTRIBUTES}
+    input_grads = kernel.d500_custom_op_grad(grads, inputs, outputs,
+                                             name=f"{op.op_type}_grad", **attributes)
+    _keep_alive(op)
+    return [g if x.dtype.is_floating else None for g, x in zip(input_grads, inputs)]
 
 
 def _specs(descriptors) -> list | None:
