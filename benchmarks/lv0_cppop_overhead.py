@@ -50,6 +50,7 @@ sys.path.insert(0, REPO)
 
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
+from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
 from deep500.utils.statistics import median_ci  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
@@ -244,14 +245,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--round-seconds", type=float, default=0.01)
     parser.add_argument("--smoke", action="store_true", help="tiny run to check the script")
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="keep glibc's adaptive thresholds (by default they are fixed "
+                             "as in lv1_executors.py and deep500 run)")
     args = parser.parse_args()
+    # Variants allocate their outputs (16 MiB at 4 M elements); with glibc's adaptive
+    # mmap threshold whether that memory page-faults on every call depends on what ran
+    # before. Fixed thresholds, as deep500 run sets them, make it reused heap memory.
+    malloc = ("glibc defaults (--system-malloc)" if args.system_malloc
+              else fix_allocator_thresholds())
     sizes = [1024, 4 * 1024 * 1024]
     rounds, load_repeats = args.rounds, 5
     if args.smoke:
         sizes, rounds, load_repeats = [1024, 65536], 3, 1
     set_thread_counts(1)
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
-          f"{rounds} rounds; 1 thread everywhere")
+          f"{rounds} rounds; 1 thread everywhere; malloc: {malloc}")
     rows = []
     for kernel, (source, name, output) in KERNELS.items():
         for size in sizes:
