@@ -46,11 +46,12 @@ import inspect
 import os
 
 from deep500.recipe.experiments import base
-from deep500.recipe.experiments.networks import NetworkSpec, executor_factory, \
+from deep500.recipe.experiments.networks import executor_factory, \
     parse_network
 from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OPTIMIZERS,
                                                  TRAINING_EXECUTORS, OptimizerSpec,
-                                                 _optimizer_class, make_optimizer,
+                                                 _optimizer_class, build_network,
+                                                 cached_datasets, make_optimizer,
                                                  parse_dataset, parse_optimizer)
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
@@ -225,34 +226,15 @@ class DistributedExperiment(base.Experiment):
         return (configuration["executor"] if scheme.framework == "reference"
                 else BASELINES[scheme.framework][1])
 
-    def _datasets(self, configuration, state):
-        entry = configuration["dataset"]
-        if state.get("dataset_key") != entry:
-            from deep500.datasets import load_dataset
-            options = dict(entry)
-            train, test = load_dataset(options.pop("name"), **options)
-            state.update(dataset_key=entry, datasets=(train, test))
-        return state["datasets"]
-
-    def _model(self, configuration, train):
-        spec: NetworkSpec = configuration["network"]
-        if spec.file is None:
-            options = dict(spec.options)
-            options.setdefault("input_shape", tuple(train.sample_shape))
-            if train.classes:
-                options.setdefault("classes", int(train.classes))
-            spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())))
-        return spec.build("N", "float32", configuration["seed"], configuration["loss"])
-
     def measure(self, recipe, configuration, tag, output_dir, state):
         import deep500 as d5
         from deep500.lv3_distributed import CommunicationNetwork, guarded_main
         comm = CommunicationNetwork()  # collective: every rank of the world
         scheme: SchemeSpec = configuration["scheme"]
-        train, test = self._datasets(configuration, state)
+        train, test = cached_datasets(configuration, state)
         problem = None
         try:
-            model = self._model(configuration, train)
+            model = build_network(configuration, train)
             executor = executor_factory(self.executor_name(configuration))(model, "cpu")
             optimizer = make_distributed_optimizer(scheme, configuration["optimizer"],
                                                    executor, comm)

@@ -33,7 +33,7 @@ import os
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import EXECUTORS, NetworkSpec, executor_factory, \
     parse_network
-from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
+from deep500.utils.errors import MissingDependencyError, RecipeError
 
 TRAINING_EXECUTORS = tuple(e for e in EXECUTORS if e != "onnxruntime")
 # executor name -> module holding its framework's native optimizers
@@ -180,29 +180,10 @@ class TrainingExperiment(base.Experiment):
                     "this is the same configuration as implementation: native")
         return None
 
-    def _datasets(self, configuration, state):
-        entry = configuration["dataset"]
-        if state.get("dataset_key") != entry:
-            from deep500.datasets import load_dataset
-            options = dict(entry)
-            train, test = load_dataset(options.pop("name"), **options)
-            state.update(dataset_key=entry, datasets=(train, test))
-        return state["datasets"]
-
-    def _model(self, configuration, train):
-        spec: NetworkSpec = configuration["network"]
-        if spec.file is None:
-            options = dict(spec.options)
-            options.setdefault("input_shape", tuple(train.sample_shape))
-            if train.classes:
-                options.setdefault("classes", int(train.classes))
-            spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())))
-        return spec.build("N", "float32", configuration["seed"], configuration["loss"])
-
     def measure(self, recipe, configuration, tag, output_dir, state):
         import deep500 as d5
-        train, test = self._datasets(configuration, state)
-        model = self._model(configuration, train)
+        train, test = cached_datasets(configuration, state)
+        model = build_network(configuration, train)
         build_executor = executor_factory(configuration["executor"])
         spec: OptimizerSpec = configuration["optimizer"]
         metrics = recipe.build_metrics(output_dir, tag)
@@ -240,3 +221,28 @@ class TrainingExperiment(base.Experiment):
                 "optimizer": {**configuration["optimizer"],
                               "implementation": configuration["optimizer"].implementation,
                               "label": configuration["optimizer"].label}}
+
+
+def cached_datasets(configuration: dict, state: dict) -> tuple:
+    """The configuration's ``(train, test)`` datasets, loaded once per distinct entry
+    (consecutive configurations usually share them)."""
+    entry = configuration["dataset"]
+    if state.get("dataset_key") != entry:
+        from deep500.datasets import load_dataset
+        options = dict(entry)
+        train, test = load_dataset(options.pop("name"), **options)
+        state.update(dataset_key=entry, datasets=(train, test))
+    return state["datasets"]
+
+
+def build_network(configuration: dict, train):
+    """The configuration's ONNX model with its loss; a zoo model takes its input shape
+    and classes from the training set unless the recipe gives them."""
+    spec: NetworkSpec = configuration["network"]
+    if spec.file is None:
+        options = dict(spec.options)
+        options.setdefault("input_shape", tuple(train.sample_shape))
+        if train.classes:
+            options.setdefault("classes", int(train.classes))
+        spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())))
+    return spec.build("N", "float32", configuration["seed"], configuration["loss"])
