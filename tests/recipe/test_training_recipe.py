@@ -94,3 +94,22 @@ def test_bad_training_recipes(change, message):
     with pytest.raises(RecipeError) as error:
         parse_recipe(raw, "bad.yaml")
     assert message in str(error.value)
+
+
+def test_the_dataset_defaults_to_the_digits(tmp_path):
+    """A training recipe without a dataset trains on the embedded digits."""
+    path = tmp_path / "default_dataset.yaml"
+    path.write_text(textwrap.dedent("""
+        name: default-dataset
+        experiment: training
+        fixed: {network: {model: mlp, hidden: [8]}, batch_size: 64, epochs: 1,
+                threads: 1, seed: 0, executor: reference}
+        mutable:
+          optimizer: [{type: sgd, learning_rate: 0.1}]
+        metrics: {TestAccuracy: {}}
+    """))
+    summary = run_recipe(str(path), str(tmp_path / "run"), progress=False,
+                         write_report=False)
+    records = [r for r in read_results(summary.output_dir) if r["kind"] == "measurement"]
+    assert summary.errors == 0 and len(records) == 1
+    assert records[0]["configuration"]["dataset"]["name"] == "digits"

@@ -145,7 +145,7 @@ class TrainingExperiment(base.Experiment):
     components = {
         "executor": (_training_executor, base.REQUIRED),
         "network": (parse_network, base.REQUIRED),
-        "dataset": (parse_dataset, "digits"),
+        "dataset": (parse_dataset, (("name", "digits"),)),  # as parse_dataset returns
         "optimizer": (parse_optimizer, base.REQUIRED),
         "epochs": (base.positive_int, 5),
         "batch_size": (base.positive_int, 32),
