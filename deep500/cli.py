@@ -30,16 +30,13 @@ from deep500.utils.errors import Deep500Error
 
 def _relaunch_under_mpirun(ranks: int, argv: list) -> None:
     """Run ``deep500 <argv>`` on ``ranks`` ranks under ``mpirun`` and exit with its
-    status, unless this process already is a rank (as ``d5.mpi_fork``, but re-running
-    the deep500 command rather than ``sys.orig_argv``, so that ``main(argv)`` called
-    from another program does not re-run that program)."""
-    import os
-    import subprocess
-    from deep500.lv3_distributed.mpi_launch import (_FORKED_VARIABLE, launched_by_mpirun,
-                                                    mpirun_executable)
+    status, unless this process already is a rank (``d5.mpi_fork`` re-running the
+    deep500 command rather than ``sys.orig_argv``, so that ``main(argv)`` called from
+    another program does not re-run that program)."""
+    from deep500.lv3_distributed.mpi_launch import in_mpi_world, mpi_fork
     if ranks < 1:
         raise Deep500Error(f"--np {ranks}: the number of ranks is at least 1")
-    if launched_by_mpirun() or os.environ.get(_FORKED_VARIABLE):
+    if in_mpi_world():
         from deep500.lv3_distributed.mpi_launch import world_communicator
         world = world_communicator()
         size = world.Get_size() if world is not None else 1
@@ -48,14 +45,7 @@ def _relaunch_under_mpirun(ranks: int, argv: list) -> None:
                                f"one of the two (mpirun -np {ranks} deep500 run RECIPE, or "
                                f"deep500 run --np {ranks} RECIPE)")
         return
-    if ranks == 1:
-        return
-    command = [mpirun_executable(), "-np", str(ranks), sys.executable, "-m", "deep500",
-               *argv]
-    sys.stdout.flush()
-    sys.stderr.flush()
-    status = subprocess.call(command, env={**os.environ, _FORKED_VARIABLE: "1"})
-    sys.exit(status if status >= 0 else 128 - status)
+    mpi_fork(ranks, program=["-m", "deep500", *argv])
 
 
 def _run_ranks(args, comm):

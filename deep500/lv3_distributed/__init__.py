@@ -11,12 +11,14 @@ from deep500.lv3_distributed.distributed_sampler import (DistributedSampler,
                                                          PartitionedDistributedSampler,
                                                          partition_bounds, rank_and_size)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
-from deep500.lv3_distributed.mpi_launch import (guarded_main, launched_by_mpirun, mpi_fork,
+from deep500.lv3_distributed.mpi_launch import (guarded_main, in_mpi_world,
+                                                launched_by_mpirun, mpi_fork,
                                                 mpirun_executable, world_communicator)
 from deep500.lv3_distributed.volume import (CommunicationVolume, CommunicationVolumeMetric,
                                             Traffic, VolumeEntry)
 
-__all__ = ["launched_by_mpirun", "mpirun_executable", "world_communicator", "mpi_fork",
+__all__ = ["launched_by_mpirun", "in_mpi_world", "mpirun_executable", "world_communicator",
+           "mpi_fork",
            "guarded_main", "CommunicationNetwork", "Request", "wait_all", "torus_shape",
            "ALLREDUCE_ALGORITHMS", "CommunicationVolume", "CommunicationVolumeMetric",
            "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",

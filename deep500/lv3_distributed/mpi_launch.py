@@ -52,21 +52,33 @@ def world_communicator():
 _FORKED_VARIABLE = "DEEP500_MPI_FORKED"
 
 
-def mpi_fork(n: int, mpirun_args: Sequence[str] = ()) -> None:
+def in_mpi_world() -> bool:
+    """Whether this process is a rank: started by ``mpirun`` directly, or through
+    :func:`mpi_fork` (``deep500 run --np N`` included)."""
+    return launched_by_mpirun() or bool(os.environ.get(_FORKED_VARIABLE))
+
+
+def mpi_fork(n: int, mpirun_args: Sequence[str] = (),
+             program: Sequence[str] | None = None) -> None:
     """Re-run this Python program under ``mpirun -np n`` and exit with its status.
 
     The program is re-run as it was started (``sys.orig_argv``: the same script or
-    ``-m`` module, interpreter options and arguments) by the interpreter
-    ``sys.executable`` under ``mpirun_executable()``, with ``mpirun_args`` (e.g.
-    ``["-bind-to", "none"]``) before the program. In the ranks, which MPI started,
+    ``-m`` module, interpreter options and arguments), or as ``program`` says (the
+    interpreter's arguments, e.g. ``["-m", "deep500", "run", "recipe.yaml"]``), by the
+    interpreter ``sys.executable`` under ``mpirun_executable()``, with ``mpirun_args``
+    (e.g. ``["-bind-to", "none"]``) before the program. In the ranks, which MPI started,
     ``mpi_fork`` returns at once and the program continues; the parent waits for
     ``mpirun`` and exits with its exit status. Nothing happens for ``n <= 1`` or when
     already under ``mpirun``. Call it first, before anything initialises MPI.
     """
-    if n <= 1 or launched_by_mpirun() or os.environ.get(_FORKED_VARIABLE):
+    if n <= 1 or in_mpi_world():
         return
-    program = list(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))[1:]
-    if not program or not sys.argv or sys.argv[0] == "":
+    if program is None:
+        program = list(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))[1:]
+        if not sys.argv or sys.argv[0] == "":
+            program = []
+    program = list(program)
+    if not program:
         raise Deep500Error(
             "mpi_fork re-runs the current program under mpirun, but this is an "
             "interactive session with no program to re-run. Put the code in a script "
