@@ -56,33 +56,10 @@ sys.path.insert(0, REPO)
 from deep500.frameworks.reference.distributed.cpp_allreduce import (  # noqa: E402
     INDEX_BYTES, allreduce_operator, sparse_topk_operator)
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
-from lv3_allreduce import per_call_times  # noqa: E402  (the same pairing and clock)
+from lv3_allreduce import (KB, _label, _size, _us, per_call_times,  # noqa: E402
+                           say)  # the same pairing, clock and formatting
 
-KB = 1 << 10
 BASELINE = "d5 ring"
-
-
-def _size(text: str) -> int:
-    units = {"K": KB, "M": KB * KB}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(
-        text)
-
-
-def _label(nbytes: int) -> str:
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
-
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:,.1f} us" if seconds < 1e-2 else f"{seconds * 1e3:,.2f} ms"
-
-
-def say(comm, *args) -> None:
-    if comm.Get_rank() == 0:
-        print(*args, flush=True)
-
 
 
 def rank_buffer(rank: int, count: int) -> np.ndarray:
