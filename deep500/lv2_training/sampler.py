@@ -64,6 +64,7 @@ class Sampler:
         self.epoch = 0
         self.position = 0
         self._order: np.ndarray | None = None
+        self._epoch_length: int | None = None
 
     # -- subclasses --------------------------------------------------------------------
     def epoch_order(self, epoch: int) -> np.ndarray | None:
@@ -95,7 +96,11 @@ class Sampler:
         return self
 
     def __next__(self) -> dict:
-        if self.position >= len(self):
+        # The length is computed once per epoch: in a training loop this runs with
+        # caches just flushed by backpropagation, where every Python call is costly.
+        if self._order is None or self._epoch_length is None:
+            self._epoch_length = len(self)
+        if self.position >= self._epoch_length:
             raise StopIteration
         for event in self.events:
             event.before_sampling(self)

@@ -121,3 +121,23 @@ def test_bad_models_and_inputs_give_clear_errors(tmp_path, executor_name, zoo_mo
         lenet.inference({})
     with pytest.raises(ShapeError, match="should have shape"):
         lenet.inference({"input": np.zeros((BATCH, 1, 27, 28), np.float32)})
+
+
+@pytest.mark.parametrize("executor_name", list(EXECUTORS))
+def test_inputs_are_still_checked_after_a_good_run(executor_name, zoo_models):
+    """Inputs with the last accepted signature skip the full check; anything else must
+    still get it, on every run."""
+    lenet = executor(executor_name, zoo_models["lenet"])
+    good = np.zeros((BATCH, 1, 28, 28), np.float32)
+    lenet.inference({"input": good})
+    lenet.inference({"input": good + 1})     # same signature: accepted again
+    with pytest.raises(ShapeError, match="should have shape"):
+        lenet.inference({"input": np.zeros((BATCH, 1, 27, 28), np.float32)})
+    with pytest.raises(ShapeError, match="should have dtype"):
+        lenet.inference({"input": good.astype(np.float64)})
+    with pytest.raises(Deep500Error, match="needs inputs \\['input'\\]"):
+        lenet.inference({"other": good})
+    with pytest.raises(Deep500Error, match="needs inputs \\['input'\\]"):
+        lenet.inference({})
+    with pytest.raises(ShapeError, match="should have dtype"):
+        lenet.inference({"input": good.tolist()})     # not an array: checked in full

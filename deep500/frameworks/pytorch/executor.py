@@ -17,7 +17,7 @@ from deep500.frameworks.pytorch.network import (PyTorchNativeNetwork, PyTorchNet
                                                 _as_array, _numpy_dtype, to_numpy)
 from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.graph_executor import GraphExecutor
-from deep500.lv1_network.network import gradient_name
+from deep500.lv1_network.network import GRADIENT_SUFFIX, gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError, require
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
@@ -46,6 +46,16 @@ class _TorchExecutor(GraphExecutor):
                              functools.partial(torch.cuda.synchronize, self._torch_device))
 
     def _to_tensor(self, value) -> "torch.Tensor":
+        if type(value) is np.ndarray and self._on_cpu:
+            flags = value.flags
+            if flags.c_contiguous and flags.writeable:
+                # The training loop's case, kept to the fewest calls: code run between
+                # backward and the next forward runs with cold caches, where each call
+                # costs ~10x its warm time (measured in benchmarks/lv2_training_overhead).
+                try:
+                    return torch.from_numpy(value)
+                except TypeError:
+                    pass    # an element type PyTorch lacks: the error below says so
         try:
             tensor = torch.from_numpy(_as_array(value))
         except TypeError as exc:  # element types PyTorch lacks (float8, int4, ...)
@@ -68,16 +78,23 @@ class _TorchExecutor(GraphExecutor):
                             f"'{self.network.name}' (outputs: {self.network.outputs}); "
                             f"pass one of them, or add it with network.add_output")
 
+    def _outputs_to_numpy(self, outputs: dict) -> dict:
+        if self._on_cpu:  # plain tensors share memory; parameters are copied (to_numpy)
+            return {name: value.detach().numpy() if type(value) is torch.Tensor
+                    else to_numpy(value) for name, value in outputs.items()}
+        return {name: to_numpy(value) for name, value in outputs.items()}
+
     def _gradients(self, result: dict) -> dict:
         """Adds every parameter's gradient (zeros where the loss does not reach it)."""
         computed = []
+        on_cpu = self._on_cpu
         for name, parameter in self.network.parameter_values.items():
             grad = parameter.grad
-            if grad is None:
+            if grad is not None and on_cpu:
+                result[name + GRADIENT_SUFFIX] = grad.numpy()
+            elif grad is None:
                 result[gradient_name(name)] = np.zeros(tuple(parameter.shape),
                                                        _numpy_dtype(parameter))
-            elif self._on_cpu:
-                result[gradient_name(name)] = grad.numpy()
             else:
                 computed.append((name, grad))
         if computed:
@@ -135,10 +152,11 @@ class PyTorchGraphExecutor(_TorchExecutor):
         return wanted
 
     def _forward(self, tensors: dict) -> dict:
-        events = self._check_compile_events()
-        if events:
-            return self.network.module.forward_with_events(tensors, events,
-                                                           self._synchronize)
+        if self.events:
+            events = self._check_compile_events()
+            if events:
+                return self.network.module.forward_with_events(tensors, events,
+                                                               self._synchronize)
         return self._run(**tensors)
 
     def _inference(self, inputs: dict) -> dict:
@@ -158,14 +176,21 @@ class PyTorchGraphExecutor(_TorchExecutor):
             raise self._unknown_y(y)
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
         self._clear_gradients()
-        with torch.enable_grad():
-            outputs = self._forward(tensors)
-            loss = outputs[y]
-            self._check_loss(y, loss)
-            loss.backward()
-        result = {name: to_numpy(value) for name, value in outputs.items()}
+        if torch.is_grad_enabled():   # entering enable_grad costs ~30 us with cold caches
+            outputs = self._forward_and_backward(tensors, y)
+        else:
+            with torch.enable_grad():
+                outputs = self._forward_and_backward(tensors, y)
+        result = self._outputs_to_numpy(outputs)
         self.network.last_values = {**inputs, **result}
         return self._gradients(result)
+
+    def _forward_and_backward(self, tensors: dict, y: str) -> dict:
+        outputs = self._forward(tensors)
+        loss = outputs[y]
+        self._check_loss(y, loss)
+        loss.backward()
+        return outputs
 
 
 class PyTorchNativeGraphExecutor(_TorchExecutor):

@@ -132,14 +132,17 @@ class TorchOptimizer(Optimizer):
 
     # -- training ------------------------------------------------------------------
     def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
+        events = self.events   # tested before each call: see _TorchExecutor._to_tensor
+        if events:
+            self._before_step(inputs)
         outputs = self.executor.inference_and_backprop(inputs, self.loss)
         self._check_loss(outputs)
-        if self.events and any(modifies_gradients(e) for e in self.events):
+        if events and any(modifies_gradients(e) for e in events):
             self._modify_torch_gradients(outputs)
         self.torch_optimizer.step()
         self.step_count += 1
-        self._after_step(inputs, outputs)
+        if events:
+            self._after_step(inputs, outputs)
         return outputs
 
     def _modify_torch_gradients(self, outputs: dict) -> None:
