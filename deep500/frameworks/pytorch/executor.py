@@ -177,20 +177,23 @@ class PyTorchGraphExecutor(_TorchExecutor):
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
         self._clear_gradients()
         if torch.is_grad_enabled():   # entering enable_grad costs ~30 us with cold caches
-            outputs = self._forward_and_backward(tensors, y)
+            result = self._forward_and_backward(tensors, y)
         else:
             with torch.enable_grad():
-                outputs = self._forward_and_backward(tensors, y)
-        result = self._outputs_to_numpy(outputs)
+                result = self._forward_and_backward(tensors, y)
         self.network.last_values = {**inputs, **result}
         return self._gradients(result)
 
     def _forward_and_backward(self, tensors: dict, y: str) -> dict:
+        """Forward, then backward; returns the outputs as NumPy arrays. They are
+        converted between the two: backward does not change them, and caches are still
+        warm after forward's last (small) operators, not after backward's kernels."""
         outputs = self._forward(tensors)
         loss = outputs[y]
         self._check_loss(y, loss)
+        result = self._outputs_to_numpy(outputs)
         loss.backward()
-        return outputs
+        return result
 
 
 class PyTorchNativeGraphExecutor(_TorchExecutor):
