@@ -111,6 +111,18 @@ class Optimizer:
             losses.append(float(np.asarray(outputs[self.loss])))
         return losses
 
+    #: Whether every process must stop training at the same point (distributed
+    #: optimizers, whose steps communicate). The trainer then defers a StopTraining
+    #: raised by an event to the end of the epoch, where the processes agree on it
+    #: with :meth:`agree_to_stop`.
+    stops_together = False
+
+    def agree_to_stop(self, reason: str | None) -> str | None:
+        """Given this process's reason to stop (``None``: none), the reason all
+        processes stop for, or ``None`` if none wants to; collective where
+        ``stops_together``. Alone, a process decides for itself."""
+        return reason
+
     def end_epoch(self) -> dict:
         """Called by the trainer on every rank after an epoch's last step, before the
         validation pass. Optimizers that communicate finish outstanding work here

@@ -10,7 +10,9 @@ calls and counts correct predictions with one NumPy ``argmax`` per step; it adds
 device synchronisation besides reading each step's loss (which the statistics need).
 
 Events (:class:`TrainingEvent`) are called around training, epochs, steps and test
-passes; raising :class:`StopTraining` from any of them ends training cleanly. The
+passes; raising :class:`StopTraining` from any of them ends training cleanly (with a
+distributed optimizer, at the end of the epoch and on every rank together: the ranks
+agree on it there, so one rank's time limit cannot leave the others waiting). The
 trainer's attributes (``epoch``, ``step``, ``optimizer``, ``executor``, the samplers,
 ``stats``) are there for events to read and change. Checkpoints (``save_checkpoint``,
 ``load_checkpoint``, ``run_loop(resume_from=...)``) continue a run exactly where it was
@@ -132,6 +134,11 @@ class Trainer:
             self.load_checkpoint(resume_from)
         training_events, added = self._install(events)
         hooks = {name: _hooks(training_events, name) for name in _HOOKS}
+        together = bool(getattr(self.optimizer, "stops_together", False))
+        if together:   # a rank that stopped alone would leave the others waiting
+            self._deferred_stop = None
+            hooks = {name: [self._deferring(hook) for hook in hooks[name]]
+                     if name != "after_training" else hooks[name] for name in _HOOKS}
         self.epochs = int(epochs)
         self.running_events = training_events
         self._restore_event_states()
@@ -141,8 +148,12 @@ class Trainer:
             try:
                 for hook in hooks["before_training"]:
                     hook(self, stats)
+                if together:
+                    self._stop_if_agreed()
                 while self.epoch < self.epochs:
                     self._run_epoch(hooks)
+                    if together:
+                        self._stop_if_agreed()
             except StopTraining as stop:
                 stats.stopped_reason = stop.reason
             for hook in hooks["after_training"]:
@@ -154,6 +165,24 @@ class Trainer:
             for event in added:
                 self.optimizer.events.remove(event)
         return stats
+
+    def _deferring(self, hook):
+        """``hook`` with a StopTraining kept for the end of the epoch instead of
+        raised (distributed optimizers: see ``Optimizer.stops_together``)."""
+        def deferred(*args):
+            try:
+                hook(*args)
+            except StopTraining as stop:
+                if self._deferred_stop is None:
+                    self._deferred_stop = stop.reason
+        return deferred
+
+    def _stop_if_agreed(self) -> None:
+        """Collective: raise StopTraining on every process if any wants to stop."""
+        reason = self.optimizer.agree_to_stop(self._deferred_stop)
+        self._deferred_stop = None
+        if reason is not None:
+            raise StopTraining(reason)
 
     def _install(self, events: list) -> tuple[list, list]:
         """The training events, and the optimizer events added to the optimizer."""

@@ -142,6 +142,21 @@ class MeasuredScheme:
         mean /= self.size
         return float(np.linalg.norm(mine - mean))
 
+    @property
+    def stops_together(self) -> bool:
+        return self.size > 1
+
+    def agree_to_stop(self, reason: str | None) -> str | None:
+        """Every rank's reason to stop gathered on every rank (collective; bookkeeping
+        over the raw communicator, not counted as the scheme's traffic); the lowest
+        rank's reason wins, so all ranks stop together or none does."""
+        if self.size == 1:
+            return reason
+        for rank, wanted in enumerate(self.comm.comm.allgather(reason)):
+            if wanted is not None:
+                return f"{wanted} (on rank {rank})"
+        return None
+
     def close(self) -> None:
         """Free what the scheme holds in MPI (communicators it duplicated). Collective:
         call it on every rank, after the last step; the wrapped ``comm`` stays usable."""

@@ -69,3 +69,22 @@ def test_model_averaging_training_reports_replica_divergence(tmp_path):
     if steps % 4:
         assert all(d > 0 for d in distributed["epochs"][0]["replica_divergence"])
     assert distributed["epochs"][-1]["test_accuracy"] > 0.7
+
+
+@pytest.mark.parametrize("scheme", ["ConsistentDecentralized", "InconsistentParameterServer"])
+@pytest.mark.parametrize("when, rank", [("step", 1), ("epoch", 0)])
+def test_a_stop_on_one_rank_stops_every_rank_at_the_epoch_end(tmp_path, scheme, when, rank):
+    """A StopTraining on one rank alone (a per-rank time limit) used to leave the other
+    ranks waiting in the next collective forever; now the ranks agree at the epoch's
+    end and all stop there, with that rank's reason."""
+    status, output, _ = mpirun(2, "stop_one_rank.py", tmp_path, scheme, "--when", when,
+                               "--rank", rank, timeout=120)
+    assert status == 0, output[-4000:]
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    epochs = 2 if when == "step" else 1   # stopped in epoch 1, or after epoch 0 (of 4)
+    reason = ("time is up here" if when == "step" else "accurate enough here") + \
+        f" (on rank {rank})"
+    for result in results:
+        assert result["epochs"] == epochs and all(result["completed"])
+        assert result["stopped_reason"] == reason
+    assert results[0]["steps"] == results[1]["steps"] == [1437 // 32] * epochs
