@@ -101,12 +101,16 @@ class guarded_main(contextlib.ContextDecorator):
     flushes stdout and stderr (results already written stay written) and calls
     ``Abort`` on ``comm`` (a communicator, a ``CommunicationNetwork``, or ``None`` for
     ``COMM_WORLD``): ``mpirun`` then ends every rank and exits with a non-zero status.
-    Outside ``mpirun`` (one process, MPI not running) exceptions pass through unchanged.
+    ``on_failure(rank, message)``, if given, runs just before ``Abort`` (e.g. to record
+    the failure in a file the other ranks can no longer finish); its own errors are
+    printed and ignored. Outside ``mpirun`` (one process, MPI not running) exceptions
+    pass through unchanged.
     """
 
-    def __init__(self, comm=None, exit_code: int = 1):
+    def __init__(self, comm=None, exit_code: int = 1, on_failure=None):
         self.comm = comm
         self.exit_code = exit_code
+        self.on_failure = on_failure
 
     def __enter__(self):
         return self
@@ -138,6 +142,11 @@ class guarded_main(contextlib.ContextDecorator):
             sys.stdout.flush()
         finally:
             sys.stderr.write(message)
+            if self.on_failure is not None:
+                try:
+                    self.on_failure(rank, message)
+                except Exception as problem:  # the failure itself matters more
+                    sys.stderr.write(f"rank {rank}: on_failure raised {problem!r}\n")
             sys.stderr.flush()
             comm.Abort(code)
             # MPICH's MPI_Abort can return before mpirun's kill arrives; go no further.

@@ -48,11 +48,27 @@ def read_results(output_dir: str) -> list[dict]:
 def write_manifest(output_dir: str, manifest: dict) -> str:
     """Write ``manifest.json`` atomically (a reader never sees half a file)."""
     path = os.path.join(output_dir, MANIFEST_FILE)
-    temporary = path + ".tmp"
+    temporary = f"{path}.{os.getpid()}.tmp"   # another rank may write it too
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(to_jsonable(manifest), handle, indent=2)
     os.replace(temporary, path)
     return path
+
+
+def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
+    """Record in the manifest that ``rank`` failed (``message``: its traceback). Called
+    by the failing rank just before ``MPI_Abort`` ends every rank, rank 0 included,
+    which then never writes its final status; a manifest no longer "running" is left
+    as it is."""
+    manifest = read_manifest(output_dir)
+    if manifest.get("status") != "running":
+        return
+    lines = message.strip().splitlines()
+    manifest.update(status="failed", failure={
+        "rank": rank, "error": lines[-1] if lines else message,
+        "traceback": "\n".join(lines[-40:]),
+        "note": "mpirun ended every rank; results written before the failure are kept"})
+    write_manifest(output_dir, manifest)
 
 
 def read_manifest(output_dir: str) -> dict:

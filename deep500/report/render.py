@@ -32,7 +32,10 @@ def _run_table(manifest: dict) -> Table:
                    f"({manifest.get('recipe', {}).get('path')})"],
         ["Command", " ".join(manifest.get("command_line", []))],
         ["Started", manifest.get("started")],
-        ["Status", manifest.get("status")],
+        ["Status", manifest.get("status") + (
+            f" (rank {manifest['failure'].get('rank')}: {manifest['failure'].get('error')})"
+            if isinstance(manifest.get("failure"), dict) else "")
+         if manifest.get("status") else None],
         ["MPI ranks", manifest.get("mpi_ranks", 1)],
         ["CPU", f"{hardware.get('cpu_model')} ({hardware.get('usable_cpus')} usable CPUs, "
                 f"{hardware.get('physical_cores')} physical cores)"],

@@ -198,6 +198,11 @@ def test_a_rank_failing_in_training_stops_every_rank_and_keeps_what_was_written(
     assert "rank 1 failed: Traceback" in output and "rank 1 fails on purpose" in output
     records = read_results(str(out))  # the scheme measured before the failure stays
     assert [(r["index"], r["kind"]) for r in records] == [(0, "measurement")] * 2
-    assert read_manifest(str(out))["status"] == "running"  # never finished
+    manifest = read_manifest(str(out))  # rank 1 recorded its failure before the abort
+    assert manifest["status"] == "failed" and manifest["failure"]["rank"] == 1
+    assert manifest["failure"]["error"] == "RuntimeError: FailsOnRank1: rank 1 fails on purpose"
+    assert "Traceback" in manifest["failure"]["traceback"]
     status, output, _ = deep500("report", out)
-    assert status == 0 and "Level 3 — distributed training" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert status == 0 and "Level 3 — distributed training" in report
+    assert "failed (rank 1: RuntimeError: FailsOnRank1: rank 1 fails on purpose)" in report

@@ -157,3 +157,18 @@ def test_training_recipe_runs_from_the_command_line(tmp_path, repo_root):
     measured = [r for r in records if r["kind"] == "measurement"]
     assert len(measured) == 10 and all(r["passed"] for r in measured)
     assert "Level 2 — training" in (out / "report.md").read_text()
+
+
+def test_a_rank_failure_is_recorded_only_in_a_running_manifest(tmp_path):
+    from deep500.recipe.results import mark_run_failed, write_manifest
+    write_manifest(str(tmp_path), {"status": "running", "configurations": 3})
+    mark_run_failed(str(tmp_path), 2, "Traceback (most recent call last):\n  ...\n"
+                                      "ValueError: broken on purpose\n")
+    manifest = read_manifest(str(tmp_path))
+    assert manifest["status"] == "failed" and manifest["configurations"] == 3
+    assert manifest["failure"]["rank"] == 2
+    assert manifest["failure"]["error"] == "ValueError: broken on purpose"
+    assert not list(tmp_path.glob("*.tmp"))
+    write_manifest(str(tmp_path), {"status": "complete"})
+    mark_run_failed(str(tmp_path), 1, "late")   # a finished run stays as it finished
+    assert read_manifest(str(tmp_path)) == {"status": "complete"}

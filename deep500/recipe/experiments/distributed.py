@@ -41,6 +41,7 @@ before stays, and ``deep500 report DIR`` rebuilds the report.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -53,6 +54,7 @@ from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OP
                                                  _optimizer_class, build_network,
                                                  cached_datasets, make_optimizer,
                                                  parse_dataset, parse_optimizer)
+from deep500.recipe.results import mark_run_failed
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
 REFERENCE_SCHEMES = "deep500.frameworks.reference.distributed"
@@ -253,7 +255,7 @@ class DistributedExperiment(base.Experiment):
         events = []
         if comm.rank == 0:  # only rank 0 writes into the run folder
             events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
-        with guarded_main(comm):
+        with guarded_main(comm, on_failure=functools.partial(mark_run_failed, output_dir)):
             result = d5.test_training(executor, train, test, optimizer,
                                       epochs=configuration["epochs"],
                                       batch_size=configuration["batch_size"],
