@@ -147,6 +147,15 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             self._fused = self.new_fused_buffer()
         return self._fused
 
+    def packed_gradients(self, inputs: dict) -> tuple[dict, FusedBuffer, np.ndarray]:
+        """The start of a step that communicates the gradients as one buffer: the
+        events before a step, forward and backpropagation, and the gradients packed
+        into the fusion buffer. Returns ``(outputs, fused buffer, packed array)``."""
+        self._before_step(inputs)
+        outputs, gradients = self.compute_gradients(inputs)
+        fused = self.fused()
+        return outputs, fused, fused.pack(gradients)
+
     def new_fused_buffer(self) -> FusedBuffer:
         """Another fusion buffer shaped like the parameters, its packing timed."""
         return FusedBuffer(self.fetch_parameters(), self.phase_times)
@@ -172,10 +181,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     def step(self, inputs: dict) -> dict:
         """Data-parallel SGD: average the gradients over the ranks, update everywhere."""
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        buffer = fused.pack(gradients)
+        outputs, fused, buffer = self.packed_gradients(inputs)
         with self.phase("communication"):
             self.comm.allreduce(buffer, op="average", out=buffer,
                                 algorithm=self.allreduce_algorithm)

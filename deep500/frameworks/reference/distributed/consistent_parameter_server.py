@@ -40,10 +40,7 @@ class ConsistentParameterServer(DistributedOptimizer):
         return {"root": self.root}
 
     def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        buffer = fused.pack(gradients)
+        outputs, fused, buffer = self.packed_gradients(inputs)
         if self._parameters is None:
             self._parameters = self.new_fused_buffer()
         parameters = self._parameters

@@ -122,10 +122,7 @@ class CppConsistentDecentralized(_CppScheme):
         return {"allreduce": "cpp-mpi", "average": self.average}
 
     def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        buffer = fused.pack(gradients)
+        outputs, fused, buffer = self.packed_gradients(inputs)
         with self.phase("communication"):
             self.operator.run_forward([buffer.ctypes.data, self._handle.ctypes.data,
                                        self._out.ctypes.data])
@@ -175,10 +172,7 @@ class SparseTopKDecentralized(_CppScheme):
         return {"density": self.density, "k": self.k, "allgather": "cpp-mpi"}
 
     def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        accumulated = fused.pack(gradients)
+        outputs, fused, accumulated = self.packed_gradients(inputs)
         with self.phase("communication"):
             accumulated += self._residual
             self.operator.run_forward([accumulated.ctypes.data, self._handle.ctypes.data,

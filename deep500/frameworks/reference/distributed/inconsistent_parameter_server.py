@@ -90,10 +90,7 @@ class InconsistentParameterServer(DistributedOptimizer):
 
     # -- a step -------------------------------------------------------------------------
     def step(self, inputs: dict) -> dict:
-        self._before_step(inputs)
-        outputs, gradients = self.compute_gradients(inputs)
-        fused = self.fused()
-        buffer = fused.pack(gradients)
+        outputs, fused, buffer = self.packed_gradients(inputs)
         if self.is_root:
             computed_on = self.version
             self._serve_pending()
