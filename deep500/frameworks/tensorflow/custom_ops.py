@@ -71,7 +71,7 @@ from deep500.frameworks.reference.custom_ops import custom_op as reference_custo
 from deep500.frameworks.tensorflow import tf_kernel
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
-from deep500.lv0_operators.cpp_op import CustomCPPOp
+from deep500.lv0_operators.cpp_op import CustomCPPOp, data_pointers
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.lv0_operators import nativeop_validation
 from deep500.utils.errors import Deep500Error, ShapeError
@@ -79,6 +79,8 @@ from deep500.utils.metric import TestMetric
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.validation_result import OpTestResult
 
+_address_of = ctypes.addressof
+_buffer_view = ctypes.c_char.from_buffer  # see cpp_op.data_pointers
 # Eigen's largest vector alignment: TensorFlow aborts the process (CHECK IsAligned) when
 # a kernel reads a tensor whose buffer is less aligned than this.
 _ALIGNMENT = 64
@@ -179,7 +181,7 @@ class TensorFlowCustomOp:
         specs = self._input_specs
         if len(inputs) != len(specs):
             op.reject(inputs, specs, "inputs")
-        arrays, pointers = [], []
+        arrays = []
         for x, (shape, dtype) in zip(inputs, specs):
             # EagerTensor._numpy() (what np.asarray calls, without ~1 µs of Python) is a
             # view of a CPU tensor's dense buffer; a GPU tensor is copied to the host.
@@ -187,15 +189,16 @@ class TensorFlowCustomOp:
             if array.shape != shape or array.dtype != dtype:
                 op.reject(inputs, specs, "inputs")
             arrays.append(array)
-            pointers.append(array.ctypes.data)
+        pointers = data_pointers(arrays)
         outputs = []
         for shape, dtype, nbytes in self._output_layout:
             buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
-            address = buffer.ctypes.data
+            address = _address_of(_buffer_view(buffer))
             offset = -address % _ALIGNMENT
             outputs.append(np.ndarray(shape, dtype, buffer, offset))
             pointers.append(address + offset)
-        op.run_forward(pointers)
+        if op._forward_fn(op._handle, op._forward_pointers(*pointers)):
+            op.raise_forward_error()
         return arrays, outputs, [_to_tensor(o) for o in outputs]
 
     def _python_eager(self, inputs):
