@@ -9,7 +9,11 @@ batch_size=B, seed=0)``) and batch size B (default 32 and 64):
       least ten times faster than the ONNX reference interpreter). Also
       ReferenceEvaluator against a raw onnxruntime session, without a target: the
       speedup a hand-tuned runtime gets over the same interpreter, i.e. the ceiling of
-      what the 10x target can ask of an operator-by-operator NumPy executor.
+      what the 10x target can ask of an operator-by-operator NumPy executor. And the
+      floor of any im2col executor (``gemm_floor.py``): the model's Conv, Gemm and
+      MatMul matrix products alone in NumPy; ReferenceEvaluator / floor is the largest
+      speedup an executor that lowers convolutions to im2col and BLAS (d5ref, and the
+      ReferenceEvaluator of onnx >= 1.15 itself) can reach on this machine.
    b. ``d5ort.from_onnx(model, threads=T)`` against a raw ``onnxruntime.InferenceSession``
       with the same session options (T intra-op threads, 1 inter-op thread, sequential
       execution, default graph optimisations): the overhead of Deep500's interface
@@ -84,6 +88,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
+from gemm_floor import gemm_floor_seconds  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -190,6 +195,7 @@ class Row:
     batch: int
     phase: str
     m: Measurement
+    floor: tuple | None = None  # (seconds, GFLOP) of the model's matrix products alone
 
     def ratio_values(self) -> np.ndarray:
         return 1.0 / self.m.ratios if self.section.speedup else self.m.ratios
@@ -213,6 +219,21 @@ class Row:
               f"{_ms(statistics.median(self.m.baseline)):>14} "
               f"{_ms(statistics.median(self.m.ours)):>14} {self.ratio:>7.3f} "
               f"{f'[{low:.3f}, {high:.3f}]':>16} {rounds:>16}  {verdict}", flush=True)
+
+
+def print_floors(rows: list) -> None:
+    """The im2col floor under each RefEval/d5ref row (see the module docstring, 1a)."""
+    print("\n== Floor of an im2col executor: the model's matrix products alone "
+          "(gemm_floor.py) ==\nmost = RefEval/floor, the largest RefEval/d5ref any "
+          "im2col + BLAS executor can reach here", flush=True)
+    print(f"{'model':<10} {'batch':>5} {'RefEval':>14} {'floor':>14} {'GFLOP/s':>8} "
+          f"{'most':>7} {'d5ref/floor':>12}", flush=True)
+    for row in rows:
+        seconds, gflop = row.floor
+        refeval, d5ref = statistics.median(row.m.baseline), statistics.median(row.m.ours)
+        print(f"{row.model:<10} {row.batch:>5} {_ms(refeval):>14} {_ms(seconds):>14} "
+              f"{gflop / seconds:>8.1f} {refeval / seconds:>7.2f} {d5ref / seconds:>12.2f}",
+              flush=True)
 
 
 def _ms(seconds: float) -> str:
@@ -267,7 +288,7 @@ def bench_reference(name, batch, args, section, ceiling=None):
     agree(f"{name}/{batch} d5ref vs ReferenceEvaluator", ours.inference(feed)["output"],
           evaluator.run(None, feed)[0])
     m = measure(lambda: ours.inference(feed), lambda: evaluator.run(None, feed), args)
-    rows = [Row(section, name, batch, "inference", m)]
+    rows = [Row(section, name, batch, "inference", m, floor=gemm_floor_seconds(model))]
     if ceiling is not None:
         session = _raw_session(model, args.threads)
         ceiling_m = measure(lambda: session.run(None, feed),
@@ -523,6 +544,7 @@ def main() -> int:
             for row in framework_rows:
                 if row.section is sections["reference_ceiling"]:
                     row.print()
+            print_floors([row for row in framework_rows if row.floor is not None])
         rows += framework_rows
 
     judged = [r for r in rows if r.met is not None]

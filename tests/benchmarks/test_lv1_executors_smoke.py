@@ -35,4 +35,6 @@ def test_smoke_run_prints_every_table(repo_root):
     assert out.count("IQR of rounds") == len(TITLES)
     assert out.count("lenet          4 inference") == len(TITLES)
     assert out.count("resnet20       4 backprop") == 3
+    assert "== Floor of an im2col executor" in out
+    assert out.count("resnet20       4      ") == 1  # its row in the floor table
     assert "Targets: " in out
