@@ -2,8 +2,10 @@
 
 Every call is checked against the tensor descriptors (count, shape, dtype) before any
 C++ runs; outputs are allocated here and their pointers passed with the inputs'. The
-PyTorch and TensorFlow bridges reuse ``checked_pointers``/``run_forward``/``run_backward``
-with their own tensors' memory.
+PyTorch and TensorFlow bridges pass their own tensors' memory to the same loaded
+library: forward through ``_forward_fn(_handle, _forward_pointers(*addresses))`` (one
+ctypes call, no Python frame in between; ``raise_forward_error`` after a nonzero
+return), backward through ``run_backward``.
 """
 from __future__ import annotations
 
