@@ -97,7 +97,9 @@ class Optimizer:
     # -- training ------------------------------------------------------------------
     def step(self, inputs: dict) -> dict:
         """One training step on the minibatch ``inputs`` (``{tensor name: array}``);
-        returns the executor's outputs (including the loss)."""
+        returns the network's outputs (including the loss), and the gradients (keyed
+        ``gradient_name(parameter)``) where the optimizer has them as arrays anyway.
+        ``network.fetch_tensor(gradient_name(p))`` reads any optimizer's gradients."""
         raise NotImplementedError
 
     def train(self, sampler: Iterable[dict], steps: int | None = None) -> list[float]:

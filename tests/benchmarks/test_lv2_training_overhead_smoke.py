@@ -30,7 +30,8 @@ def test_smoke_run_prints_both_tables(repo_root):
         assert f"== {title} ==" in out, out
     assert out.count("IQR of rounds") == len(TITLES)
     for case in ("momentum, same module", "momentum, hand-written", "adam, same module",
-                 "adam, hand-written", "torch default (for-loop)", "torch foreach=True"):
+                 "adam, hand-written", "momentum, native vs native",
+                 "torch default (for-loop)", "torch foreach=True"):
         assert out.count(f"lenet     {case} ") == 1, out
     assert out.count("mlp-tiny  momentum, same module ") == 1, out
     assert "Deep500's fixed cost per step" in out

@@ -5,6 +5,7 @@ framework-neutral state round trips."""
 import numpy as np
 import pytest
 
+from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv2_training.optimizer import OptimizerEvent, UpdateRuleOptimizer
 from deep500.lv2_training.trajectory import trajectory_divergence
 from deep500.networks import create_model
@@ -118,6 +119,38 @@ def test_torch_optimizer_equals_plain_torch_loop(model, batches, name):
     for p, value in parameters(executor).items():
         np.testing.assert_array_equal(value, plain.fetch_tensor(p), err_msg=p)
     assert optimizer.step_count == len(batches)
+
+
+class RecordBackprop(ExecutorEvent):
+    """An executor event that keeps what ``after_backprop`` receives."""
+
+    def __init__(self):
+        self.seen = []
+
+    def after_backprop(self, outputs):
+        self.seen.append(sorted(outputs))
+
+
+def test_torch_step_converts_gradients_only_when_read(model, batches):
+    """Without executor events or gradient modifiers a step leaves the gradients in
+    torch (no per-step NumPy conversion); fetch_tensor still reads them, equal to what
+    inference_and_backprop returns. An executor event gets them as arrays."""
+    executor = d5pt.from_onnx(model)
+    optimizer = pt_optimizers.GradientDescent(executor, learning_rate=0.0)
+    names = executor.network.get_params()
+    outputs = optimizer.step(batches[0])
+    assert set(outputs) == {"loss", "output"}
+    fetched = {p: np.array(executor.network.fetch_tensor(p + ".grad")) for p in names}
+    full = executor.inference_and_backprop(batches[0], "loss")   # lr 0: same weights
+    for p in names:
+        assert np.any(fetched[p]), p
+        np.testing.assert_array_equal(fetched[p], full[p + ".grad"], err_msg=p)
+
+    recorder = RecordBackprop()
+    watched = d5pt.from_onnx(model, events=[recorder])
+    outputs = pt_optimizers.GradientDescent(watched).step(batches[0])
+    assert recorder.seen == [sorted(outputs)]
+    assert {p + ".grad" for p in names} <= set(outputs)
 
 
 def test_torch_learning_rate_property_drives_schedules(model, batches):

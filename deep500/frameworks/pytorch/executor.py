@@ -64,14 +64,21 @@ class _TorchExecutor(GraphExecutor):
         return tensor if self._on_cpu else tensor.to(self._torch_device)
 
     def _check_loss(self, y: str, loss) -> None:
+        problem = self._loss_problem(y, loss)
+        if problem is not None:
+            raise problem
+
+    def _loss_problem(self, y: str, loss) -> Deep500Error | None:
+        """Why output ``y`` cannot be backpropagated, or ``None``."""
         if loss.numel() != 1:
-            raise Deep500Error(f"inference_and_backprop: y={y!r} must be a scalar output "
-                               f"of network '{self.network.name}', but it has shape "
-                               f"{list(loss.shape)}; reduce it (e.g. ReduceMean) first")
+            return Deep500Error(f"inference_and_backprop: y={y!r} must be a scalar output "
+                                f"of network '{self.network.name}', but it has shape "
+                                f"{list(loss.shape)}; reduce it (e.g. ReduceMean) first")
         if not loss.requires_grad:
-            raise Deep500Error(f"inference_and_backprop: output {y!r} of network "
-                               f"'{self.network.name}' does not depend on any parameter, "
-                               f"so it has no gradient")
+            return Deep500Error(f"inference_and_backprop: output {y!r} of network "
+                                f"'{self.network.name}' does not depend on any parameter, "
+                                f"so it has no gradient")
+        return None
 
     def _unknown_y(self, y: str) -> Deep500Error:
         return Deep500Error(f"inference_and_backprop: y={y!r} is not an output of network "
@@ -109,6 +116,16 @@ class _TorchExecutor(GraphExecutor):
                         tuple(grad.shape))
                     offset += size
         return result
+
+    def _backprop(self, inputs: dict, y: str) -> dict:
+        """Forward and backpropagation of ``y`` on checked ``inputs``: returns the
+        network's outputs as NumPy arrays and leaves each parameter's gradient in its
+        ``.grad``, where ``torch.optim`` reads it. ``_inference_and_backprop`` adds the
+        gradients as arrays; a native optimizer that no one asked for them skips that
+        (measured in benchmarks/lv2_training_overhead.py: converting LeNet's 8
+        gradients right after backward, with cold caches, took ~95 µs per step, 0.9% of
+        the step)."""
+        raise NotImplementedError
 
     def _clear_gradients(self) -> None:
         # New gradient tensors each time: arrays returned earlier stay as they were.
@@ -170,6 +187,9 @@ class PyTorchGraphExecutor(_TorchExecutor):
         return result
 
     def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        return self._gradients(self._backprop(inputs, y))
+
+    def _backprop(self, inputs: dict, y: str) -> dict:
         if self.network.needs_build:
             self.network.build_if_needed()
         if y not in self.network.outputs:
@@ -177,22 +197,29 @@ class PyTorchGraphExecutor(_TorchExecutor):
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
         self._clear_gradients()
         if torch.is_grad_enabled():   # entering enable_grad costs ~30 us with cold caches
-            result = self._forward_and_backward(tensors, y)
-        else:
-            with torch.enable_grad():
-                result = self._forward_and_backward(tensors, y)
-        self.network.last_values = {**inputs, **result}
-        return self._gradients(result)
+            return self._forward_and_backward(inputs, tensors, y)
+        with torch.enable_grad():
+            return self._forward_and_backward(inputs, tensors, y)
 
-    def _forward_and_backward(self, tensors: dict, y: str) -> dict:
+    def _forward_and_backward(self, inputs: dict, tensors: dict, y: str) -> dict:
         """Forward, then backward; returns the outputs as NumPy arrays. They are
-        converted between the two: backward does not change them, and caches are still
-        warm after forward's last (small) operators, not after backward's kernels."""
+        converted, and kept as the network's last values, between the two: backward
+        does not change them, and caches are still warm after forward's last (small)
+        operators, not after backward's kernels."""
         outputs = self._forward(tensors)
         loss = outputs[y]
-        self._check_loss(y, loss)
         result = self._outputs_to_numpy(outputs)
-        loss.backward()
+        self.network.last_values = {**inputs, **result}
+        try:
+            loss.backward()
+        except RuntimeError:
+            # Checked only on failure: torch refuses a loss that is not a scalar or
+            # reaches no parameter (the same conditions); say which output, and what
+            # to do. Before backward, the two checks cost ~10 µs per training step.
+            problem = self._loss_problem(y, loss)
+            if problem is None:
+                raise
+            raise problem from None
         return result
 
 
@@ -263,6 +290,9 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
         return result
 
     def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
+        return self._gradients(self._backprop(inputs, y))
+
+    def _backprop(self, inputs: dict, y: str) -> dict:
         if y not in self.network.outputs:
             raise self._unknown_y(y)
         tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
@@ -276,7 +306,7 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
             loss.backward()
         result = {name: to_numpy(value) for name, value in outputs.items()}
         self.network.last_values = {**inputs, **result}
-        return self._gradients(result)
+        return result
 
 
 def from_onnx(path_or_model, device=None, events: Sequence[ExecutorEvent] = (),

@@ -1,11 +1,12 @@
 """``torch.optim`` optimizers behind Deep500's Level-2 :class:`Optimizer` interface.
 
 A step is: the events' ``before_optimizer_step``; forward and backpropagation by the
-PyTorch executor (``executor.inference_and_backprop(inputs, loss)``, which leaves every
-parameter's gradient in its ``.grad``); the events' ``modify_gradients``, only if one of
-them overrides it (they get NumPy gradients; what they change is copied back into
-``.grad``); ``torch_optimizer.step()``; the events' ``after_optimizer_step``. Without
-gradient modifiers nothing is converted: the update is torch's own, on torch's tensors.
+PyTorch executor, which leaves every parameter's gradient in its ``.grad``; the events'
+``modify_gradients``, only if one of them overrides it (they get NumPy gradients; what
+they change is copied back into ``.grad``); ``torch_optimizer.step()``; the events'
+``after_optimizer_step``. Without gradient modifiers or executor events nothing is
+converted: the update is torch's own, on torch's tensors, and the step returns the
+network's outputs without the gradients (``network.fetch_tensor`` reads them).
 
 So the same training loop, sampler and events drive the reference optimizers of
 ``deep500.frameworks.reference.optimizers`` and these, and
@@ -132,12 +133,23 @@ class TorchOptimizer(Optimizer):
 
     # -- training ------------------------------------------------------------------
     def step(self, inputs: dict) -> dict:
+        """One step on the minibatch ``inputs``; returns the network's outputs as NumPy
+        arrays. The gradients are added (keyed ``gradient_name(parameter)``) only when
+        something reads them: an executor event (``after_backprop``) or a gradient
+        modifier. Otherwise they stay in torch's ``.grad``, where the update reads them,
+        and ``network.fetch_tensor(gradient_name(p))`` returns one as an array."""
         events = self.events   # tested before each call: see _TorchExecutor._to_tensor
         if events:
             self._before_step(inputs)
-        outputs = self.executor.inference_and_backprop(inputs, self.loss)
+        executor = self.executor
+        modifiers = bool(events) and any(modifies_gradients(e) for e in events)
+        if modifiers or executor.events:
+            outputs = executor.inference_and_backprop(inputs, self.loss)
+        else:
+            executor._check_inputs(inputs)
+            outputs = executor._backprop(inputs, self.loss)
         self._check_loss(outputs)
-        if events and any(modifies_gradients(e) for e in events):
+        if modifiers:
             self._modify_torch_gradients(outputs)
         self.torch_optimizer.step()
         self.step_count += 1
