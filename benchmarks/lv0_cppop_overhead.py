@@ -6,7 +6,9 @@ Two kernels, both compiled once by ``d5.compile_custom_cppop``: an elementwise o
 1 K and 4 M elements. The same loaded library is called
 
   * baseline: bare ctypes — ``d500_forward(op, pointers)`` with the pointer array and
-    the output allocated once, outside the clock (the floor of any Python caller);
+    the output allocated outside the clock (the floor of any Python caller): once for
+    the short calls; before each call for calls timed one by one, so that the bare
+    kernel writes to the same memory as the variant's (see ``BareCall``);
   * ``d5ref.custom_op`` — the NumPy CustomCPPOp: checks, output allocation, call;
   * ``d5pt.custom_op`` — on torch tensors, without and with autograd recording;
   * ``d5tf.custom_op`` — on TF tensors, eagerly and inside a ``tf.function``;
@@ -22,7 +24,11 @@ longer than 100 µs (the 4 M rows) are timed one by one, each variant call next 
 call in a random order, for the same total time: the pairs then see the same cache
 state (a 4 M-element kernel streams 32 MiB, the whole L3 of the machine this was tuned
 on, so whatever ran just before decides what is cached) and drift between rounds cannot
-enter the difference. Reported: both medians, the added time per call = median of
+enter the difference. Two A/A rows give the resolution of the method: a bare call
+against a second bare call (fresh outputs, as the baseline of every row), and the same
+with two fixed output buffers (what the baseline was until the 4 M relu rows were found
+to depend on which buffer the kernel writes: 1-4% between two identical calls).
+Reported: both medians, the added time per call = median of
 (variant − bare) over rounds or pairs with a nonparametric 95% CI, and the ratio of
 medians. Targets (issue 5): at most 10 µs added
 per call at 1 K elements; within 5% of the bare call at 4 M elements; a cache-hit load
@@ -81,25 +87,61 @@ def build(source: str, name: str, output: str, size: int):
     return d5.compile_custom_cppop(name, source, [x], [y])
 
 
-def bare_call(op, input_pointer: int, output_shape) -> callable:
-    """``d500_forward`` on prepared pointers: the input at ``input_pointer`` (the same
-    memory the compared variant reads, so both see the same caches) and an output
-    allocated once."""
-    out = np.empty(output_shape, np.float32)
-    pointers = (ctypes.c_void_p * 2)(input_pointer, out.ctypes.data)
-    forward, handle = op.library.forward_fn, op._handle
-    # ``out`` stays referenced by the lambda: the pointer array alone does not keep the
-    # memory alive.
-    return lambda keep=out: forward(handle, pointers)
+class BareCall:
+    """The baseline: ``d500_forward`` on prepared pointers, the input at
+    ``input_pointer`` (the memory the compared variant reads, so both see the same
+    caches) and an output buffer. ``call()`` runs ``repeat`` calls.
+
+    Calls timed one by one (the 4 M rows) run ``prepare()`` outside the clock first:
+    it frees the output and allocates a new one, as a variant does on every call (its
+    result is dropped at once). The new buffer takes the chunk the variant's last
+    output had, so both kernels write to the same pages. At 4 M elements this matters:
+    two bare calls writing to two fixed buffers differed by 1-4% (their pages'
+    transparent-huge-page backing differs), with fresh buffers by under 1% (the A/A
+    rows). The allocation is not timed, so the baseline is, if anything, cheaper.
+    Rounds of short calls (the 1 K rows) keep one output."""
+
+    def __init__(self, op, input_pointer: int, output_shape, repeat: int = 1,
+                 fixed_output: bool = False):
+        self.forward, self.handle = op.library.forward_fn, op._handle
+        self.input_pointer, self.output_shape, self.repeat = input_pointer, output_shape, \
+            repeat
+        self.fixed_output = fixed_output
+        self.fresh_output()
+
+    def prepare(self) -> None:
+        """Before a call timed alone: a fresh output, unless it is fixed."""
+        if not self.fixed_output:
+            self.fresh_output()
+
+    def fresh_output(self) -> None:
+        self.out = self.call = None
+        out = np.empty(self.output_shape, np.float32)
+        forward, handle = self.forward, self.handle
+        pointers = (ctypes.c_void_p * 2)(self.input_pointer, out.ctypes.data)
+        # ``out`` stays referenced by the lambda: the pointer array alone does not keep
+        # the memory alive.
+        if self.repeat == 1:
+            self.call = lambda keep=out: forward(handle, pointers)
+        else:
+            def call(keep=out, calls=range(self.repeat)):
+                for _ in calls:
+                    forward(handle, pointers)
+            self.call = call
+        self.out = out
 
 
 def variants(descriptor, kind: str, size: int) -> dict:
-    """name -> (call, bare ctypes call on the same input memory)."""
+    """name -> (call, BareCall on the same input memory)."""
     x = np.random.default_rng(0).standard_normal(size).astype(np.float32)
     op = d5ref.custom_op(descriptor)
     shape = descriptor.output_descriptors[0].shape
-    bare_numpy = bare_call(op, x.ctypes.data, shape)
-    calls = {"d5ref.custom_op": (lambda: op.forward(x), bare_numpy),
+    bare_numpy = BareCall(op, x.ctypes.data, shape)
+    pointer = x.ctypes.data
+    calls = {"A/A: bare ctypes": (BareCall(op, pointer, shape), bare_numpy),
+             "A/A: bare, fixed outputs": (BareCall(op, pointer, shape, fixed_output=True),
+                                          BareCall(op, pointer, shape, fixed_output=True)),
+             "d5ref.custom_op": (lambda: op.forward(x), bare_numpy),
              "NumPy native": ((lambda: np.maximum(x, 0)) if kind == "same"
                               else (lambda: np.sum(x)), bare_numpy)}
     try:
@@ -108,12 +150,12 @@ def variants(descriptor, kind: str, size: int) -> dict:
         torch_op = d5pt.custom_op(descriptor)
         tx = torch.from_numpy(x.copy())
         tx_grad = tx.clone().requires_grad_(True)
-        calls["d5pt.custom_op"] = (lambda: torch_op(tx), bare_call(op, tx.data_ptr(), shape))
+        calls["d5pt.custom_op"] = (lambda: torch_op(tx), BareCall(op, tx.data_ptr(), shape))
         calls["d5pt.custom_op (autograd)"] = (lambda: torch_op(tx_grad),
-                                              bare_call(op, tx_grad.data_ptr(), shape))
+                                              BareCall(op, tx_grad.data_ptr(), shape))
         calls["PyTorch native"] = ((lambda: torch.relu(tx)) if kind == "same"
                                    else (lambda: torch.sum(tx)),
-                                   bare_call(op, tx.data_ptr(), shape))
+                                   BareCall(op, tx.data_ptr(), shape))
     except d5.Deep500Error as exc:
         print(f"  (PyTorch not measured: {exc})")
     try:
@@ -130,11 +172,8 @@ def variants(descriptor, kind: str, size: int) -> dict:
         in_graph = tf.function(lambda t: [tf_op(t) for _ in range(IN_GRAPH_CALLS)][-1],
                                autograph=False)
         in_graph(tfx)
-        bare_tf = bare_call(op, tf_pointer, shape)
-
-        def bare_in_graph(bare=bare_tf):
-            for _ in range(IN_GRAPH_CALLS):
-                bare()
+        bare_tf = BareCall(op, tf_pointer, shape)
+        bare_in_graph = BareCall(op, tf_pointer, shape, repeat=IN_GRAPH_CALLS)
         calls["d5tf.custom_op (eager)"] = (lambda: tf_op(tfx), bare_tf)
         calls["d5tf.custom_op (tf.function)"] = (lambda: traced(tfx), bare_tf)
         calls[f"d5tf.custom_op (tf.function x{IN_GRAPH_CALLS})"] = (lambda: in_graph(tfx),
@@ -157,15 +196,16 @@ def repetitions_for(call, seconds: float) -> int:
     return max(1, int(seconds / per_call))
 
 
-def measure_pair(call, bare, rounds: int, round_seconds: float):
+def measure_pair(call, bare: BareCall, rounds: int, round_seconds: float):
     """Seconds per call of (variant, bare): per round (the mean over a ~round_seconds
-    block), or per call for calls over ``SINGLE_CALL_ABOVE_S``; in a random order per
-    round or pair, so drift and order effects cancel."""
-    counts = {"call": repetitions_for(call, round_seconds),
-              "bare": repetitions_for(bare, round_seconds)}
+    batch of back-to-back calls), or per call for calls longer than
+    SINGLE_CALL_ABOVE_S. ``call`` may be a BareCall itself (the A/A rows)."""
+    plain = call.call if isinstance(call, BareCall) else call
+    counts = {"call": repetitions_for(plain, round_seconds),
+              "bare": repetitions_for(bare.call, round_seconds)}
     if round_seconds / counts["bare"] > SINGLE_CALL_ABOVE_S:
         return measure_single_calls(call, bare, rounds * counts["bare"])
-    functions = {"call": call, "bare": bare}
+    functions = {"call": plain, "bare": bare.call}
     samples = {"call": [], "bare": []}
     for _ in range(rounds):
         order = ["call", "bare"]
@@ -179,20 +219,21 @@ def measure_pair(call, bare, rounds: int, round_seconds: float):
     return samples["call"], samples["bare"]
 
 
-def measure_single_calls(call, bare, pairs: int):
-    """Seconds of each call of (variant, bare), timed one by one in adjacent pairs."""
+def measure_single_calls(call, bare: BareCall, pairs: int):
+    """Seconds of each call of (variant, bare), timed one by one in adjacent pairs; a
+    BareCall is prepared (a fresh output) outside the clock before each call."""
     clock = time.perf_counter
     samples = {"call": [], "bare": []}
-    functions = {"call": call, "bare": bare}
+    sides = {"call": call, "bare": bare}
     for _ in range(pairs):
-        first, second = ("call", "bare") if random.random() < 0.5 else ("bare", "call")
-        started = clock()
-        functions[first]()
-        middle = clock()
-        functions[second]()
-        ended = clock()
-        samples[first].append(middle - started)
-        samples[second].append(ended - middle)
+        for name in (("call", "bare") if random.random() < 0.5 else ("bare", "call")):
+            side = sides[name]
+            if isinstance(side, BareCall):
+                side.prepare()
+                side = side.call
+            started = clock()
+            side()
+            samples[name].append(clock() - started)
     return samples["call"], samples["bare"]
 
 
