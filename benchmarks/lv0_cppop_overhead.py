@@ -92,10 +92,11 @@ class BareCall:
     ``input_pointer`` (the memory the compared variant reads, so both see the same
     caches) and an output buffer. ``call()`` runs ``repeat`` calls.
 
-    Calls timed one by one (the 4 M rows) run ``prepare()`` outside the clock first:
-    it frees the output and allocates a new one, as a variant does on every call (its
-    result is dropped at once). The new buffer takes the chunk the variant's last
-    output had, so both kernels write to the same pages. At 4 M elements this matters:
+    Calls timed one by one (the 4 M rows) run ``prepare()`` before and ``release()``
+    after, outside the clock: the output is allocated for the call and freed after it,
+    as a variant allocates its output and drops it. Either side's allocation then takes
+    the chunk the other side's last output freed, so both kernels write to the same
+    pages. At 4 M elements this matters:
     two bare calls writing to two fixed buffers differed by 1-4% (their pages'
     transparent-huge-page backing differs), with fresh buffers by under 1% (the A/A
     rows). The allocation is not timed, so the baseline is, if anything, cheaper.
@@ -110,9 +111,15 @@ class BareCall:
         self.fresh_output()
 
     def prepare(self) -> None:
-        """Before a call timed alone: a fresh output, unless it is fixed."""
-        if not self.fixed_output:
+        """Before a call timed alone: a fresh output, unless it is fixed (or none yet)."""
+        if not self.fixed_output or self.call is None:
             self.fresh_output()
+
+    def release(self) -> None:
+        """After a call timed alone: free the output, as the variant's dropped result is
+        freed, so the next allocation of either side takes the same chunk."""
+        if not self.fixed_output:
+            self.out = self.call = None
 
     def fresh_output(self) -> None:
         self.out = self.call = None
@@ -200,6 +207,9 @@ def measure_pair(call, bare: BareCall, rounds: int, round_seconds: float):
     """Seconds per call of (variant, bare): per round (the mean over a ~round_seconds
     batch of back-to-back calls), or per call for calls longer than
     SINGLE_CALL_ABOVE_S. ``call`` may be a BareCall itself (the A/A rows)."""
+    for side in (call, bare):
+        if isinstance(side, BareCall):
+            side.prepare()
     plain = call.call if isinstance(call, BareCall) else call
     counts = {"call": repetitions_for(plain, round_seconds),
               "bare": repetitions_for(bare.call, round_seconds)}
@@ -221,19 +231,23 @@ def measure_pair(call, bare: BareCall, rounds: int, round_seconds: float):
 
 def measure_single_calls(call, bare: BareCall, pairs: int):
     """Seconds of each call of (variant, bare), timed one by one in adjacent pairs; a
-    BareCall is prepared (a fresh output) outside the clock before each call."""
+    BareCall gets a fresh output before each call and frees it after, outside the
+    clock."""
     clock = time.perf_counter
     samples = {"call": [], "bare": []}
     sides = {"call": call, "bare": bare}
     for _ in range(pairs):
         for name in (("call", "bare") if random.random() < 0.5 else ("bare", "call")):
             side = sides[name]
-            if isinstance(side, BareCall):
-                side.prepare()
-                side = side.call
+            bare_side = side if isinstance(side, BareCall) else None
+            if bare_side is not None:
+                bare_side.prepare()
+                side = bare_side.call
             started = clock()
             side()
             samples[name].append(clock() - started)
+            if bare_side is not None:
+                bare_side.release()
     return samples["call"], samples["bare"]
 
 
