@@ -121,7 +121,7 @@ class _TorchExecutor(GraphExecutor):
         """Forward and backpropagation of ``y`` on checked ``inputs``: returns the
         network's outputs as NumPy arrays and leaves each parameter's gradient in its
         ``.grad``, where ``torch.optim`` reads it. ``_inference_and_backprop`` adds the
-        gradients as arrays; a native optimizer that no one asked for them skips that
+        gradients as arrays; a native optimizer skips that when nothing reads them
         (measured in benchmarks/lv2_training_overhead.py: converting LeNet's 8
         gradients right after backward, with cold caches, took ~95 µs per step, 0.9% of
         the step)."""
