@@ -209,7 +209,7 @@ def _no_compiler():
 def test_unavailable_kernel_warns_once_and_falls_back(kernel, scale_add, fresh_kernel_state,
                                                       monkeypatch, tmp_path, failure, match):
     if failure == "no compiler":
-        monkeypatch.setattr(tf_kernel.toolchain, "find_cxx_compiler", _no_compiler)
+        monkeypatch.setattr(toolchain, "find_cxx_compiler", _no_compiler)
     elif failure == "no headers":
         monkeypatch.setattr(tf.sysconfig, "get_compile_flags",
                             lambda: [f"-I{tmp_path}", "--std=c++17"])

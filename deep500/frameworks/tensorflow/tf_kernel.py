@@ -10,10 +10,10 @@ headers shipped in the wheel, ``-D_GLIBCXX_USE_CXX11_ABI``, the C++ standard) in
 10 s, the time TensorFlow's headers take to parse.
 
 Cache: ``<cache>/d500_tf_kernel-<key>`` next to the C++ operators
-(``cpp_compiler.cache_root()``, so ``$DEEP500_CACHE/cppops``), where ``<key>`` is a
-SHA-256 over TensorFlow's version, its compile and link flags, the kernel's source and
-the compiler's identity. Builds are file-locked and published by an atomic rename, as in
-``cpp_compiler``: under ``mpirun`` one rank builds, the others wait and load it.
+(``$DEEP500_CACHE/cppops``), where ``<key>`` is a SHA-256 over TensorFlow's version,
+its compile and link flags, the kernel's source and the compiler's identity; builds are
+file-locked and published by an atomic rename (``glue_build``): under ``mpirun`` one rank
+builds, the others wait and load it.
 
 When the kernel cannot be had (no compiler, TensorFlow's headers missing, a failed
 build or load), :func:`kernel_ops` warns once (:class:`NativeKernelWarning`) and returns
@@ -26,21 +26,14 @@ Build ahead of time (a Docker image, before an MPI job):
 from __future__ import annotations
 
 import ctypes
-import dataclasses
-import hashlib
-import json
 import os
-import shutil
 import threading
-import time
-import uuid
 import warnings
 import weakref
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.lv0_operators import cpp_build, cpp_compiler, toolchain
-from deep500.lv0_operators.cpp_library import ABI_VERSION
-from deep500.utils.errors import CompilationError, Deep500Error
+from deep500.lv0_operators import glue_build
+from deep500.utils.errors import Deep500Error
 
 NAME = "d500_tf_kernel"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel", "d500_tf_op.cc")
@@ -55,19 +48,7 @@ class NativeKernelWarning(UserWarning):
     ``tf.numpy_function`` (50–100 µs per call in a graph instead of about 1)."""
 
 
-@dataclasses.dataclass
-class KernelBuild:
-    """A built kernel library: where it is, and whether this call compiled it."""
-    folder: str
-    library_file: str
-    cache_key: str
-    cache_hit: bool
-    seconds: float  # compile time on a miss, lookup time on a hit
-    manifest: dict
-
-    @property
-    def library_path(self) -> str:
-        return os.path.join(self.folder, self.library_file)
+KernelBuild = glue_build.GlueBuild  # a built kernel library
 
 
 def _flags() -> tuple[list[str], list[str]]:
@@ -82,14 +63,14 @@ def _flags() -> tuple[list[str], list[str]]:
     return compile_flags, link_flags
 
 
+def _key_fields(compile_flags, link_flags) -> dict:
+    return {"tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION,
+            "compile_flags": compile_flags, "link_flags": link_flags}
+
+
 def cache_key(compile_flags, link_flags, identity: dict) -> str:
-    with open(SOURCE, "rb") as handle:
-        source = hashlib.sha256(handle.read()).hexdigest()
-    return hashlib.sha256(json.dumps({
-        "abi": ABI_VERSION, "tensorflow": tf.version.VERSION,
-        "tensorflow_git": tf.version.GIT_VERSION, "compile_flags": compile_flags,
-        "link_flags": link_flags, "cxxflags": _CXXFLAGS, "compiler": identity,
-        "source": source}, sort_keys=True).encode()).hexdigest()
+    return glue_build.cache_key(_key_fields(compile_flags, link_flags), _CXXFLAGS, identity,
+                                SOURCE)
 
 
 def build(live_output: bool = False) -> KernelBuild:
@@ -99,77 +80,11 @@ def build(live_output: bool = False) -> KernelBuild:
     fails, a ``ToolchainError`` when there is no compiler, and a ``Deep500Error`` when
     TensorFlow ships no headers.
     """
-    started = time.perf_counter()
     compile_flags, link_flags = _flags()
-    compiler = toolchain.find_cxx_compiler()
-    identity = toolchain.compiler_identity(compiler)
-    key = cache_key(compile_flags, link_flags, identity)
-    final = os.path.join(cpp_compiler.cache_root(), f"{NAME}-{key[:20]}")
-
-    def current():
-        manifest = cpp_compiler._read_manifest(final)
-        if manifest and manifest.get("cache_key") == key and os.path.isfile(
-                os.path.join(final, manifest.get("library", ""))):
-            return manifest
-        return None
-
-    def result(manifest, hit):
-        return KernelBuild(final, manifest["library"], key, hit,
-                           time.perf_counter() - started, manifest)
-
-    manifest = current()
-    if manifest:  # published folders are complete: no lock needed to read one
-        return result(manifest, True)
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    from filelock import FileLock, Timeout
-    try:
-        with FileLock(final + ".lock").acquire(timeout=cpp_compiler.LOCK_TIMEOUT_SECONDS):
-            manifest = current()  # another process may have built it while we waited
-            if manifest:
-                return result(manifest, True)
-            manifest = _compile(compiler, identity, compile_flags, link_flags, key, final,
-                                live_output)
-    except Timeout:
-        raise Deep500Error(f"Deep500's TensorFlow kernel: waited "
-                           f"{cpp_compiler.LOCK_TIMEOUT_SECONDS} s for the lock "
-                           f"{final}.lock held by another build; if no build is running, "
-                           f"delete that file") from None
-    return result(manifest, False)
-
-
-def _compile(compiler, identity, compile_flags, link_flags, key, final,
-             live_output) -> dict:
-    temporary = f"{final}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    os.makedirs(temporary)
-    library = f"lib{NAME}.so"
-    log_path = os.path.join(temporary, "build.log")
-    command = [compiler, *_CXXFLAGS, SOURCE, "-o", os.path.join(temporary, library),
-               *compile_flags, *link_flags]
-    started = time.perf_counter()
-    try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            status = cpp_build._run_logged(command, log, live_output, temporary)
-        if status != 0:
-            with open(log_path, encoding="utf-8", errors="replace") as reader:
-                errors = cpp_build.first_errors(reader.read())
-            raise CompilationError(f"Deep500's TensorFlow kernel failed to compile (exit "
-                                   f"status {status}).\n" + "\n".join(errors)
-                                   + f"\nFull log: {log_path}", log_path=log_path,
-                                   first_errors=errors)
-    except Exception:
-        failed = final + ".failed"
-        shutil.rmtree(failed, ignore_errors=True)
-        os.rename(temporary, failed)
-        raise cpp_compiler._relocated_error(temporary, failed)
-    manifest = {"name": NAME, "library": library, "cache_key": key, "source": SOURCE,
-                "tensorflow": tf.version.VERSION, "compile_flags": compile_flags,
-                "link_flags": link_flags, "compiler": identity,
-                "build_seconds": time.perf_counter() - started,
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    with open(os.path.join(temporary, cpp_compiler.MANIFEST), "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
-    cpp_compiler._publish(temporary, final)
-    return manifest
+    return glue_build.build(NAME, "Deep500's TensorFlow kernel", SOURCE, f"lib{NAME}.so",
+                            _CXXFLAGS, [*compile_flags, *link_flags],
+                            _key_fields(compile_flags, link_flags), expected_seconds=10,
+                            live_output=live_output)
 
 
 # -- the process's kernel ---------------------------------------------------------------
