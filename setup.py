@@ -21,6 +21,7 @@ setup(
     package_data={"deep500": ["data/*.csv", "data/*.md",
                               "lv0_operators/include/deep500/*.h",
                               "frameworks/tensorflow/kernel/*.cc",
+                              "frameworks/pytorch/native/*.cpp",
                               "lv3_distributed/kernels/*.cpp",
                               "lv3_distributed/kernels/*.h"]},
     install_requires=[

@@ -67,6 +67,7 @@ class CppLibrary:
             fn.restype = ctypes.c_int32
         self.forward_fn = dll.d500_forward
         self.backward_fn = dll.d500_backward
+        self.last_error_fn = dll.d500_last_error
         self.forward_signature = self._signature(dll.d500_forward_signature)
         self.backward_signature = self._signature(dll.d500_backward_signature)
 

@@ -2,9 +2,13 @@
 d5pt.custom_op_from_native and the d5pt.test_nativeop_* checks against the reference.
 
 The C++ operators are in tests/frameworks/cpp_ops/ (shared with the TensorFlow tests);
-each is compiled once per session into a temporary DEEP500_CACHE."""
+each is compiled once per session into a temporary DEEP500_CACHE. Every test runs twice:
+through Deep500's PyTorch glue (C++, the default) and through the Python path (ctypes,
+what runs when the glue cannot be built), which must behave the same."""
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 
 import numpy as np
@@ -15,6 +19,7 @@ torch = pytest.importorskip("torch")
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.pytorch as d5pt  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
+from deep500.frameworks.pytorch import custom_ops, native_glue  # noqa: E402
 from deep500.lv0_operators import cpp_library  # noqa: E402
 
 SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_ops")
@@ -76,6 +81,20 @@ def negate(deep500_cache):  # -x, no backward
     return compile_op("negate", [F32], [F32])
 
 
+@pytest.fixture(autouse=True, params=["native glue", "Python path"])
+def call_path(request, monkeypatch):
+    """Which way d5pt.custom_op calls C++ operators in this test."""
+    if request.param == "Python path":
+        monkeypatch.setenv(native_glue.SWITCH, "0")
+    else:
+        monkeypatch.delenv(native_glue.SWITCH, raising=False)
+        assert native_glue.glue_module() is not None, native_glue._failure
+    return request.param
+
+
+_SPY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+
+
 @pytest.fixture
 def spied(scale_add):
     """scale_add on torch tensors, recording the pointers every C++ forward receives."""
@@ -84,9 +103,14 @@ def spied(scale_add):
     forward = module._forward_fn  # the library's d500_forward, called through ctypes
 
     def recording(handle, pointers):
-        calls.append(list(pointers))
-        return forward(handle, pointers)
-    module._forward_fn = recording
+        calls.append([pointers[i] for i in range(3)])
+        return forward(handle, ctypes.cast(pointers, ctypes.c_void_p))
+    if isinstance(module, custom_ops.PyTorchGlueCppOp):  # the glue calls a C function
+        spy = _SPY(recording)
+        module._d500_glue = module._glue_operator(native_glue.glue_module(), spy)
+        module._spy = spy  # the callback must outlive the calls
+    else:
+        module._forward_fn = recording
     return module, calls
 
 
@@ -280,6 +304,55 @@ def test_operator_without_backward(negate):
     y = op(x)  # forward works; differentiating it does not
     with pytest.raises(d5.CppOperatorError, match="no backward method in C\\+\\+"):
         y.sum().backward()
+
+
+def test_call_path_is_the_one_selected(scale_add, call_path):
+    op = d5pt.custom_op(scale_add)
+    glue = call_path == "native glue"
+    assert isinstance(op, custom_ops.PyTorchGlueCppOp) == glue
+    z = op(randn(4, 5, requires_grad=True), randn(4, 5))
+    assert (type(z.grad_fn).__name__ == "CppFunction") == glue
+
+
+def test_cpp_backward_exception_becomes_cpp_operator_error(scale_add):
+    z = d5pt.custom_op(scale_add)(randn(4, 5, requires_grad=True), randn(4, 5))
+    upstream = torch.ones(4, 5)
+    upstream[0, 0] = -12345
+    with pytest.raises(d5.CppOperatorError, match="scale_add.backward raised: magic gradient"):
+        z.backward(upstream)
+
+
+def test_gradient_outlives_the_module(scale_add):
+    x = randn(4, 5, requires_grad=True)
+    z = d5pt.custom_op(scale_add)(x, randn(4, 5))
+    gc.collect()  # the module is gone; the autograd graph keeps the operator
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 5), 2.0, np.float32))
+
+
+def test_second_order_gradients_are_refused(mul_tanh):
+    op = d5pt.custom_op(mul_tanh)
+    x = randn(3, 4, dtype=torch.float64, requires_grad=True, seed=5)
+    y = randn(3, 4, dtype=torch.float64, seed=6)
+    (grad,) = torch.autograd.grad(op(x, y).sum(), x, create_graph=True)
+    np.testing.assert_allclose(grad.detach().numpy(), np.tanh(y.numpy()), rtol=1e-14)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grad.sum().backward()
+
+
+def test_parameters_and_threads(scale_add):
+    """Parameters are plain tensors to the operator; calls from several threads (the
+    kernel runs without the GIL) give each thread its own result."""
+    import concurrent.futures
+    op = d5pt.custom_op(scale_add)
+    weight = torch.nn.Parameter(randn(4, 5, seed=3))
+    np.testing.assert_allclose(op(weight, weight).detach().numpy(),
+                               3 * weight.detach().numpy(), rtol=1e-6)
+    inputs = [randn(4, 5, seed=seed) for seed in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: op(t, t), inputs))
+    for tensor, result in zip(inputs, results):
+        np.testing.assert_allclose(result.numpy(), 3 * tensor.numpy(), rtol=1e-6)
 
 
 # -- checks before any C++ runs ----------------------------------------------------------

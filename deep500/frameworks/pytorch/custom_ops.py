@@ -22,10 +22,13 @@ or ``CustomCPPOp``) or a Python ``d5.CustomOp`` on NumPy arrays — into a
 """
 from __future__ import annotations
 
+import ctypes
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
 
+from deep500.frameworks.pytorch import native_glue
 from deep500.frameworks.pytorch.native_ops import PyTorchNativeOp
 from deep500.lv0_operators.cpp_compiler import CppOpDescriptor
 from deep500.lv0_operators.cpp_library import CppOperatorError
@@ -68,11 +71,33 @@ class CustomOpFunction(torch.autograd.Function):
         return outputs if len(outputs) > 1 else outputs[0]
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
         saved = ctx.saved_tensors
         inputs, outputs = saved[:ctx.num_inputs], saved[ctx.num_inputs:]
-        return (None, *ctx.module._backward_tensors(grads, inputs, outputs))
+        with torch.no_grad():
+            result = ctx.module._backward_tensors(grads, inputs, outputs)
+        if _grad_enabled() and any(t is not None and t.requires_grad
+                                   for t in (*grads, *inputs)):
+            result = _refuse_second_order(result)
+        return (None, *result)
+
+
+SECOND_ORDER_ERROR = ("trying to differentiate twice a function that was marked with "
+                      "@once_differentiable (Deep500 C++ operators are differentiable once)")
+
+
+def _refuse_second_order(gradients: tuple) -> tuple:
+    """``gradients`` behind a node that fails when differentiated (``create_graph=True``
+    then a second backward): the backward ran on raw memory, so a second-order term
+    would otherwise be silently missing. Unlike ``@once_differentiable`` this also looks
+    at the saved inputs, on which the gradients usually depend."""
+    # DelayedError gives a grad_fn only to outputs of inputs that require grad.
+    defined = [g.detach().requires_grad_() for g in gradients if g is not None]
+    if not defined:
+        return gradients
+    wrapped = torch._C._functions.DelayedError(SECOND_ORDER_ERROR, len(defined))(*defined)
+    wrapped = iter(wrapped if isinstance(wrapped, tuple) else (wrapped,))
+    return tuple(None if g is None else next(wrapped) for g in gradients)
 
 
 class PyTorchCustomOp(torch.nn.Module):
@@ -223,6 +248,62 @@ class PyTorchCppOp(PyTorchCustomOp):
                      for g, differentiable in zip(input_grads, self._differentiable))
 
 
+class PyTorchGlueCppOp(PyTorchCppOp):
+    """A C++ operator called through Deep500's PyTorch glue (``native_glue.py``): one
+    C++ function checks the call, allocates the outputs, calls the kernel and records
+    the gradient (a C++ ``torch::autograd::Function`` whose backward calls
+    ``d500_backward`` as ``_backward_tensors`` does). Whatever the glue does not handle
+    (a hook, keyword arguments, tracing, functorch, a tensor it would have to copy or
+    refuse, a gradient of an operator without C++ backward) takes this class's Python
+    path, so behaviour and errors are the same either way."""
+
+    def __init__(self, op: CustomCPPOp, glue):
+        super().__init__(op)
+        self._d500_glue = self._glue_operator(glue, op.library.forward_fn)
+
+    def _glue_operator(self, glue, forward_fn):
+        """The glue's record of this operator (a capsule), calling ``forward_fn``: the
+        library's ``d500_forward``, or any C function of the same signature."""
+        op = self.op
+        return glue.make_operator(
+            _address(forward_fn),
+            _address(op.library.backward_fn) if self._has_backward else 0,
+            _address(op.library.last_error_fn), op._handle, op.name, CppOperatorError, op,
+            [(d.torch_dtype(), tuple(d.shape)) for d in op.input_descriptors],
+            [(d.torch_dtype(), tuple(d.shape)) for d in op.output_descriptors],
+            list(op.differentiable))
+
+    def __call__(self, *inputs, **kwargs):
+        if not kwargs:
+            result = _glue_call(self, inputs)
+            if result is not NotImplemented:
+                return result
+        return PyTorchCustomOp.__call__(self, *inputs, **kwargs)
+
+
+def _address(function) -> int:
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+_glue_call = None  # the glue's call(module, inputs), once loaded and configured
+_glue_lock = threading.Lock()
+
+
+def _native_glue():
+    """The configured PyTorch glue, or None (Python path): disabled, unavailable, or a
+    torch that keeps nn.Module's global hooks where Deep500 cannot check them."""
+    global _glue_call
+    if _GLOBAL_HOOKS == (True,):
+        return None
+    glue = native_glue.glue_module()
+    if glue is not None and _glue_call is None:
+        with _glue_lock:
+            if _glue_call is None:
+                glue.configure(_GLOBAL_HOOKS, torch.nn.Parameter)
+                _glue_call = glue.call
+    return glue
+
+
 # PyTorch's CPU allocator maps fresh pages for every large tensor (measured: ~290 page
 # faults per 16 MB output, +290 µs per call on a 4 M-element elementwise kernel); NumPy's
 # malloc-backed buffers are reused by the C heap. Large outputs are therefore NumPy
@@ -329,7 +410,8 @@ def custom_op(op) -> PyTorchCustomOp:
     if isinstance(op, CppOpDescriptor):
         op = CustomCPPOp(op)  # what d5ref.custom_op builds: the process-wide library
     if isinstance(op, CustomCPPOp):
-        return PyTorchCppOp(op)
+        glue = _native_glue()
+        return PyTorchCppOp(op) if glue is None else PyTorchGlueCppOp(op, glue)
     if isinstance(op, PyTorchNativeOp):
         return PyTorchNativeModule(op)
     if isinstance(op, CustomOp):

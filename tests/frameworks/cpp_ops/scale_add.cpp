@@ -1,5 +1,5 @@
-// z = 2x + y elementwise; forward throws on the magic value x[0] == -12345 (to test
-// that C++ exceptions reach Python).
+// z = 2x + y elementwise; forward throws on the magic value x[0] == -12345, backward on
+// dz[0] == -12345 (to test that C++ exceptions reach Python).
 #include <deep500/deep500.h>
 #include <stdexcept>
 
@@ -13,6 +13,7 @@ class ScaleAdd : public deep500::CustomOperator {
         for (int64_t i = 0; i < n_; ++i) z[i] = T(2) * x[i] + y[i];
     }
     void backward(const T* dz, const T* x, const T* y, const T* z, T* dx, T* dy) {
+        if (dz[0] == T(-12345)) throw std::runtime_error("magic gradient");
         for (int64_t i = 0; i < n_; ++i) { dx[i] = T(2) * dz[i]; dy[i] = dz[i]; }
     }
 };

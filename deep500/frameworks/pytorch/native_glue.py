@@ -1,0 +1,132 @@
+"""Deep500's PyTorch glue (``native/d500_torch_glue.cpp``): a CPython extension, built
+once per PyTorch installation, through which ``d5pt.custom_op`` calls a C++ operator.
+
+Why: a kernel that streams more memory than the last-level cache (a 4 M-element
+elementwise operator reads and writes 32 MiB) leaves every cache cold, so the Python
+that runs next pays a miss on nearly every object it touches. Measured right after
+such a kernel on the 2-core development VM (L3 32 MiB): each Python-level torch call
+(``tensor.dtype``, ``data_ptr()``, ``torch.from_numpy``...) costs 8-37 µs instead of
+0.1-1 µs, and the Python path of ``d5pt.custom_op`` (checks, output allocation, call,
+hook checks) added 55-90 µs per call, 7-11% of the kernel. The glue does the same work
+in one C++ function: the module's hook checks, the tensors' count, dtype, shape, device
+and layout, the output allocation, the call with the GIL released (as ctypes does) and,
+when a gradient is recorded, a C++ ``torch::autograd::Function``. Anything it does not
+handle (a hook, tracing, functorch, a non-contiguous or mismatched tensor) takes the
+Python path, which copies or explains. See ``benchmarks/lv0_cppop_overhead.py``.
+
+Compiled with the system C++ compiler against the headers and libraries in the torch
+wheel (``torch/include``, ``torch/lib``), PyTorch's C++ ABI flag and Python's headers,
+in about 20 s; cached as ``glue_build`` describes (``$DEEP500_CACHE/cppops``, locked,
+atomic). When it cannot be had (no compiler, no Python headers, a failed build or
+load), :func:`glue_module` warns once (:class:`NativeGlueWarning`) and returns None, and
+``d5pt.custom_op`` runs C++ operators through the Python path (ctypes).
+``DEEP500_TORCH_NATIVE_GLUE=0`` selects that path without trying.
+
+Build ahead of time (a Docker image, before an MPI job):
+``python -m deep500.frameworks.pytorch.native_glue``.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import sysconfig
+import threading
+import warnings
+
+from deep500.lv0_operators import glue_build
+from deep500.utils.errors import Deep500Error, require
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+NAME = "d500_torch_glue"
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", f"{NAME}.cpp")
+SWITCH = "DEEP500_TORCH_NATIVE_GLUE"
+# Release build; PyTorch's headers need C++17 and use C++20 features when available.
+_CXXFLAGS = ["-shared", "-fPIC", "-O2", "-std=c++20", "-Wno-deprecated-declarations"]
+
+
+class NativeGlueWarning(UserWarning):
+    """Deep500's PyTorch glue is unavailable: C++ operators run through the Python path
+    (a few µs more per call when caches are warm, tens of µs after a large kernel)."""
+
+
+def _flags() -> list[str]:
+    root = os.path.dirname(os.path.abspath(torch.__file__))
+    python_include = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(python_include, "Python.h")):
+        raise Deep500Error(f"Python's C headers are missing ({python_include}/Python.h): "
+                           f"install the Python development package (e.g. python3-dev)")
+    include = os.path.join(root, "include")
+    if not os.path.isfile(os.path.join(include, "torch", "csrc", "autograd",
+                                       "custom_function.h")):
+        raise Deep500Error(f"PyTorch's C++ headers are missing from {include}: this "
+                           f"PyTorch installation cannot build extensions")
+    library = os.path.join(root, "lib")
+    flags = [f"-I{include}", f"-I{os.path.join(include, 'torch', 'csrc', 'api', 'include')}",
+             f"-I{python_include}",
+             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+             f"-L{library}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+             f"-Wl,-rpath,{library}"]
+    if sys.platform == "darwin":  # Python's symbols come from the loading interpreter
+        flags += ["-undefined", "dynamic_lookup"]
+    return flags
+
+
+def _key_fields(flags: list[str]) -> dict:
+    return {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", ""),
+            "python": sys.implementation.cache_tag, "flags": flags}
+
+
+def build(live_output: bool = False) -> glue_build.GlueBuild:
+    """Build the glue for this PyTorch and Python, or find it in the cache. Raises
+    ``d5.CompilationError``, a ``ToolchainError`` (no compiler) or a ``Deep500Error``
+    (headers missing)."""
+    flags = _flags()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return glue_build.build(NAME, "Deep500's PyTorch glue", SOURCE, NAME + suffix,
+                            _CXXFLAGS, flags, _key_fields(flags), expected_seconds=25,
+                            live_output=live_output)
+
+
+def enabled() -> bool:
+    """False when ``DEEP500_TORCH_NATIVE_GLUE=0`` selects the Python path."""
+    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+_lock = threading.Lock()
+_module = None  # the loaded extension, once loaded
+_failure: str | None = None  # why it could not be had, once known
+loaded_build: glue_build.GlueBuild | None = None
+
+
+def glue_module():
+    """The loaded extension, built on first use; None when disabled by the switch or
+    unavailable (warned once per process)."""
+    global _module, _failure, loaded_build
+    if _module is not None or not enabled():
+        return _module if enabled() else None
+    with _lock:
+        if _module is None and _failure is None:
+            try:
+                built = build()
+                loader = importlib.machinery.ExtensionFileLoader(NAME, built.library_path)
+                spec = importlib.util.spec_from_file_location(NAME, built.library_path,
+                                                              loader=loader)
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+                _module, loaded_build = module, built
+            except Exception as exc:  # noqa: BLE001 - any failure means: Python path
+                _failure = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"Deep500's PyTorch glue is unavailable, so C++ operators "
+                              f"run through the Python path (slower). {_failure}. Set "
+                              f"{SWITCH}=0 to use it without trying to build.",
+                              NativeGlueWarning, stacklevel=3)
+        return _module
+
+
+if __name__ == "__main__":  # python -m deep500.frameworks.pytorch.native_glue
+    built = build(live_output=True)
+    how = "found in the cache" if built.cache_hit else "built"
+    print(f"{how} in {built.seconds:.2f} s: {built.library_path}")
