@@ -10,7 +10,9 @@ Two kernels, both compiled once by ``d5.compile_custom_cppop``: an elementwise o
     the short calls; before each call for calls timed one by one, so that the bare
     kernel writes to the same memory as the variant's (see ``BareCall``);
   * ``d5ref.custom_op`` — the NumPy CustomCPPOp: checks, output allocation, call;
-  * ``d5pt.custom_op`` — on torch tensors, without and with autograd recording;
+  * ``d5pt.custom_op`` — on torch tensors, without and with autograd recording, through
+    Deep500's PyTorch glue (one C++ function per call, ``native_glue.py``), and through
+    the Python path it replaces (checks and a ctypes call; what runs without a compiler);
   * ``d5tf.custom_op`` — on TF tensors, eagerly and inside a ``tf.function``;
 
 next to the frameworks' own operators (NumPy, PyTorch, TensorFlow) for scale. Every
@@ -160,6 +162,12 @@ def variants(descriptor, kind: str, size: int) -> dict:
         calls["d5pt.custom_op"] = (lambda: torch_op(tx), BareCall(op, tx.data_ptr(), shape))
         calls["d5pt.custom_op (autograd)"] = (lambda: torch_op(tx_grad),
                                               BareCall(op, tx_grad.data_ptr(), shape))
+        # What runs without Deep500's PyTorch glue (no compiler): checks and ctypes.
+        python_path = d5pt.PyTorchCppOp(op)
+        calls["d5pt.custom_op (Python path)"] = (lambda: python_path(tx),
+                                                 BareCall(op, tx.data_ptr(), shape))
+        calls["d5pt (Python path, autograd)"] = (lambda: python_path(tx_grad),
+                                                 BareCall(op, tx_grad.data_ptr(), shape))
         calls["PyTorch native"] = ((lambda: torch.relu(tx)) if kind == "same"
                                    else (lambda: torch.sum(tx)),
                                    BareCall(op, tx.data_ptr(), shape))
@@ -269,7 +277,7 @@ def report(kernel: str, size: int, calls: dict, rounds: int, round_seconds: floa
         print(f"{name:<30} {statistics.median(base) * 1e6:>9.2f}µs "
               f"{statistics.median(values) * 1e6:>9.2f}µs {added_median * 1e6:>8.2f}µs "
               f"[{low * 1e6:>8.2f}, {high * 1e6:>8.2f}]µs {ratio:>7.3f}")
-        if "custom_op" in name:
+        if "custom_op" in name or name.startswith("d5pt"):
             rows.append((kernel, size, name, added_median * 1e6, ratio))
     return rows
 
