@@ -25,6 +25,7 @@ import shutil
 import sys
 import time
 import uuid
+import warnings
 
 from deep500.lv0_operators import cpp_build, cpp_compiler, toolchain
 from deep500.lv0_operators.cpp_library import ABI_VERSION
@@ -134,3 +135,22 @@ def _compile(what: str, command: list, library_file: str, final: str, manifest: 
         json.dump(manifest, handle, indent=2)
     cpp_compiler._publish(temporary, final)
     return manifest
+
+
+def warn_unavailable(what: str, error: Exception, fallback: str, switch: str,
+                     category: type, stacklevel: int) -> str:
+    """Warn that a glue library cannot be had and what runs instead; returns the reason
+    (kept by the caller, so that the warning is given once per process)."""
+    reason = f"{type(error).__name__}: {error}"
+    warnings.warn(f"{what} is unavailable, so {fallback} (slower). {reason}. Set "
+                  f"{switch}=0 to use that without trying to build.", category,
+                  stacklevel=stacklevel + 1)
+    return reason
+
+
+def build_from_command_line(build_function) -> None:
+    """``python -m`` on a glue module: build ahead of time (a Docker image, before an MPI
+    job), showing the compiler's output, and say where the library is."""
+    built = build_function(live_output=True)
+    how = "found in the cache" if built.cache_hit else "built"
+    print(f"{how} in {built.seconds:.2f} s: {built.library_path}")

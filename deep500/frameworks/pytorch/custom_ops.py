@@ -7,6 +7,14 @@ or ``CustomCPPOp``) or a Python ``d5.CustomOp`` on NumPy arrays — into a
 ``torch.nn.Module`` taking torch tensors, differentiable through a
 ``torch.autograd.Function``:
 
+* C++ operators are called through Deep500's PyTorch glue (``native_glue.py``, a C++
+  extension built once per PyTorch installation): one C++ function checks the module's
+  hooks and the tensors, allocates the outputs, calls the kernel with the GIL released
+  and records the gradient (a C++ autograd function). 0.5 µs over a bare ctypes call
+  without autograd, 2 µs with; after a kernel that evicted the caches, 15-25 µs where
+  the Python path below costs 70-110 µs (``benchmarks/lv0_cppop_overhead.py``). Calls
+  it does not handle (hooks, tracing, functorch, tensors it would copy or refuse) and
+  every call when the glue cannot be built take the Python path, which behaves the same.
 * C++ operators get the tensors' own memory (``data_ptr()``), no copies: outputs are
   allocated uninitialised (``torch.empty_like``), input gradients zero-filled (the C++
   backward may accumulate), and C++ writes into them. A non-contiguous input is made
@@ -17,6 +25,8 @@ or ``CustomCPPOp``) or a Python ``d5.CustomOp`` on NumPy arrays — into a
   ``autograd.Function`` entirely, so an inference call costs the checks, the output
   allocation and one ctypes call (a few microseconds above the bare ctypes call).
 * Integer outputs are non-differentiable; the gradient of an unused output is zeros.
+  Gradients are first order: differentiating a gradient (``create_graph=True``, then a
+  second backward) raises instead of silently missing the operator's term.
 * Python operators run on NumPy views of the tensors (``tensor.detach().numpy()``);
   their results become tensors with ``torch.from_numpy``.
 """

@@ -33,7 +33,6 @@ import os
 import sys
 import sysconfig
 import threading
-import warnings
 
 from deep500.lv0_operators import glue_build
 from deep500.utils.errors import Deep500Error, require
@@ -118,15 +117,11 @@ def glue_module():
                 loader.exec_module(module)
                 _module, loaded_build = module, built
             except Exception as exc:  # noqa: BLE001 - any failure means: Python path
-                _failure = f"{type(exc).__name__}: {exc}"
-                warnings.warn(f"Deep500's PyTorch glue is unavailable, so C++ operators "
-                              f"run through the Python path (slower). {_failure}. Set "
-                              f"{SWITCH}=0 to use it without trying to build.",
-                              NativeGlueWarning, stacklevel=3)
+                _failure = glue_build.warn_unavailable(
+                    "Deep500's PyTorch glue", exc, "C++ operators run through the Python "
+                    "path", SWITCH, NativeGlueWarning, 3)
         return _module
 
 
 if __name__ == "__main__":  # python -m deep500.frameworks.pytorch.native_glue
-    built = build(live_output=True)
-    how = "found in the cache" if built.cache_hit else "built"
-    print(f"{how} in {built.seconds:.2f} s: {built.library_path}")
+    glue_build.build_from_command_line(build)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import warnings
 import weakref
 
 from deep500.frameworks.tensorflow._tf import tf
@@ -134,16 +133,11 @@ def kernel_ops(honour_switch: bool = True):
                 _library = ctypes.CDLL(kernel.library_path)  # dlopen: the same one
                 loaded_build = kernel
             except Exception as exc:  # noqa: BLE001 - any failure means: fall back
-                _failure = f"{type(exc).__name__}: {exc}"
-                warnings.warn(f"Deep500's TensorFlow kernel is unavailable, so C++ "
-                              f"operators inside tf.function run through "
-                              f"tf.numpy_function (slower). {_failure}. Set {SWITCH}=0 "
-                              f"to use the fallback without trying to build.",
-                              NativeKernelWarning, stacklevel=2)
+                _failure = glue_build.warn_unavailable(
+                    "Deep500's TensorFlow kernel", exc, "C++ operators inside tf.function "
+                    "run through tf.numpy_function", SWITCH, NativeKernelWarning, 2)
         return _ops
 
 
 if __name__ == "__main__":  # python -m deep500.frameworks.tensorflow.tf_kernel
-    kernel = build(live_output=True)
-    how = "found in the cache" if kernel.cache_hit else "built"
-    print(f"{how} in {kernel.seconds:.2f} s: {kernel.library_path}")
+    glue_build.build_from_command_line(build)
