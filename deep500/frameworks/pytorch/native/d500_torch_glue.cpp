@@ -181,7 +181,7 @@ struct CustomOpFunction : torch::autograd::Function<CustomOpFunction> {
     ctx->set_materialize_grads(false);  // unused outputs: zeros made in backward
     std::vector<at::Tensor> saved(inputs.begin(), inputs.end());
     saved.insert(saved.end(), outputs.begin(), outputs.end());
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward(std::move(saved));
     if (!op->integer_outputs.empty()) {
       std::vector<at::Tensor> integer;
       for (int64_t index : op->integer_outputs) integer.push_back(outputs[index]);
