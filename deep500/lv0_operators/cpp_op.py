@@ -18,6 +18,7 @@ import numpy as np
 from deep500.lv0_operators.cpp_compiler import CppOpDescriptor
 from deep500.lv0_operators.cpp_library import CppOperatorError
 from deep500.lv0_operators.custom_op import CustomOp
+from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import ShapeError
 
 
@@ -38,6 +39,8 @@ class CustomCPPOp(CustomOp):
         self.num_outputs = len(descriptor.output_descriptors)
         self.input_specs = [(d.shape, d.dtype) for d in descriptor.input_descriptors]
         self.output_specs = [(d.shape, d.dtype) for d in descriptor.output_descriptors]
+        self._output_layout = [(d.shape, d.dtype, d.nbytes)
+                               for d in descriptor.output_descriptors]
         self.differentiable = [d.dtype.kind == "f" for d in descriptor.input_descriptors]
         self._handle = self.library.create(descriptor.input_descriptors,
                                            descriptor.output_descriptors)
@@ -102,7 +105,7 @@ class CustomCPPOp(CustomOp):
     # -- CustomOp on NumPy ----------------------------------------------------------------
     def forward(self, *inputs):
         arrays = self._arrays(inputs, self.input_specs, "inputs")
-        outputs = [_empty(shape, dtype) for shape, dtype in self.output_specs]
+        outputs = [aligned_empty(*layout) for layout in self._output_layout]
         if self._forward_fn(self._handle, self._forward_pointers(*data_pointers(arrays),
                                                                  *data_pointers(outputs))):
             self.raise_forward_error()
@@ -130,7 +133,6 @@ class CustomCPPOp(CustomOp):
         return conditions
 
 
-_empty = np.empty
 _address_of = ctypes.addressof
 _buffer_view = ctypes.c_char.from_buffer
 

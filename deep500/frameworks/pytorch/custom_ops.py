@@ -45,6 +45,7 @@ from deep500.lv0_operators.cpp_library import CppOperatorError
 from deep500.lv0_operators.cpp_op import CustomCPPOp
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.lv0_operators import nativeop_validation
+from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 from deep500.utils.metric import TestMetric
 from deep500.utils.tensor_desc import TensorDescriptor
@@ -317,15 +318,16 @@ def _native_glue():
 # PyTorch's CPU allocator maps fresh pages for every large tensor (measured: ~290 page
 # faults per 16 MB output, +290 µs per call on a 4 M-element elementwise kernel); NumPy's
 # malloc-backed buffers are reused by the C heap. Large outputs are therefore NumPy
-# memory under a tensor, small ones come from empty_like (faster below ~1 MiB).
+# memory under a tensor (64-byte aligned, allocated as every path allocates outputs:
+# deep500.utils.allocator), small ones come from empty_like (faster below ~1 MiB).
 LARGE_OUTPUT_BYTES = 1 << 20
 
 
 def _allocator(descriptor: TensorDescriptor, template: "torch.Tensor"):
     """A function returning a new contiguous CPU tensor for this output."""
     if descriptor.nbytes >= LARGE_OUTPUT_BYTES:
-        shape, dtype = descriptor.shape, descriptor.dtype
-        return lambda: _from_numpy(np.empty(shape, dtype))
+        layout = (descriptor.shape, descriptor.dtype, descriptor.nbytes)
+        return lambda: _from_numpy(aligned_empty(*layout))
     return lambda: _empty_like(template, memory_format=_contiguous)
 
 
