@@ -8,6 +8,9 @@
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
                                      build a C++ operator ahead of time
+    deep500 build-glue [--framework pytorch|tensorflow]
+                                     build Deep500's framework glue libraries ahead of
+                                     time (otherwise built on first use)
 
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written); 2 bad input (recipe,
@@ -161,6 +164,40 @@ def _compile(args) -> int:
     return 0
 
 
+# Deep500's glue libraries per framework: modules with build(live_output) and LOADER.
+GLUE_LIBRARIES = {
+    "pytorch": ("deep500.frameworks.pytorch.native_glue",),
+    "tensorflow": ("deep500.frameworks.tensorflow.tf_kernel",
+                   "deep500.frameworks.tensorflow.eager_glue"),
+}
+
+
+def _build_glue(args) -> int:
+    """Build (or find in the cache) every glue library of the installed frameworks, or
+    of ``--framework``; exit status 1 when one could not be built (the others are)."""
+    import importlib
+    failed = False
+    for framework in [args.framework] if args.framework else list(GLUE_LIBRARIES):
+        for module_name in GLUE_LIBRARIES[framework]:
+            try:
+                module = importlib.import_module(module_name)
+            except Deep500Error as exc:  # the framework is not installed
+                if args.framework:
+                    raise
+                print(f"{framework}: skipped ({exc})")
+                break
+            what = module.LOADER.what
+            try:
+                built = module.build(live_output=args.verbose)
+            except Deep500Error as exc:
+                failed = True
+                print(f"{what}: FAILED: {exc}", file=sys.stderr)
+                continue
+            how = "found in the cache" if built.cache_hit else "built"
+            print(f"{what}: {how} in {built.seconds:.2f} s: {built.library_path}")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -212,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--verbose", action="store_true", help="show CMake and compiler "
                           "output as it comes")
     compile_.set_defaults(handler=_compile)
+    glue = commands.add_parser("build-glue", help="build Deep500's framework glue ahead of "
+                               "time (a Docker image, before an MPI job)")
+    glue.add_argument("--framework", choices=sorted(GLUE_LIBRARIES),
+                      help="only this framework's (default: every installed framework's)")
+    glue.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    glue.set_defaults(handler=_build_glue)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""The deep500 command: info, run with bad input, report."""
+"""The deep500 command: info, run with bad input, report, build-glue."""
+import os
 import subprocess
 import sys
 
@@ -51,3 +52,34 @@ def test_report_rebuilds_from_a_run_folder(tmp_path):
     (out / "report.md").unlink()
     completed = deep500("report", str(out))
     assert completed.returncode == 0 and (out / "report.md").is_file()
+
+
+GLUE_NAMES = ("Deep500's PyTorch glue", "Deep500's TensorFlow kernel",
+              "Deep500's TensorFlow eager glue")
+
+
+def test_build_glue_builds_each_framework_glue_then_finds_it_cached(capsys):
+    # In-process, into the session's cache: the tests that use the glue load these builds.
+    from deep500.cli import main
+    assert main(["build-glue"]) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in first] == list(GLUE_NAMES)
+    for line in first:
+        assert os.path.isfile(line.rsplit(": ", 1)[1]), line
+    assert main(["build-glue", "--framework", "tensorflow"]) == 0
+    again = capsys.readouterr().out.splitlines()
+    assert len(again) == 2 and all("found in the cache" in line for line in again)
+
+
+def test_build_glue_without_a_compiler_says_what_failed(capsys, monkeypatch, tmp_path):
+    from deep500.cli import main
+    from deep500.lv0_operators import toolchain
+
+    def no_compiler():
+        raise toolchain.ToolchainError("No C++ compiler was found (test)")
+    monkeypatch.setattr(toolchain, "find_cxx_compiler", no_compiler)
+    monkeypatch.setenv("DEEP500_CACHE", str(tmp_path))  # nothing built there
+    assert main(["build-glue"]) == 1
+    errors = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in errors] == list(GLUE_NAMES)
+    assert all("FAILED: No C++ compiler was found (test)" in line for line in errors)

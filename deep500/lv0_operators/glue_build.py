@@ -1,6 +1,7 @@
-"""Building Deep500's framework glue: one C++ library per framework installation (the
-TensorFlow kernel ``tf_kernel.py``, the PyTorch glue ``pytorch/glue.py``) that calls
-C++ operators' C ABI on the framework's tensors without Python in between.
+"""Building and loading Deep500's framework glue: one C++ library per framework
+installation (the TensorFlow kernel ``tf_kernel.py`` and eager glue ``eager_glue.py``,
+the PyTorch glue ``pytorch/native_glue.py``) that calls C++ operators' C ABI on the
+framework's tensors without Python in between.
 
 Unlike operator libraries (``cpp_compiler``, through CMake), a glue library is one
 source file compiled with the framework's own flags (its headers, its C++ ABI, its
@@ -19,13 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
 import sys
+import threading
 import time
 import uuid
 import warnings
+from typing import Callable
 
 from deep500.lv0_operators import cpp_build, cpp_compiler, toolchain
 from deep500.lv0_operators.cpp_library import ABI_VERSION
@@ -137,20 +142,57 @@ def _compile(what: str, command: list, library_file: str, final: str, manifest: 
     return manifest
 
 
-def warn_unavailable(what: str, error: Exception, fallback: str, switch: str,
-                     category: type, stacklevel: int) -> str:
-    """Warn that a glue library cannot be had and what runs instead; returns the reason
-    (kept by the caller, so that the warning is given once per process)."""
-    reason = f"{type(error).__name__}: {error}"
-    warnings.warn(f"{what} is unavailable, so {fallback} (slower). {reason}. Set "
-                  f"{switch}=0 to use that without trying to build.", category,
-                  stacklevel=stacklevel + 1)
-    return reason
+class GlueLoader:
+    """One glue library in this process: built (or found in the cache) and loaded on
+    first use, at most once; when it cannot be had, a warning once and None ever after,
+    so that callers take their Python fallback.
+
+    ``build()`` returns a :class:`GlueBuild`; ``load(built)`` returns what callers use
+    (an extension module, an op module). ``switch`` names the environment variable
+    whose value ``0`` disables the library without trying; ``fallback`` says what runs
+    instead, ``category`` is the warning's class.
+    """
+
+    def __init__(self, what: str, switch: str, fallback: str, category: type,
+                 build: Callable[[], GlueBuild], load: Callable[[GlueBuild], object]):
+        self.what, self.switch, self.fallback, self.category = what, switch, fallback, category
+        self._build, self._load = build, load
+        self._lock = threading.Lock()
+        self.loaded = None  # what load returned, once loaded
+        self.loaded_build: GlueBuild | None = None
+        self.failure: str | None = None  # why it could not be had, once known
+
+    def enabled(self) -> bool:
+        """False when the switch is set to 0 (or false, no, off)."""
+        return os.environ.get(self.switch, "1").strip().lower() not in (
+            "0", "false", "no", "off")
+
+    def get(self, honour_switch: bool = True, stacklevel: int = 2):
+        """The loaded library; None when unavailable (warned once, at the caller's
+        ``stacklevel``) or, unless ``honour_switch`` is False, disabled."""
+        if honour_switch and not self.enabled():
+            return None
+        if self.loaded is not None:
+            return self.loaded
+        with self._lock:
+            if self.loaded is None and self.failure is None:
+                try:
+                    built = self._build()
+                    self.loaded, self.loaded_build = self._load(built), built
+                except Exception as exc:  # noqa: BLE001 - any failure means: fall back
+                    self.failure = f"{type(exc).__name__}: {exc}"
+                    warnings.warn(f"{self.what} is unavailable, so {self.fallback} "
+                                  f"(slower). {self.failure}. Set {self.switch}=0 to use "
+                                  f"that without trying to build.", self.category,
+                                  stacklevel=stacklevel + 1)
+            return self.loaded
 
 
-def build_from_command_line(build_function) -> None:
-    """``python -m`` on a glue module: build ahead of time (a Docker image, before an MPI
-    job), showing the compiler's output, and say where the library is."""
-    built = build_function(live_output=True)
-    how = "found in the cache" if built.cache_hit else "built"
-    print(f"{how} in {built.seconds:.2f} s: {built.library_path}")
+def load_extension(name: str, built: GlueBuild):
+    """The CPython extension module ``name`` from a built library."""
+    loader = importlib.machinery.ExtensionFileLoader(name, built.library_path)
+    spec = importlib.util.spec_from_file_location(name, built.library_path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+

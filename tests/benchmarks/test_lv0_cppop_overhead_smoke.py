@@ -22,6 +22,7 @@ def test_smoke_run_prints_every_table(repo_root):
                   "== Compilation (fresh cache) and cache-hit load (fresh process) =="):
         assert title in out, out
     for variant in ("d5ref.custom_op", "d5pt.custom_op", "d5pt.custom_op (Python path)",
-                    "d5tf.custom_op (eager)", "d5tf.custom_op (tf.function)"):
+                    "d5tf.custom_op (eager)", "d5tf.custom_op (eager, Python path)",
+                    "d5tf.custom_op (tf.function)"):
         assert variant in out
     assert "cold compile" in out and "cache-hit load median" in out

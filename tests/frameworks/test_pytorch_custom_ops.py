@@ -88,7 +88,7 @@ def call_path(request, monkeypatch):
         monkeypatch.setenv(native_glue.SWITCH, "0")
     else:
         monkeypatch.delenv(native_glue.SWITCH, raising=False)
-        assert native_glue.glue_module() is not None, native_glue._failure
+        assert native_glue.glue_module() is not None, native_glue.LOADER.failure
     return request.param
 
 

@@ -30,17 +30,16 @@ def scale_add():
 @pytest.fixture
 def loaded(monkeypatch):
     monkeypatch.delenv(native_glue.SWITCH, raising=False)
-    assert native_glue.glue_module() is not None, native_glue._failure
-    return native_glue.loaded_build
+    assert native_glue.glue_module() is not None, native_glue.LOADER.failure
+    return native_glue.LOADER.loaded_build
 
 
 @pytest.fixture
 def fresh_glue_state(monkeypatch):
     """As if this process had not tried to load the glue yet."""
     monkeypatch.delenv(native_glue.SWITCH, raising=False)
-    monkeypatch.setattr(native_glue, "_module", None)
-    monkeypatch.setattr(native_glue, "_failure", None)
-    monkeypatch.setattr(native_glue, "loaded_build", None)
+    for attribute in ("loaded", "loaded_build", "failure"):
+        monkeypatch.setattr(native_glue.LOADER, attribute, None)
 
 
 def check_python_path(scale_add):

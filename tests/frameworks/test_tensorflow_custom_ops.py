@@ -1,5 +1,6 @@
 """d5tf.custom_op: C++ operators (the library d5ref.custom_op loads) and Python CustomOps
-as TensorFlow functions, eagerly and inside tf.function: values and GradientTape
+as TensorFlow functions, eagerly (through Deep500's eager glue and through the Python
+path: every test runs both ways) and inside tf.function: values and GradientTape
 gradients against the NumPy CustomCPPOp, static shapes, integer tensors, errors (before
 C++ runs, and from C++), a few training steps; d5tf.custom_op_from_native and the
 d5tf.test_nativeop_* checks against the reference operators."""
@@ -16,6 +17,7 @@ tf = pytest.importorskip("tensorflow")
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
+from deep500.frameworks.tensorflow import eager_glue  # noqa: E402
 from deep500.lv0_operators.custom_op import as_tuple  # noqa: E402
 
 SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
@@ -34,6 +36,18 @@ def build_cache():
 
 def desc(dtype, shape):
     return d5.tensordesc(dtype, shape)
+
+
+@pytest.fixture(autouse=True, params=["eager glue", "Python path"])
+def eager_path(request, monkeypatch):
+    """Which way an eager d5tf.custom_op call runs C++ operators in this test (graphs
+    are the same either way)."""
+    if request.param == "Python path":
+        monkeypatch.setenv(eager_glue.SWITCH, "0")
+    else:
+        monkeypatch.delenv(eager_glue.SWITCH, raising=False)
+        assert eager_glue.glue_module() is not None, eager_glue.LOADER.failure
+    return request.param
 
 
 @pytest.fixture(scope="session")

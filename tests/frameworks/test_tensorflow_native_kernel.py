@@ -39,7 +39,7 @@ def kernel():
     if not tf_kernel.enabled():
         pytest.skip(f"{tf_kernel.SWITCH}=0 selects the numpy_function fallback")
     ops = tf_kernel.kernel_ops()
-    assert ops is not None, f"the kernel could not be had: {tf_kernel._failure}"
+    assert ops is not None, f"the kernel could not be had: {tf_kernel.LOADER.failure}"
     return ops
 
 
@@ -192,9 +192,8 @@ def test_unregistered_instance_fails_instead_of_being_called(kernel, scale_add):
 @pytest.fixture
 def fresh_kernel_state(monkeypatch):
     """As if no kernel had been loaded yet in this process (restored afterwards)."""
-    monkeypatch.setattr(tf_kernel, "_ops", None)
-    monkeypatch.setattr(tf_kernel, "_failure", None)
-    monkeypatch.setattr(tf_kernel, "loaded_build", None)
+    for attribute in ("loaded", "loaded_build", "failure"):
+        monkeypatch.setattr(tf_kernel.LOADER, attribute, None)
 
 
 def _no_compiler():
@@ -241,7 +240,7 @@ def test_switch_selects_the_fallback_without_building(scale_add, fresh_kernel_st
 
 
 def test_build_is_cached_per_tensorflow_and_compiler(kernel, monkeypatch):
-    loaded = tf_kernel.loaded_build
+    loaded = tf_kernel.LOADER.loaded_build
     # The cache that the loaded build lives in ($DEEP500_CACHE/cppops/<name>-<key>).
     monkeypatch.setenv("DEEP500_CACHE", os.path.dirname(os.path.dirname(loaded.folder)))
     again = tf_kernel.build()

@@ -23,16 +23,13 @@ load), :func:`glue_module` warns once (:class:`NativeGlueWarning`) and returns N
 ``DEEP500_TORCH_NATIVE_GLUE=0`` selects that path without trying.
 
 Build ahead of time (a Docker image, before an MPI job):
-``python -m deep500.frameworks.pytorch.native_glue``.
+``deep500 build-glue --framework pytorch``.
 """
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import sysconfig
-import threading
 
 from deep500.lv0_operators import glue_build
 from deep500.utils.errors import Deep500Error, require
@@ -89,39 +86,18 @@ def build(live_output: bool = False) -> glue_build.GlueBuild:
                             live_output=live_output)
 
 
+LOADER = glue_build.GlueLoader(
+    "Deep500's PyTorch glue", SWITCH, "C++ operators run through the Python path",
+    NativeGlueWarning, lambda: build(), lambda built: glue_build.load_extension(NAME, built))
+
+
 def enabled() -> bool:
     """False when ``DEEP500_TORCH_NATIVE_GLUE=0`` selects the Python path."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-_lock = threading.Lock()
-_module = None  # the loaded extension, once loaded
-_failure: str | None = None  # why it could not be had, once known
-loaded_build: glue_build.GlueBuild | None = None
+    return LOADER.enabled()
 
 
 def glue_module():
     """The loaded extension, built on first use; None when disabled by the switch or
     unavailable (warned once per process)."""
-    global _module, _failure, loaded_build
-    if _module is not None or not enabled():
-        return _module if enabled() else None
-    with _lock:
-        if _module is None and _failure is None:
-            try:
-                built = build()
-                loader = importlib.machinery.ExtensionFileLoader(NAME, built.library_path)
-                spec = importlib.util.spec_from_file_location(NAME, built.library_path,
-                                                              loader=loader)
-                module = importlib.util.module_from_spec(spec)
-                loader.exec_module(module)
-                _module, loaded_build = module, built
-            except Exception as exc:  # noqa: BLE001 - any failure means: Python path
-                _failure = glue_build.warn_unavailable(
-                    "Deep500's PyTorch glue", exc, "C++ operators run through the Python "
-                    "path", SWITCH, NativeGlueWarning, 3)
-        return _module
+    return LOADER.get(stacklevel=3)
 
-
-if __name__ == "__main__":  # python -m deep500.frameworks.pytorch.native_glue
-    glue_build.build_from_command_line(build)

@@ -9,11 +9,17 @@ nothing is recompiled.
 
 How a call runs:
 
-* eagerly, no gradient tape active: C++ reads the input tensors' host memory in place
-  (``EagerTensor._numpy()``, what ``np.asarray`` returns, is a view of a CPU tensor;
-  ``.numpy()`` would copy), writes into new 64-byte aligned NumPy buffers, and those
-  become tensors without a copy (DLPack). Tensors are checked (count, shape, dtype)
-  before any C++ runs. This path adds a few µs to the C++ call itself.
+* eagerly on CPU tensors, no gradient tape active, a C++ operator: Deep500's eager
+  glue (``eager_glue.py``, a C++ extension) checks the tensors (count, dtype, shape,
+  host memory), allocates the outputs as new tensors and calls ``d500_forward`` on the
+  tensors' memory, without Python in between: under 1 µs over the C++ call itself.
+  Anything else it leaves to the Python path below, as it does when the glue cannot be
+  built (``EagerGlueWarning``, once) or ``DEEP500_TF_EAGER_GLUE=0``.
+* eagerly, no gradient tape active (the Python path): C++ reads the input tensors'
+  host memory in place (``EagerTensor._numpy()``, what ``np.asarray`` returns, is a view
+  of a CPU tensor; ``.numpy()`` would copy), writes into new 64-byte aligned NumPy
+  buffers, and those become tensors without a copy (DLPack). Tensors are checked
+  (count, shape, dtype) before any C++ runs. This path adds a few µs to the C++ call.
 * eagerly while a ``GradientTape`` records: the same, wrapped in ``tf.custom_gradient``
   (which adds an identity op per output and the tape's bookkeeping).
 * inside ``tf.function``, a C++ operator: the static shapes and dtypes are checked at
@@ -68,35 +74,23 @@ from typing import Callable, Sequence
 import numpy as np
 
 from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
-from deep500.frameworks.tensorflow import tf_kernel
+from deep500.frameworks.tensorflow import eager_glue, tf_kernel
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
 from deep500.lv0_operators.cpp_op import CustomCPPOp, data_pointers
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.lv0_operators import nativeop_validation
+from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import Deep500Error, ShapeError
 from deep500.utils.metric import TestMetric
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.validation_result import OpTestResult
-
-_address_of = ctypes.addressof
-_buffer_view = ctypes.c_char.from_buffer  # see cpp_op.data_pointers
-# Eigen's largest vector alignment: TensorFlow aborts the process (CHECK IsAligned) when
-# a kernel reads a tensor whose buffer is less aligned than this.
-_ALIGNMENT = 64
 
 try:  # Private, but one C call: skip tf.custom_gradient's bookkeeping when nothing records.
     from tensorflow.python.eager.record import could_possibly_record as _could_record
 except ImportError:  # pragma: no cover - other TensorFlow versions
     def _could_record() -> bool:
         return True
-
-
-def _aligned_empty(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
-    """An uninitialised C-ordered array whose data pointer is 64-byte aligned."""
-    buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
-    offset = -buffer.ctypes.data % _ALIGNMENT
-    return np.ndarray(shape, dtype, buffer=buffer, offset=offset)
 
 
 def _from_dlpack(array: np.ndarray):
@@ -106,7 +100,7 @@ def _from_dlpack(array: np.ndarray):
 def _choose_to_tensor() -> Callable[[np.ndarray], object]:
     """Zero-copy DLPack import where this TensorFlow and NumPy support it, else a copy."""
     try:
-        probe = _aligned_empty((2,), np.dtype(np.float32), 8)
+        probe = aligned_empty((2,), np.float32)
         probe[:] = (1.0, 2.0)
         if np.asarray(_from_dlpack(probe)).tolist() == [1.0, 2.0]:
             return _from_dlpack
@@ -121,6 +115,18 @@ def _to_tensor(array: np.ndarray):
     global _to_tensor
     _to_tensor = _choose_to_tensor()
     return _to_tensor(array)
+
+
+_glue_call = None  # the eager glue's call(capsule, inputs), once loaded
+
+
+def _glue_module():
+    """The eager glue, or None (Python path): disabled or unavailable."""
+    global _glue_call
+    glue = eager_glue.glue_module()
+    if glue is not None:
+        _glue_call = glue.call
+    return glue
 
 
 try:
@@ -150,11 +156,28 @@ class TensorFlowCustomOp:
                                if self.output_descriptors else None)
         self._differentiable = tf.custom_gradient(self._forward_with_gradient)
         self._native_attributes = None  # D500CustomOp's attributes, made when first traced
+        self._eager_glue = self._glue_operator(self.op.library.forward_fn) if (
+            self.is_cpp and _glue_module() is not None) else None
 
     def __repr__(self) -> str:
         return f"TensorFlowCustomOp({self.name})"
 
+    def _glue_operator(self, forward_fn):
+        """The eager glue's record of this operator (a capsule), calling ``forward_fn``:
+        the library's ``d500_forward``, or any C function of the same signature."""
+        op = self.op
+        return _glue_module().make_operator(
+            _address(forward_fn), op._handle, op,
+            [(d.tf_dtype().as_datatype_enum, tuple(d.shape)) for d in op.input_descriptors],
+            [(d.tf_dtype().as_datatype_enum, tuple(d.shape)) for d in op.output_descriptors])
+
     def __call__(self, *inputs):
+        if self._eager_glue is not None:
+            outputs = _glue_call(self._eager_glue, inputs)
+            if outputs is not NotImplemented:
+                if outputs is None:
+                    self.op.raise_forward_error()
+                return outputs
         if tf.executing_eagerly() and not _could_record():
             if self.is_cpp:
                 outputs = self._cpp_eager(inputs)[2]
@@ -189,14 +212,10 @@ class TensorFlowCustomOp:
             if array.shape != shape or array.dtype != dtype:
                 op.reject(inputs, specs, "inputs")
             arrays.append(array)
-        pointers = data_pointers(arrays)
-        outputs = []
-        for shape, dtype, nbytes in self._output_layout:
-            buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
-            address = _address_of(_buffer_view(buffer))
-            offset = -address % _ALIGNMENT
-            outputs.append(np.ndarray(shape, dtype, buffer, offset))
-            pointers.append(address + offset)
+        # 64-byte aligned: TensorFlow aborts the process (CHECK IsAligned) when a kernel
+        # reads a tensor less aligned than Eigen's vectors.
+        outputs = [aligned_empty(*layout) for layout in self._output_layout]
+        pointers = data_pointers(arrays + outputs)
         if op._forward_fn(op._handle, op._forward_pointers(*pointers)):
             op.raise_forward_error()
         return arrays, outputs, [_to_tensor(o) for o in outputs]
@@ -231,7 +250,7 @@ class TensorFlowCustomOp:
             op.reject(grads, op.output_specs, "output gradients")
         input_grads = []
         for array in arrays:  # zero-filled: a C++ backward may accumulate
-            grad = _aligned_empty(array.shape, array.dtype, array.nbytes)
+            grad = aligned_empty(array.shape, array.dtype, array.nbytes)
             grad.fill(0)
             input_grads.append(grad)
         op.run_backward([a.ctypes.data for a in (*grads, *arrays, *outputs, *input_grads)])

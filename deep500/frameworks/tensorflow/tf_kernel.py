@@ -21,7 +21,7 @@ None, and C++ operators inside ``tf.function`` fall back to ``tf.numpy_function`
 ``DEEP500_TF_NATIVE_KERNEL=0`` selects that fallback without trying.
 
 Build ahead of time (a Docker image, before an MPI job):
-``python -m deep500.frameworks.tensorflow.tf_kernel``.
+``deep500 build-glue --framework tensorflow``.
 """
 from __future__ import annotations
 
@@ -87,17 +87,23 @@ def build(live_output: bool = False) -> KernelBuild:
 
 
 # -- the process's kernel ---------------------------------------------------------------
+def _load(kernel: KernelBuild):
+    """The op module, and the same library through ctypes (dlopen returns the one
+    TensorFlow loaded): the instance registry."""
+    return tf.load_op_library(kernel.library_path), ctypes.CDLL(kernel.library_path)
+
+
+LOADER = glue_build.GlueLoader(
+    "Deep500's TensorFlow kernel", SWITCH,
+    "C++ operators inside tf.function run through tf.numpy_function", NativeKernelWarning,
+    lambda: build(), _load)
 _lock = threading.Lock()
-_ops = None  # the loaded op module, once loaded
-_library = None  # the same library through ctypes: the instance registry
-loaded_build: KernelBuild | None = None  # the build this process loaded
-_failure: str | None = None  # why it could not be had, once that is known
 _instances = 0  # instance numbers given out by register_instance
 
 
 def enabled() -> bool:
     """False when ``DEEP500_TF_NATIVE_KERNEL=0`` selects the numpy_function fallback."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return LOADER.enabled()
 
 
 def register_instance(owner, handle: int) -> int:
@@ -110,8 +116,9 @@ def register_instance(owner, handle: int) -> int:
         _instances += 1
         instance = _instances
     arguments = (ctypes.c_int64(handle), ctypes.c_int64(instance))
-    _library.d500_tf_register(*arguments)
-    weakref.finalize(owner, _library.d500_tf_unregister, *arguments)
+    library = LOADER.loaded[1]
+    library.d500_tf_register(*arguments)
+    weakref.finalize(owner, library.d500_tf_unregister, *arguments)
     return instance
 
 
@@ -120,24 +127,6 @@ def kernel_ops(honour_switch: bool = True):
     """The loaded kernel's op module (``d500_custom_op``, ``d500_custom_op_grad``), built
     on first use; None when unavailable (warned once per process) or, unless
     ``honour_switch`` is False, disabled by ``DEEP500_TF_NATIVE_KERNEL=0``."""
-    global _ops, _library, _failure, loaded_build
-    if honour_switch and not enabled():
-        return None
-    if _ops is not None:
-        return _ops
-    with _lock:
-        if _ops is None and _failure is None:
-            try:
-                kernel = build()
-                _ops = tf.load_op_library(kernel.library_path)
-                _library = ctypes.CDLL(kernel.library_path)  # dlopen: the same one
-                loaded_build = kernel
-            except Exception as exc:  # noqa: BLE001 - any failure means: fall back
-                _failure = glue_build.warn_unavailable(
-                    "Deep500's TensorFlow kernel", exc, "C++ operators inside tf.function "
-                    "run through tf.numpy_function", SWITCH, NativeKernelWarning, 2)
-        return _ops
+    loaded = LOADER.get(honour_switch, stacklevel=3)
+    return None if loaded is None else loaded[0]
 
-
-if __name__ == "__main__":  # python -m deep500.frameworks.tensorflow.tf_kernel
-    glue_build.build_from_command_line(build)
