@@ -2,6 +2,7 @@
 times every call path for a few rounds, prints the targets and the compile and load
 times; the targets are not asserted (timings belong to the benchmark)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ def test_smoke_run_prints_every_table(repo_root):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     for title in ("== elementwise (relu), 1,024 float32 elements ==",
-                  "== reduction (sum), 65,536 float32 elements ==", "== Targets ==",
+                  "== reduction (sum), 65,536 float32 elements ==",
+                  "== Targets (Deep500's default paths) ==", "== Not judged ==",
                   "== Compilation (fresh cache) and cache-hit load (fresh process) =="):
         assert title in out, out
     for variant in ("d5ref.custom_op", "d5pt.custom_op", "d5pt.custom_op (Python path)",
@@ -26,3 +28,6 @@ def test_smoke_run_prints_every_table(repo_root):
                     "d5tf.custom_op (tf.function)"):
         assert variant in out
     assert "cold compile" in out and "cache-hit load median" in out
+    # Every bridge's default path is judged at both sizes of both kernels.
+    assert re.search(r"\b\d+ of 20 judged rows meet their target", out), out
+    assert "TensorFlow's function-call cost" in out
