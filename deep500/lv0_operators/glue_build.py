@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import sys
+import sysconfig
 import threading
 import time
 import uuid
@@ -140,6 +141,25 @@ def _compile(what: str, command: list, library_file: str, final: str, manifest: 
         json.dump(manifest, handle, indent=2)
     cpp_compiler._publish(temporary, final)
     return manifest
+
+
+def python_include() -> str:
+    """The folder of Python's C headers, which CPython extensions compile against."""
+    include = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        raise Deep500Error(f"Python's C headers are missing ({include}/Python.h): install "
+                           f"the Python development package (e.g. python3-dev)")
+    return include
+
+
+def require_header(compile_flags: list[str], header: str, what: str) -> None:
+    """Raise a Deep500Error unless ``header`` is in one of the ``-I`` folders of
+    ``compile_flags``; ``what`` names the headers ("TensorFlow's C++ headers")."""
+    includes = [flag[2:] for flag in compile_flags if flag.startswith("-I")]
+    if not any(os.path.isfile(os.path.join(i, header)) for i in includes):
+        raise Deep500Error(f"{what} are missing ({header} is not in "
+                           f"{', '.join(includes) or 'any include folder'}): this "
+                           f"installation cannot build Deep500's glue")
 
 
 class GlueLoader:

@@ -310,6 +310,8 @@ def test_call_path_is_the_one_selected(scale_add, call_path):
     op = d5pt.custom_op(scale_add)
     glue = call_path == "native glue"
     assert isinstance(op, custom_ops.PyTorchGlueCppOp) == glue
+    if glue:
+        assert custom_ops._glue_call is native_glue.glue_module().call
     z = op(randn(4, 5, requires_grad=True), randn(4, 5))
     assert (type(z.grad_fn).__name__ == "CppFunction") == glue
 

@@ -1,18 +1,16 @@
 """Deep500's TensorFlow eager glue (deep500/frameworks/tensorflow/eager_glue.py): an eager
 call of a d5tf.custom_op on plain CPU tensors runs C++ on the tensors' own memory and
 returns tensors on the memory C++ wrote; everything else takes the Python path; outputs
-outlive the operator; threads; no reference leaks; the build is cached; when the glue
-cannot be had, a warning once and the Python path. What the operators compute is tested
-in test_tensorflow_custom_ops.py, whose every test runs through both paths."""
+outlive the operator; threads; no reference leaks. What the operators compute is tested
+in test_tensorflow_custom_ops.py, whose every test runs through both paths; building,
+caching and the fallback when the glue cannot be had, in test_glue_loading.py."""
 from __future__ import annotations
 
 import ctypes
 import gc
-import os
 import pathlib
 import sys
 import threading
-import warnings
 import weakref
 
 import numpy as np
@@ -23,7 +21,6 @@ tf = pytest.importorskip("tensorflow")
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
 from deep500.frameworks.tensorflow import custom_ops, eager_glue  # noqa: E402
-from deep500.lv0_operators import toolchain  # noqa: E402
 
 SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
 F32 = d5.tensordesc("float32", [4, 5])
@@ -160,71 +157,3 @@ def test_glue_is_used_by_default(scale_add, loaded):
     assert op._eager_glue is not None
     assert custom_ops._glue_call is eager_glue.glue_module().call
     assert d5tf.custom_op(d5.CustomPythonOp(lambda x: x, None, [F32], [F32]))._eager_glue is None
-
-
-def test_build_is_cached_per_tensorflow_python_and_compiler(loaded, monkeypatch):
-    # The cache that the loaded build lives in ($DEEP500_CACHE/cppops/<name>-<key>).
-    monkeypatch.setenv("DEEP500_CACHE", os.path.dirname(os.path.dirname(loaded.folder)))
-    again = eager_glue.build()
-    assert again.cache_hit and again.library_path == loaded.library_path
-    assert again.seconds < 5
-    assert again.manifest["tensorflow"] == tf.version.VERSION
-    assert again.manifest["build_seconds"] > 0
-    flags, identity = again.manifest["flags"], toolchain.compiler_identity()
-    key = eager_glue.glue_build.cache_key(eager_glue._key_fields(flags), eager_glue._CXXFLAGS,
-                                          identity, eager_glue.SOURCE)
-    assert key == again.cache_key
-    assert eager_glue.glue_build.cache_key(
-        eager_glue._key_fields(flags + ["-DOTHER"]), eager_glue._CXXFLAGS, identity,
-        eager_glue.SOURCE) != key
-
-
-@pytest.fixture
-def fresh_glue_state(monkeypatch):
-    """As if this process had not tried to load the glue yet."""
-    monkeypatch.delenv(eager_glue.SWITCH, raising=False)
-    for attribute in ("loaded", "loaded_build", "failure"):
-        monkeypatch.setattr(eager_glue.LOADER, attribute, None)
-
-
-def check_python_path(scale_add):
-    op = d5tf.custom_op(scale_add)
-    assert op._eager_glue is None
-    z = op(tf.ones((4, 5)), tf.ones((4, 5)))
-    np.testing.assert_array_equal(z.numpy(), np.full((4, 5), 3.0, np.float32))
-
-
-def test_switch_selects_the_python_path_without_building(scale_add, fresh_glue_state,
-                                                         monkeypatch):
-    monkeypatch.setenv(eager_glue.SWITCH, "0")
-    monkeypatch.setattr(eager_glue, "build", lambda: pytest.fail("built while disabled"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", eager_glue.EagerGlueWarning)
-        check_python_path(scale_add)
-
-
-def _no_compiler():
-    raise toolchain.ToolchainError("No C++ compiler was found (test)")
-
-
-@pytest.mark.parametrize("failure,match", [
-    ("no compiler", "ToolchainError: No C\\+\\+ compiler was found"),
-    ("no headers", "TensorFlow's headers are missing"),
-    ("compile error", "(?s)failed to compile.*deliberately broken"),
-])
-def test_unavailable_glue_warns_once_and_falls_back(scale_add, fresh_glue_state, monkeypatch,
-                                                    tmp_path, failure, match):
-    if failure == "no compiler":
-        monkeypatch.setattr(toolchain, "find_cxx_compiler", _no_compiler)
-    elif failure == "no headers":
-        monkeypatch.setattr(tf.sysconfig, "get_compile_flags",
-                            lambda: [f"-I{tmp_path}", "--std=c++17"])
-    else:  # the real compiler on a source that does not compile
-        broken = tmp_path / "d500_tf_eager_glue.cc"
-        broken.write_text("#error deliberately broken\n")
-        monkeypatch.setattr(eager_glue, "SOURCE", str(broken))
-    with pytest.warns(eager_glue.EagerGlueWarning, match=match):
-        check_python_path(scale_add)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", eager_glue.EagerGlueWarning)  # once per process
-        check_python_path(scale_add)

@@ -3,14 +3,12 @@ tf.function a C++ operator is a D500CustomOp node (its gradient a D500CustomOpGr
 node), not a numpy_function; values and gradients equal the NumPy CustomCPPOp's and the
 numpy_function fallback's bit for bit; errors from C++ and from shape checks surface as
 tf.errors with their messages; the graph keeps the operator alive, and a node of an
-unknown instance fails instead of calling it; a kernel that cannot be built means a
-warning and the fallback; the build is found in the cache."""
+unknown instance fails instead of calling it. Building, caching and the fallback when
+the kernel cannot be had: test_glue_loading.py."""
 from __future__ import annotations
 
 import gc
-import os
 import pathlib
-import warnings
 import weakref
 
 import numpy as np
@@ -22,7 +20,6 @@ import deep500 as d5  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
 from deep500.frameworks.tensorflow import tf_kernel  # noqa: E402
-from deep500.lv0_operators import toolchain  # noqa: E402
 
 SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
 EXACT = dict(rtol=0, atol=0)
@@ -189,67 +186,3 @@ def test_unregistered_instance_fails_instead_of_being_called(kernel, scale_add):
         forged(x)
 
 
-@pytest.fixture
-def fresh_kernel_state(monkeypatch):
-    """As if no kernel had been loaded yet in this process (restored afterwards)."""
-    for attribute in ("loaded", "loaded_build", "failure"):
-        monkeypatch.setattr(tf_kernel.LOADER, attribute, None)
-
-
-def _no_compiler():
-    raise toolchain.ToolchainError("No C++ compiler was found (test)")
-
-
-@pytest.mark.parametrize("failure,match", [
-    ("no compiler", "ToolchainError: No C\\+\\+ compiler was found"),
-    ("no headers", "TensorFlow's C\\+\\+ headers are missing"),
-    ("compile error", "(?s)failed to compile.*deliberately broken"),
-])
-def test_unavailable_kernel_warns_once_and_falls_back(kernel, scale_add, fresh_kernel_state,
-                                                      monkeypatch, tmp_path, failure, match):
-    if failure == "no compiler":
-        monkeypatch.setattr(toolchain, "find_cxx_compiler", _no_compiler)
-    elif failure == "no headers":
-        monkeypatch.setattr(tf.sysconfig, "get_compile_flags",
-                            lambda: [f"-I{tmp_path}", "--std=c++17"])
-    else:  # the real compiler on a source that does not compile
-        broken = tmp_path / "d500_tf_op.cc"
-        broken.write_text("#error deliberately broken\n")
-        monkeypatch.setattr(tf_kernel, "SOURCE", str(broken))
-    op = d5tf.custom_op(scale_add)
-    x = tf.ones((4, 5), tf.float64)
-    with pytest.warns(tf_kernel.NativeKernelWarning, match=match):
-        traced = tf.function(lambda x, y: op(x, y))
-        assert NUMPY_FUNCTION_TYPES & set(op_types(traced, x, x))
-    np.testing.assert_allclose(traced(x, x).numpy(), np.full((4, 5), 3.0), **EXACT)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tf_kernel.NativeKernelWarning)  # once per process
-        again = tf.function(lambda x, y: op(x, y))
-        np.testing.assert_allclose(again(x, x).numpy(), np.full((4, 5), 3.0), **EXACT)
-
-
-def test_switch_selects_the_fallback_without_building(scale_add, fresh_kernel_state,
-                                                      monkeypatch):
-    monkeypatch.setenv(tf_kernel.SWITCH, "0")
-    monkeypatch.setattr(tf_kernel, "build", lambda: pytest.fail("built while disabled"))
-    op = d5tf.custom_op(scale_add)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tf_kernel.NativeKernelWarning)
-        types = op_types(tf.function(lambda x: op(x, x)), tf.ones((4, 5), tf.float64))
-    assert "D500CustomOp" not in types and NUMPY_FUNCTION_TYPES & set(types)
-
-
-def test_build_is_cached_per_tensorflow_and_compiler(kernel, monkeypatch):
-    loaded = tf_kernel.LOADER.loaded_build
-    # The cache that the loaded build lives in ($DEEP500_CACHE/cppops/<name>-<key>).
-    monkeypatch.setenv("DEEP500_CACHE", os.path.dirname(os.path.dirname(loaded.folder)))
-    again = tf_kernel.build()
-    assert again.cache_hit and again.library_path == loaded.library_path
-    assert again.seconds < 5
-    assert again.manifest["tensorflow"] == tf.version.VERSION
-    assert again.manifest["build_seconds"] > 0
-    flags, link = tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
-    identity = toolchain.compiler_identity()
-    assert tf_kernel.cache_key(flags, link, identity) == again.cache_key
-    assert tf_kernel.cache_key(flags + ["-DOTHER"], link, identity) != again.cache_key
-    assert tf_kernel.cache_key(flags, link, {**identity, "version": "x"}) != again.cache_key

@@ -50,10 +50,7 @@ class NativeGlueWarning(UserWarning):
 
 def _flags() -> list[str]:
     root = os.path.dirname(os.path.abspath(torch.__file__))
-    python_include = sysconfig.get_paths()["include"]
-    if not os.path.isfile(os.path.join(python_include, "Python.h")):
-        raise Deep500Error(f"Python's C headers are missing ({python_include}/Python.h): "
-                           f"install the Python development package (e.g. python3-dev)")
+    python_include = glue_build.python_include()
     include = os.path.join(root, "include")
     if not os.path.isfile(os.path.join(include, "torch", "csrc", "autograd",
                                        "custom_function.h")):

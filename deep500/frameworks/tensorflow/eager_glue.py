@@ -54,17 +54,11 @@ class EagerGlueWarning(UserWarning):
 
 def _flags() -> list[str]:
     root = os.path.dirname(os.path.abspath(tf.__file__))
-    python_include = sysconfig.get_paths()["include"]
-    if not os.path.isfile(os.path.join(python_include, "Python.h")):
-        raise Deep500Error(f"Python's C headers are missing ({python_include}/Python.h): "
-                           f"install the Python development package (e.g. python3-dev)")
+    python_include = glue_build.python_include()
     compile_flags = list(tf.sysconfig.get_compile_flags())
-    includes = [f[2:] for f in compile_flags if f.startswith("-I")]
-    header = os.path.join("tensorflow", "python", "eager", "pywrap_tfe.h")
-    if not any(os.path.isfile(os.path.join(i, header)) for i in includes):
-        raise Deep500Error(f"TensorFlow's headers are missing ({header} is not in "
-                           f"{', '.join(includes) or 'any include folder'}): this "
-                           f"TensorFlow installation cannot build extensions")
+    glue_build.require_header(compile_flags,
+                              os.path.join("tensorflow", "python", "eager", "pywrap_tfe.h"),
+                              "TensorFlow's headers")
     python_library = os.path.join(root, "python")
     if not os.path.isfile(os.path.join(python_library, _PYTHON_LIBRARY)):
         raise Deep500Error(f"{_PYTHON_LIBRARY} is not in {python_library}: this "

@@ -32,7 +32,6 @@ import weakref
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators import glue_build
-from deep500.utils.errors import Deep500Error
 
 NAME = "d500_tf_kernel"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel", "d500_tf_op.cc")
@@ -53,12 +52,9 @@ KernelBuild = glue_build.GlueBuild  # a built kernel library
 def _flags() -> tuple[list[str], list[str]]:
     compile_flags = list(tf.sysconfig.get_compile_flags())
     link_flags = list(tf.sysconfig.get_link_flags())
-    includes = [f[2:] for f in compile_flags if f.startswith("-I")]
-    header = os.path.join("tensorflow", "core", "framework", "op_kernel.h")
-    if not any(os.path.isfile(os.path.join(i, header)) for i in includes):
-        raise Deep500Error(f"TensorFlow's C++ headers are missing ({header} is not in "
-                           f"{', '.join(includes) or 'any include folder'}): this "
-                           f"TensorFlow installation cannot build kernels")
+    glue_build.require_header(compile_flags,
+                              os.path.join("tensorflow", "core", "framework", "op_kernel.h"),
+                              "TensorFlow's C++ headers")
     return compile_flags, link_flags
 
 
