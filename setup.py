@@ -35,6 +35,10 @@ setup(
         # keeps concurrent builds (every rank under mpirun) from racing.
         "cmake>=3.15",
         "filelock>=3.0",
+        # Telemetry during measurements (other processes' CPU time, load, frequency).
+        "psutil>=5.9",
+        # The typed layer of recipe checking: every error at once, with its key path.
+        "pydantic>=2.0",
     ],
     extras_require={
         "frameworks": FRAMEWORKS,
