@@ -17,7 +17,7 @@ from deep500.lv0_operators import (CppOpDescriptor, CppOperatorError, CustomCPPO
                                    test_op_gradient)
 from deep500.utils.device import CPUDevice, DeviceDescriptor, GPUDevice
 from deep500.utils.errors import (CompilationError, Deep500Error, MissingDependencyError,
-                                  RecipeError, ShapeError, UnsupportedError)
+                                  ModelError, RecipeError, ShapeError, UnsupportedError)
 from deep500.utils.flops import FLOPs, flop_count
 from deep500.utils.heatmaps import DiffHeatmap, VarHeatmap
 from deep500.utils.metric import MetricResult, TestMetric
@@ -41,7 +41,7 @@ __all__ = [
     "CPUDevice", "CompilationError", "CppOpDescriptor", "CppOperatorError", "CustomCPPOp",
     "ToolchainError", "compile_custom_cppop", "load_custom_cppop", "CustomOp", "CustomPythonOp", "Deep500Error", "DeviceDescriptor",
     "DiffHeatmap", "FLOPs", "GPUDevice", "L1Error", "L2Error", "MaxError", "MetricResult",
-    "MissingDependencyError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
+    "MissingDependencyError", "ModelError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
     "TestMetric", "UnstableMeasurementWarning", "UnsupportedError", "VarHeatmap",
     "WallclockTime", "flop_count", "tensor_t", "tensordesc", "test_op_forward",
     "test_op_gradient", "ExecutorEvent", "FrameworkOverhead", "GraphExecutor", "Network",

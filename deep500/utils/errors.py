@@ -19,6 +19,10 @@ class RecipeError(Deep500Error):
     """A recipe that cannot run: names the key and the problem."""
 
 
+class ModelError(Deep500Error):
+    """An ONNX model that cannot be read, checked or run: says which file/node and why."""
+
+
 class MissingDependencyError(Deep500Error):
     """An optional dependency (a framework, MPI, matplotlib) is not installed."""
 
