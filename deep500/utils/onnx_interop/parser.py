@@ -15,13 +15,9 @@ import onnx.numpy_helper
 import onnx.shape_inference
 from google.protobuf.message import DecodeError
 
-from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.errors import ModelError, UnsupportedError
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import operator_class
-
-
-class ModelError(Deep500Error):
-    """An ONNX model that cannot be loaded or is not valid."""
 
 
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str]:
