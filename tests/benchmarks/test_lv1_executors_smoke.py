@@ -20,6 +20,15 @@ TITLES = ("Inference: onnx.reference.ReferenceEvaluator vs d5ref",
           "d5tf.from_onnx(mode='function')")
 
 
+def floor_rows(out: str) -> list:
+    """(model, batch) of each row of the floor table, read by columns, not by padding
+    (the widths of the printed numbers vary from machine to machine)."""
+    section = out.split("== Floor of an im2col executor", 1)[1].split("\n== ", 1)[0]
+    lines = section.splitlines()[3:]  # title, explanation, header
+    return [line.split()[:2] for line in lines if line.strip() and
+            not line.startswith("Targets")]
+
+
 @pytest.mark.slow
 def test_smoke_run_prints_every_table(repo_root):
     script = repo_root / "benchmarks" / "lv1_executors.py"
@@ -36,5 +45,5 @@ def test_smoke_run_prints_every_table(repo_root):
     assert out.count("lenet          4 inference") == len(TITLES)
     assert out.count("resnet20       4 backprop") == 3
     assert "== Floor of an im2col executor" in out
-    assert out.count("resnet20       4      ") == 1  # its row in the floor table
+    assert floor_rows(out) == [["lenet", "4"], ["resnet20", "4"]]  # a row per model
     assert "Targets: " in out
