@@ -28,7 +28,7 @@ from deep500.utils.onnx_interop import parser  # noqa: F401 - d5.parser.load_and
 from deep500.utils.validation_result import TestResult
 from deep500.lv2_training import *  # noqa: F401,F403 - Level 2 (see its __all__)
 from deep500.lv2_training import __all__ as _lv2_names
-from deep500.datasets import dataset_names, dataset_shape, load_dataset
+from deep500.datasets import IndexedTarDataset, dataset_names, dataset_shape, load_dataset
 from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
                                      CommunicationVolumeMetric, DistributedOptimizer,
                                      DistributedSampler, PartitionedDistributedSampler,
@@ -47,7 +47,8 @@ __all__ = [
     "test_op_gradient", "ExecutorEvent", "FrameworkOverhead", "GraphExecutor", "Network",
     "OperatorTimes", "PeakMemory", "gradient_name", "test_executor_backprop",
     "test_executor_inference", "OnnxBaseVisitor", "load_and_parse_model", "parser",
-    "TestResult", "dataset_names", "dataset_shape", "load_dataset", *_lv2_names,
+    "TestResult", "IndexedTarDataset", "dataset_names", "dataset_shape", "load_dataset",
+    *_lv2_names,
     "CommunicationNetwork", "CommunicationVolume", "CommunicationVolumeMetric",
     "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
     "PartitionedDistributedSampler",
