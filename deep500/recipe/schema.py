@@ -30,7 +30,7 @@ from deep500.recipe.experiments.base import REQUIRED
 from deep500.utils.errors import RecipeError
 
 TOP_LEVEL_KEYS = {"name", "description", "experiment", "fixed", "mutable", "metrics",
-                  "acceptance"}
+                  "acceptance", "timeout"}
 @dataclass
 class Recipe:
     """A checked recipe. ``configurations()`` is the cross product to run."""
@@ -44,6 +44,7 @@ class Recipe:
     acceptance: list[Threshold]
     description: str = ""
     raw: dict = field(default_factory=dict, repr=False)
+    timeout: float | None = None  # seconds one configuration may take on any rank
 
     @property
     def kind(self):
@@ -163,9 +164,18 @@ def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
     acceptance = [parse_threshold(t, f"{where}.acceptance[{i}]", metric_params)
                   for i, t in enumerate(acceptance_raw)]
 
+    timeout = raw.get("timeout")
+    if timeout is not None:
+        if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                or not timeout > 0 or timeout == float("inf")):
+            raise RecipeError(f"{where}.timeout: seconds one configuration may take, a "
+                              f"positive number; got {timeout!r}")
+        timeout = float(timeout)
+
     recipe = Recipe(name=str(name), path=os.path.abspath(path), experiment=experiment,
                     fixed=fixed, mutable=mutable, metric_params=metric_params,
                     metric_builders=builders, acceptance=acceptance,
-                    description=str(raw.get("description", "")), raw=raw)
+                    description=str(raw.get("description", "")), raw=raw,
+                    timeout=timeout)
     kind.check(recipe, where)
     return recipe
