@@ -1,38 +1,79 @@
-"""Level-0 section of a report: operators × frameworks, times with CIs, GFLOP/s and
-errors against the float64 NumPy reference."""
+"""Level-0 section of a report: operators × frameworks (× every other varied setting),
+times with CIs, how many reruns and warm-up runs, GFLOP/s with the CI carried over from
+the time, errors against the float64 NumPy reference, and flags for rows not to trust
+blindly (wide CI, interference)."""
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
 
 from deep500.report.plots import grouped_bars
-from deep500.report.records import of_level, summary as _summary, verdict
+from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
+    of_level, summary as _summary, timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
 
+# Columns of their own: the operator, the framework (a C++ kernel is a framework).
+SHOWN = ("operator", "framework", "cpp_kernel")
 
-def build(records: list[dict], output_dir: str) -> dict:
+
+def _operator(record: dict) -> str:
+    return record["configuration"]["operator"]["label"]
+
+
+def gflops_ci(record: dict) -> tuple:
+    """(low, high) GFLOP/s: the analytic FLOPs over the time CI's high and low ends."""
+    flops = _summary(record, "FLOPs", "flops")
+    low, high = (_summary(record, "WallclockTime", "ci_low"),
+                 _summary(record, "WallclockTime", "ci_high"))
+    if not flops or not low or not high or low != low or high != high:
+        return None, None
+    return flops / high / 1e9, flops / low / 1e9
+
+
+def _gflops_text(record: dict) -> str:
+    rate = _summary(record, "FLOPs", "gflops_per_s")
+    if rate is None:
+        return "n/a"
+    low, high = gflops_ci(record)
+    return fmt_number(rate) + (f" [{fmt_number(low)}, {fmt_number(high)}]"
+                               if low is not None else "")
+
+
+def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
     """Tables, plot paths and notes for the level-0 measurements in ``records``."""
+    context = context or ReportContext({})
     measured = of_level(records, 0, "measurement")
     failed = of_level(records, 0, "error")
+    skipped = of_level(records, 0, "skipped")
+    settings = Settings(measured + failed + skipped, SHOWN, context.manifest)
     multi_rank = any(r.get("size", 1) > 1 for r in records)
-    columns = ["Operator", "Framework"] + (["Rank"] if multi_rank else []) + [
-        "Median time", "95% CI of median", "GFLOP/s", "L2 rel. error", "Max rel. error",
-        "Acceptance"]
+    columns = (["Operator", "Framework"] + (["Settings"] if settings else []) +
+               (["Rank"] if multi_rank else []) +
+               ["Median time", "95% CI of median", "Reruns", "GFLOP/s [95% CI]",
+                "L2 rel. error", "Max rel. error", "Flags", "Acceptance"])
     table = Table("Level 0 — operators", columns, note=(
         "Times are medians of the reruns with nonparametric 95% confidence intervals "
-        "(Hoefler & Belli, SC'15). Errors are relative to the NumPy reference computed in "
-        "float64 on the same inputs."))
+        "(Hoefler & Belli, SC'15); Reruns: the measured calls (+ the warm-up calls "
+        "before them, not counted). GFLOP/s: analytic FLOPs over the median time, its CI "
+        "from the time's CI. Errors are relative to the NumPy reference computed in "
+        f"float64 on the same inputs. Flags: a 95% CI wider than "
+        f"{context.ci_threshold:.0%} of the median, other processes using the CPU "
+        "during the measurement (interference), re-measurements."))
+    labels = distinct_labels(measured + failed + skipped, _operator, lambda r: (
+        f"{_operator(r)}|{r['configuration']['framework']}|{settings.text(r)}"))
     for record in measured:
         configuration = record["configuration"]
         low, high = (_summary(record, "WallclockTime", "ci_low"),
                      _summary(record, "WallclockTime", "ci_high"))
-        row = [configuration["operator"]["label"], configuration["framework"]]
+        row = [labels[id(record)], configuration["framework"]]
+        row += [settings.text(record)] if settings else []
         row += [record["rank"]] if multi_rank else []
         row += [fmt_time(_summary(record, "WallclockTime", "median")),
                 f"[{fmt_time(low)}, {fmt_time(high)}]" if low is not None else "n/a",
-                fmt_number(_summary(record, "FLOPs", "gflops_per_s")),
+                timing_text(record), _gflops_text(record),
                 fmt_number(_summary(record, "L2Error", "relative")),
-                fmt_number(_summary(record, "MaxError", "relative")), verdict(record)]
+                fmt_number(_summary(record, "MaxError", "relative")),
+                flags(record, context.ci_threshold), verdict(record)]
         table.rows.append(row)
     kernels = {r["configuration"]["framework"]: r["configuration"]["cpp_kernel"]
                for r in measured if "cpp_kernel" in r["configuration"]}
@@ -42,47 +83,59 @@ def build(records: list[dict], output_dir: str) -> dict:
             for name, k in kernels.items()) + ") run on as many threads as they start "
             "themselves; they measure only on the operator they implement.")
     tables = [table] if measured else []
+    extra = ["Settings"] if settings else []
+    if skipped:
+        tables.append(Table("Level 0 — configurations not applicable",
+                            ["Operator", "Framework", *extra, "Why"],
+                            [[labels[id(r)], r["configuration"]["framework"],
+                              *([settings.text(r)] if settings else []), r["reason"]]
+                             for r in skipped if r.get("rank", 0) == 0]))
     if failed:
         tables.append(Table("Level 0 — configurations that failed",
-                            ["Operator", "Framework", "Rank", "Error"],
-                            [[r["configuration"]["operator"]["label"],
-                              r["configuration"]["framework"], r["rank"], r["error"]]
-                             for r in failed]))
-    plots = _plots(measured, output_dir) if measured else []
-    warnings = [f"{r['configuration']['operator']['label']} on "
-                f"{r['configuration']['framework']}: {w}"
-                for r in measured for m in r["result"]["metrics"] for w in m["warnings"]]
+                            ["Operator", "Framework", *extra, "Rank", "Error"],
+                            [[labels[id(r)], r["configuration"]["framework"],
+                              *([settings.text(r)] if settings else []), r["rank"],
+                              r["error"]] for r in failed]))
+    plots = _plots(measured, output_dir, settings, labels, context) if measured else []
+    warnings = [f"{labels[id(r)]} on {settings.label(r['configuration']['framework'], r)}: "
+                f"{w}" for r in measured for m in r["result"]["metrics"] for w in m["warnings"]]
     return {"tables": tables, "plots": plots, "warnings": warnings,
             "measured": len(measured), "failed": len(failed),
             "acceptance_failures": sum(1 for r in measured if not r.get("passed", True))}
 
 
-def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
+def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
+           context: ReportContext) -> list[tuple[str, str]]:
+    """Groups: operators; series: framework and every other varied setting, so a
+    recipe varying threads shows each framework once per thread count."""
     rank0 = [r for r in measured if r.get("rank", 0) == 0]
-    operators = list(OrderedDict.fromkeys(r["configuration"]["operator"]["label"]
-                                          for r in rank0))
-    frameworks = list(OrderedDict.fromkeys(r["configuration"]["framework"] for r in rank0))
-    lookup = {(r["configuration"]["operator"]["label"], r["configuration"]["framework"]): r
-              for r in rank0}
+
+    def series_of(record):
+        return settings.label(record["configuration"]["framework"], record)
+    operators = list(OrderedDict.fromkeys(labels[id(r)] for r in rank0))
+    names = list(OrderedDict.fromkeys(series_of(r) for r in rank0))
+    lookup = {(labels[id(r)], series_of(r)): r for r in rank0}
     plots = []
-    times = {f: [_summary(lookup.get((o, f), {}), "WallclockTime", "median")
-                 for o in operators] for f in frameworks}
+    times = {s: [_summary(lookup.get((o, s), {}), "WallclockTime", "median")
+                 for o in operators] for s in names}
     if any(v is not None for values in times.values() for v in values):
-        cis = {f: [(_summary(lookup.get((o, f), {}), "WallclockTime", "ci_low"),
-                    _summary(lookup.get((o, f), {}), "WallclockTime", "ci_high"))
-                   for o in operators] for f in frameworks}
+        cis = {s: [(_summary(lookup.get((o, s), {}), "WallclockTime", "ci_low"),
+                    _summary(lookup.get((o, s), {}), "WallclockTime", "ci_high"))
+                   for o in operators] for s in names}
         path = os.path.join(output_dir, "plots", "level0_time.png")
         grouped_bars(path, "Time per call (median, 95% CI)", operators, times, cis,
-                     xlabel="seconds (log scale)", log_scale=True)
+                     xlabel="seconds (log scale)", log_scale=True,
+                     also=context.figure_format)
         plots.append(("Time per operator and framework", path))
     with_flops = [o for o in operators
-                  if any(_summary(lookup.get((o, f), {}), "FLOPs", "gflops_per_s")
-                         for f in frameworks)]
+                  if any(_summary(lookup.get((o, s), {}), "FLOPs", "gflops_per_s")
+                         for s in names)]
     if with_flops:
-        rates = {f: [_summary(lookup.get((o, f), {}), "FLOPs", "gflops_per_s")
-                     for o in with_flops] for f in frameworks}
+        rates = {s: [_summary(lookup.get((o, s), {}), "FLOPs", "gflops_per_s")
+                     for o in with_flops] for s in names}
+        cis = {s: [gflops_ci(lookup.get((o, s), {})) for o in with_flops] for s in names}
         path = os.path.join(output_dir, "plots", "level0_gflops.png")
-        grouped_bars(path, "Achieved GFLOP/s (analytic FLOPs / median time)", with_flops,
-                     rates, xlabel="GFLOP/s")
+        grouped_bars(path, "Achieved GFLOP/s (analytic FLOPs / median time, 95% CI)",
+                     with_flops, rates, cis, xlabel="GFLOP/s", also=context.figure_format)
         plots.append(("Achieved GFLOP/s", path))
     return plots

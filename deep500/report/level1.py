@@ -7,8 +7,12 @@ import os
 from collections import OrderedDict
 
 from deep500.report.plots import grouped_bars, stacked_bars
-from deep500.report.records import measurement_warnings, metric, of_level, summary, verdict
+from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
+    measurement_warnings, metric, of_level, summary, timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
+
+# Columns of their own: the network label carries the batch size, micro-batch and mode.
+SHOWN = ("network", "batch_size", "microbatch", "mode", "executor")
 
 
 def _label(record: dict) -> str:
@@ -26,20 +30,34 @@ def _bytes(value) -> str:
     return f"{value} B"
 
 
-def build(records: list[dict], output_dir: str) -> dict:
+def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
+    context = context or ReportContext({})
     measured = of_level(records, 1, "measurement")
     failed = of_level(records, 1, "error")
     skipped = of_level(records, 1, "skipped")
+    every = measured + failed + skipped
+    settings = Settings(every, SHOWN, context.manifest)
+    labels = distinct_labels(every, _label, lambda r: (
+        f"{_label(r)}|{r['configuration']['executor']}|{settings.text(r)}"))
+    extra = ["Settings"] if settings else []
+
+    def label_and_settings(record):
+        return [labels[id(record)], record["configuration"]["executor"],
+                *([settings.text(record)] if settings else [])]
     multi_rank = any(r.get("size", 1) > 1 for r in records)
-    columns = ["Network", "Executor"] + (["Rank"] if multi_rank else []) + [
-        "Median time", "95% CI", "Samples/s", "L2 rel. error", "Max rel. error",
-        "Framework overhead", "Peak memory", "Acceptance"]
+    columns = ["Network", "Executor", *extra] + (["Rank"] if multi_rank else []) + [
+        "Median time", "95% CI", "Reruns", "Samples/s", "L2 rel. error", "Max rel. error",
+        "Framework overhead", "Peak memory", "Flags", "Acceptance"]
     table = Table("Level 1 — networks", columns, note=(
         "Each executor runs the same ONNX model with the same weights and inputs. Errors "
         "compare outputs (inference) or parameter gradients (backprop) with the reference "
-        "executor's. Framework overhead is the share of a run spent outside operators."))
+        "executor's. Framework overhead is the share of a run spent outside operators. "
+        "Reruns: the measured runs (+ warm-up runs, not counted). Flags: a 95% CI wider "
+        f"than {context.ci_threshold:.0%} of the median, other processes using the CPU "
+        "during the measurement (interference), re-measurements."))
     breakdown = Table("Level 1 — where the time goes (forward operators by type)",
-                      ["Network", "Executor", "Operator types (share of operator time)"])
+                      ["Network", "Executor", *extra,
+                       "Operator types (share of operator time)"])
     for record in measured:
         c = record["configuration"]
         median = summary(record, "WallclockTime", "median")
@@ -47,45 +65,54 @@ def build(records: list[dict], output_dir: str) -> dict:
                                                                          "WallclockTime",
                                                                          "ci_high")
         overhead = summary(record, "FrameworkOverhead", "overhead")
-        row = [_label(record), c["executor"]] + ([record["rank"]] if multi_rank else [])
+        row = label_and_settings(record) + ([record["rank"]] if multi_rank else [])
         row += [fmt_time(median),
                 f"[{fmt_time(low)}, {fmt_time(high)}]" if low is not None else "n/a",
+                timing_text(record),
                 fmt_number(c["batch_size"] / median) if median else "n/a",
                 fmt_number(summary(record, "L2Error", "relative")),
                 fmt_number(summary(record, "MaxError", "relative")),
                 f"{overhead:.1%}" if overhead is not None else "n/a",
                 _bytes(summary(record, "PeakMemory", "peak_bytes"))
-                if metric(record, "PeakMemory") else "n/a", verdict(record)]
+                if metric(record, "PeakMemory") else "n/a",
+                flags(record, context.ci_threshold), verdict(record)]
         table.rows.append(row)
         by_type = summary(record, "OperatorTimes", "by_op_type")
         if by_type:
             total = sum(by_type.values()) or 1.0
             shares = ", ".join(f"{k} {v / total:.0%}" for k, v in list(by_type.items())[:6])
-            breakdown.rows.append([_label(record), c["executor"], shares])
+            breakdown.rows.append(label_and_settings(record) + [shares])
     tables = [t for t in (table, breakdown) if t.rows]
     if skipped:
         tables.append(Table("Level 1 — configurations not applicable",
-                            ["Network", "Executor", "Why"],
-                            [[_label(r), r["configuration"]["executor"], r["reason"]]
-                             for r in skipped]))
+                            ["Network", "Executor", *extra, "Why"],
+                            [label_and_settings(r) + [r["reason"]]
+                             for r in skipped if r.get("rank", 0) == 0]))
     if failed:
         tables.append(Table("Level 1 — configurations that failed",
-                            ["Network", "Executor", "Rank", "Error"],
-                            [[_label(r), r["configuration"]["executor"], r["rank"],
-                              r["error"]] for r in failed]))
-    plots = _plots(measured, output_dir) if measured else []
+                            ["Network", "Executor", *extra, "Rank", "Error"],
+                            [label_and_settings(r) + [r["rank"], r["error"]]
+                             for r in failed]))
+    plots = _plots(measured, output_dir, settings, labels, context) if measured else []
     return {"tables": tables, "plots": plots, "measured": len(measured),
             "failed": len(failed),
             "warnings": measurement_warnings(
-                measured, lambda r: f"{_label(r)} on {r['configuration']['executor']}"),
+                measured, lambda r: f"{labels[id(r)]} on "
+                                    f"{settings.label(r['configuration']['executor'], r)}"),
             "acceptance_failures": sum(1 for r in measured if not r.get("passed", True))}
 
 
-def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
+def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
+           context: ReportContext) -> list[tuple[str, str]]:
+    """Groups: networks (with batch size and mode); series: the executor and every other
+    varied setting."""
     rank0 = [r for r in measured if r.get("rank", 0) == 0]
-    groups = list(OrderedDict.fromkeys(_label(r) for r in rank0))
-    executors = list(OrderedDict.fromkeys(r["configuration"]["executor"] for r in rank0))
-    lookup = {(_label(r), r["configuration"]["executor"]): r for r in rank0}
+
+    def series_of(record):
+        return settings.label(record["configuration"]["executor"], record)
+    groups = list(OrderedDict.fromkeys(labels[id(r)] for r in rank0))
+    executors = list(OrderedDict.fromkeys(series_of(r) for r in rank0))
+    lookup = {(labels[id(r)], series_of(r)): r for r in rank0}
     plots = []
     times = {e: [summary(lookup.get((g, e), {}), "WallclockTime", "median") for g in groups]
              for e in executors}
@@ -95,17 +122,18 @@ def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
                    for g in groups] for e in executors}
         path = os.path.join(output_dir, "plots", "level1_time.png")
         grouped_bars(path, "Time per run (median, 95% CI)", groups, times, cis,
-                     xlabel="seconds (log scale)", log_scale=True)
+                     xlabel="seconds (log scale)", log_scale=True,
+                     also=context.figure_format)
         plots.append(("Time per network and executor", path))
     with_breakdown = [r for r in rank0 if summary(r, "OperatorTimes", "by_op_type")]
     if with_breakdown:
-        bars = [f"{_label(r)} · {r['configuration']['executor']}" for r in with_breakdown]
+        bars = [f"{labels[id(r)]} · {series_of(r)}" for r in with_breakdown]
         types = list(OrderedDict.fromkeys(
             t for r in with_breakdown for t in summary(r, "OperatorTimes", "by_op_type")))
         segments = {t: [summary(r, "OperatorTimes", "by_op_type").get(t, 0.0)
                         for r in with_breakdown] for t in types}
         path = os.path.join(output_dir, "plots", "level1_operators.png")
         stacked_bars(path, "Forward time by operator type", bars, segments,
-                     xlabel="seconds (median run)")
+                     xlabel="seconds (median run)", also=context.figure_format)
         plots.append(("Where the time goes, per operator type", path))
     return plots

@@ -15,8 +15,12 @@ import os
 import statistics as stats
 
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
-from deep500.report.records import measurement_warnings, of_level, summary, verdict
+from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
+    measurement_warnings, of_level, summary, verdict
+from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
+
+SHOWN = ("scheme", "executor")
 
 # Phases in the order of a step (Deep500's schemes: compute, communication, update;
 # PyTorch DDP: forward, backward_allreduce, update); others follow by name.
@@ -68,16 +72,73 @@ def _training_seconds(record: dict) -> list[float]:
             for i in range(epochs)]
 
 
-def _time_to_target(record: dict) -> str:
+def _seconds_to_target(record: dict) -> tuple:
+    """(seconds, epochs) until rank 0's test accuracy first reached the target, the
+    slowest rank's epoch times (validation included) summed; (None, None) if never."""
     target = summary(record, "TimeToAccuracy", "target")
-    if target is None:
-        return "not measured"
     elapsed = 0.0
     for index, epoch in enumerate(_global_epochs(record)):
         elapsed += epoch["wall_time"]
-        if epoch.get("test_accuracy") is not None and epoch["test_accuracy"] >= target:
-            return f"{fmt_time(elapsed)} (epoch {index + 1}, target {target:.0%})"
-    return f"not reached ({target:.0%})"
+        if (target is not None and epoch.get("test_accuracy") is not None
+                and epoch["test_accuracy"] >= target):
+            return elapsed, index + 1
+    return None, None
+
+
+def _time_to_target(group: list[dict]) -> str:
+    target = summary(group[0], "TimeToAccuracy", "target")
+    if target is None:
+        return "not measured"
+    if len(group) == 1:
+        seconds, epochs = _seconds_to_target(group[0])
+        if seconds is None:
+            return f"not reached ({target:.0%})"
+        return f"{fmt_time(seconds)} (epoch {epochs}, target {target:.0%})"
+    return time_to_target_text([_seconds_to_target(r)[0] for r in group], target)
+
+
+def _epoch_spread(records: list[dict]) -> str:
+    """``min / median / max`` over epochs of the slowest rank's epoch time."""
+    times = [e["wall_time"] for r in records for e in _global_epochs(r)
+             if e.get("wall_time") is not None]
+    if not times:
+        return "n/a"
+    return (f"{fmt_time(min(times))} / {fmt_time(stats.median(times))} / "
+            f"{fmt_time(max(times))}")
+
+
+def _mean_cell(group: list[dict], values: list) -> str:
+    """One run's accuracy, or the mean ± 95% CI half-width over the seeds."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    return _percent(values[0]) if len(group) == 1 else fmt_mean_ci(values, _percent)
+
+
+def _group_flags(group: list[dict], others: dict, threshold: float) -> str:
+    """Every rank's flags (interference on any rank matters: the slowest sets the
+    pace), by seed when there are several."""
+    shown = []
+    for record in group:
+        for ranked in [record, *others.get(record["index"], [])]:
+            text = flags(ranked, threshold)
+            if text == "—":
+                continue
+            where = f"rank {ranked.get('rank', 0)}" + (
+                f", seed {record['configuration'].get('seed')}" if len(group) > 1 else "")
+            shown.append(f"{where}: {text}")
+    return "; ".join(shown) or "—"
+
+
+def _group_acceptance(group: list[dict], others: dict) -> str:
+    if len(group) == 1:
+        return _acceptance(group[0], others.get(group[0]["index"], []))
+    verdicts = [(r, _acceptance(r, others.get(r["index"], []))) for r in group]
+    failing = [f"seed {r['configuration'].get('seed')}: {v}" for r, v in verdicts
+               if v not in ("pass", "—")]
+    if failing:
+        return "; ".join(failing)
+    return "pass" if any(v == "pass" for _, v in verdicts) else "—"
 
 
 def _acceptance(record: dict, others: list[dict]) -> str:
@@ -159,7 +220,8 @@ def _staleness(record: dict) -> dict[int, int]:
     return histogram
 
 
-def build(records: list[dict], output_dir: str) -> dict:
+def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
+    context = context or ReportContext({})
     measured_all = of_level(records, 3, "measurement")
     failed = of_level(records, 3, "error")
     measured = [r for r in measured_all if r.get("rank", 0) == 0]
@@ -167,6 +229,20 @@ def build(records: list[dict], output_dir: str) -> dict:
     for record in measured_all:
         if record.get("rank", 0) != 0:
             others.setdefault(record["index"], []).append(record)
+    aggregated = () if context.per_seed else ("seed",)
+    settings = Settings(measured_all + failed, SHOWN, context.manifest,
+                        aggregated=aggregated)
+    labels = distinct_labels(measured_all + failed, _label, lambda r: (
+        f"{_label(r)}|{r['configuration'].get('executor')}|{settings.text(r)}"),
+        without=aggregated)
+    groups = seed_groups(measured, context.per_seed)
+    with_seeds = any(len(g) > 1 for g in groups)
+
+    def head(record, group=None):
+        return ([labels[id(record)]] + ([settings.text(record)] if settings else []) +
+                ([seeds_text(group or [record])] if with_seeds else []))
+    heads = ["Scheme"] + (["Settings"] if settings else []) + (["Seed shown"] if with_seeds
+                                                                else [])
     sizes = sorted({r.get("size", 1) for r in measured})
     note = ("Every scheme trains the same ONNX model from the same initial weights on "
             "every rank; rank r takes its slice of each global minibatch of one seeded "
@@ -177,12 +253,20 @@ def build(records: list[dict], output_dir: str) -> dict:
     if sizes == [1]:
         note += (" This run had 1 process: every scheme trained alone and nothing was "
                  "communicated. Compare schemes with 'deep500 run --np N RECIPE'.")
+    if with_seeds:
+        note += (" Runs that differ only in their seed make one row: accuracies are the "
+                 "mean ± the half-width of a Student-t 95% CI over the seeds, time to "
+                 "target the mean over the runs that reached it with how many did, and "
+                 "MLPerf Training's score from 3 runs on; the tables below show the "
+                 "lowest seed. One row per seed: deep500 report DIR --per-seed.")
     table = Table("Level 3 — distributed training", [
-        "Scheme", "Executor", "Ranks", "Consistent", "Final test acc. (rank 0)",
-        "Replicas min–max", "Final train acc. (all ranks)", "Epoch time (slowest rank)",
-        "Time to target", "Acceptance"], note=note)
+        "Scheme", "Executor", *(["Settings"] if settings else []),
+        *(["Seeds"] if with_seeds else []), "Ranks", "Consistent",
+        "Final test acc. (rank 0)", "Replicas min–max", "Final train acc. (all ranks)",
+        "Epoch time, slowest rank (min / median / max)", "Time to target", "Flags",
+        "Acceptance"], note=note)
     traffic = Table("Level 3 — bytes per rank per epoch, measured and analytic", [
-        "Scheme", "Rank", "Sent (measured)", "Received (measured)", "Sent (model)",
+        *heads, "Rank", "Sent (measured)", "Received (measured)", "Sent (model)",
         "Received (model)", "Measured / model", "Counted", "Model"], note=(
         "Measured: the bytes the scheme sent and received through d5.CommunicationNetwork, "
         "mean over epochs; 'exact' when Deep500 sent the messages itself, 'includes "
@@ -191,7 +275,7 @@ def build(records: list[dict], output_dir: str) -> dict:
         "bookkeeping (gathering statistics, replica divergence) is not counted."))
     phase_names = _ordered({n for r in measured for n in _phase_medians(r)})
     phases = Table("Level 3 — where an epoch's time goes (median over epochs)", [
-        "Scheme", *(n.replace("_", " + ").capitalize() for n in phase_names),
+        *heads, *(n.replace("_", " + ").capitalize() for n in phase_names),
         "Communication share", "Steps per epoch", "Time per step"], note=(
         "Deep500's schemes: compute (new input, parameter preparation, forward and "
         "backpropagation), communication (the scheme's messages and waits), update (the "
@@ -200,26 +284,32 @@ def build(records: list[dict], output_dir: str) -> dict:
         "epoch; data loading is the slowest rank's. Communication share: of the step "
         "phases."))
     divergence = Table("Level 3 — replica divergence", [
-        "Scheme", "Consistent", "After the last epoch (max over ranks)",
+        *heads, "Consistent", "After the last epoch (max over ranks)",
         "Largest over epochs", "Before synchronising (mean / max)"], note=(
         "||w_r - mean_i w_i||_2 over all parameters at the end of each epoch, after the "
         "scheme's end-of-epoch work: zero when every rank holds the same model (schemes "
         "that synchronise the replicas as an epoch ends show zero). Before "
         "synchronising: where the scheme measures it (model averaging), the drift "
         "just before each synchronisation, over all epochs and ranks."))
-    for record in measured:
+    for group in groups:
+        record = group[0]
         c, d = record["configuration"], _distributed(record)
-        epochs = _global_epochs(record)
-        last = epochs[-1] if epochs else {}
-        low, high = last.get("test_accuracy_min"), last.get("test_accuracy_max")
+        lasts = [(_global_epochs(r) or [{}])[-1] for r in group]
+        lows = [e.get("test_accuracy_min") for e in lasts if e.get("test_accuracy_min")
+                is not None]
+        highs = [e.get("test_accuracy_max") for e in lasts if e.get("test_accuracy_max")
+                 is not None]
         table.rows.append([
-            _label(record), c.get("executor"), d.get("size", record.get("size", 1)),
+            labels[id(record)], c.get("executor"), *head(record, group)[1:],
+            d.get("size", record.get("size", 1)),
             {True: "yes", False: "no"}.get(d.get("consistent"), "n/a"),
-            _percent(last.get("test_accuracy")),
-            "n/a" if low is None else f"{low:.1%} – {high:.1%}",
-            _percent(last.get("train_accuracy")),
-            fmt_time(_median(e.get("wall_time") for e in epochs)),
-            _time_to_target(record), _acceptance(record, others.get(record["index"], []))])
+            _mean_cell(group, [e.get("test_accuracy") for e in lasts]),
+            "n/a" if not lows else f"{min(lows):.1%} – {max(highs):.1%}",
+            _mean_cell(group, [e.get("train_accuracy") for e in lasts]),
+            _epoch_spread(group), _time_to_target(group),
+            _group_flags(group, others, context.ci_threshold),
+            _group_acceptance(group, others)])
+        epochs = _global_epochs(record)
         sent, received = (_bytes_per_epoch(record, "bytes_sent"),
                           _bytes_per_epoch(record, "bytes_received"))
         analytic = d.get("analytic_per_epoch") or []
@@ -228,7 +318,7 @@ def build(records: list[dict], output_dir: str) -> dict:
             model = model or {}
             ratio = (f"{s / model['bytes_sent']:.3f}" if model.get("bytes_sent")
                      else "n/a")
-            traffic.rows.append([_label(record), rank, _bytes(s), _bytes(r),
+            traffic.rows.append([*head(record), rank, _bytes(s), _bytes(r),
                                  _bytes(model.get("bytes_sent")),
                                  _bytes(model.get("bytes_received")), ratio,
                                  _counted(record, rank), model.get("model", "none")])
@@ -237,65 +327,107 @@ def build(records: list[dict], output_dir: str) -> dict:
         communication = medians.get("communication")
         rank0 = _rank_epochs(record)[0] if _rank_epochs(record) else []
         per_step = _median(t for e in rank0 for t in e.get("step_times", []))
-        phases.rows.append([_label(record), *(fmt_time(medians.get(n)) for n in phase_names),
+        phases.rows.append([*head(record),
+                            *(fmt_time(medians.get(n)) for n in phase_names),
                             _percent(communication / busy) if busy and
                             communication is not None else "n/a",
                             rank0[0].get("steps") if rank0 else "n/a", fmt_time(per_step)])
         drift = _divergence(epochs)
         if d.get("consistent") is False or any(drift):
             known = [v for v in drift if v is not None]
-            divergence.rows.append([_label(record), "yes" if d.get("consistent") else "no",
+            divergence.rows.append([*head(record),
+                                    "yes" if d.get("consistent") else "no",
                                     fmt_number(drift[-1] if drift else None),
                                     fmt_number(max(known) if known else None),
                                     _drift_before_sync(record)])
     tables = [t for t in (table, traffic, phases, divergence) if t.rows]
     if failed:
         tables.append(Table("Level 3 — configurations that failed",
-                            ["Scheme", "Rank", "Error"],
-                            [[_label(r), r.get("rank", 0), r["error"]] for r in failed]))
-    plots = _plots(measured, output_dir) if measured else []
+                            ["Scheme", *(["Settings"] if settings else []), "Seed", "Rank",
+                             "Error"],
+                            [[labels[id(r)], *([settings.text(r)] if settings else []),
+                              r["configuration"].get("seed"), r.get("rank", 0), r["error"]]
+                             for r in failed]))
+    plots = _plots(groups, output_dir, settings, labels, context) if measured else []
     return {"tables": tables, "plots": plots, "measured": len(measured),
             "failed": len({r["index"] for r in failed}),
-            "warnings": measurement_warnings(measured, _label),
+            "warnings": measurement_warnings(
+                measured, lambda r: settings.label(labels[id(r)], r) + (
+                    f" (seed {r['configuration'].get('seed')})" if with_seeds else "")),
             "acceptance_failures": sum(1 for r in measured_all if not r.get("passed", True))}
 
 
-def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
+def _mean_curve(curves: list[list]) -> tuple[list, list, list]:
+    """Per index: mean, min and max over the curves that have a value there."""
+    length = max((len(c) for c in curves), default=0)
+    means, lows, highs = [], [], []
+    for i in range(length):
+        values = [c[i] for c in curves if i < len(c) and c[i] is not None]
+        means.append(sum(values) / len(values) if values else None)
+        lows.append(min(values) if values else None)
+        highs.append(max(values) if values else None)
+    return means, lows, highs
+
+
+def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels: dict,
+           context: ReportContext) -> list[tuple[str, str]]:
+    """One series per row of the main table (scheme and every other varied setting);
+    runs of several seeds are drawn as their mean, shaded from the lowest to the
+    highest seed's value; bar charts show the lowest seed."""
     folder = os.path.join(output_dir, "plots")
+    also = context.figure_format
     plots = []
-    with_epochs = [r for r in measured if _global_epochs(r)]
-    if not with_epochs:
+    groups = [g for g in groups if _global_epochs(g[0])]
+    if not groups:
         return plots
+    names = {id(g[0]): settings.label(labels[id(g[0])], g[0]) + (
+        f" (mean of {len(g)} seeds)" if len(g) > 1 else "") for g in groups}
 
     def per_epoch(key):
-        return {_label(r): ([e["epoch"] + 1 for e in _global_epochs(r)],
-                            [e.get(key) for e in _global_epochs(r)]) for r in with_epochs}
+        series, bands = {}, {}
+        for group in groups:
+            means, lows, highs = _mean_curve([[e.get(key) for e in _global_epochs(r)]
+                                              for r in group])
+            series[names[id(group[0])]] = (list(range(1, len(means) + 1)), means)
+            if len(group) > 1:
+                bands[names[id(group[0])]] = (lows, highs)
+        return series, bands
+    accuracy, accuracy_band = per_epoch("test_accuracy")
+    loss, loss_band = per_epoch("train_loss")
     path = line_panels(os.path.join(folder, "level3_accuracy_epochs.png"),
                        "Distributed training against epochs",
-                       [("Test accuracy (rank 0)", "accuracy", per_epoch("test_accuracy")),
-                        ("Training loss (all ranks)", "loss", per_epoch("train_loss"))],
-                       xlabel="epoch", log_scale=(1,))
+                       [("Test accuracy (rank 0)", "accuracy", accuracy),
+                        ("Training loss (all ranks)", "loss", loss)],
+                       xlabel="epoch", log_scale=(1,), also=also,
+                       bands=[accuracy_band, loss_band])
     plots.append(("Accuracy and loss against epochs, per scheme", path))
     against_time = {}
-    for record in with_epochs:
-        seconds, elapsed = [], 0.0
-        for value in _training_seconds(record):
-            elapsed += value
-            seconds.append(elapsed)
-        accuracy = [e.get("test_accuracy") for e in _global_epochs(record)][:len(seconds)]
-        against_time[_label(record)] = (seconds, accuracy)
+    for group in groups:
+        elapsed_curves, accuracy_curves = [], []
+        for record in group:
+            seconds, elapsed = [], 0.0
+            for value in _training_seconds(record):
+                elapsed += value
+                seconds.append(elapsed)
+            elapsed_curves.append(seconds)
+            accuracy_curves.append([e.get("test_accuracy")
+                                    for e in _global_epochs(record)][:len(seconds)])
+        xs, _, _ = _mean_curve(elapsed_curves)
+        ys, _, _ = _mean_curve(accuracy_curves)
+        against_time[names[id(group[0])]] = (xs, ys[:len(xs)])
     path = line_panels(os.path.join(folder, "level3_accuracy_time.png"),
                        "Test accuracy (rank 0) against training time",
                        [("Training time of the slowest rank (validation excluded)",
-                         "accuracy", against_time)], xlabel="seconds")
+                         "accuracy", against_time)], xlabel="seconds", also=also)
     plots.append(("Accuracy against time, per scheme", path))
-    labels = [_label(r) for r in with_epochs]
+    with_epochs = [g[0] for g in groups]
+    bars = [settings.label(labels[id(r)], r) for r in with_epochs]
     medians = [_phase_medians(r) for r in with_epochs]
     path = stacked_bars(os.path.join(folder, "level3_phases.png"),
-                        "Where an epoch's time goes (mean over ranks)", labels,
+                        "Where an epoch's time goes (mean over ranks)", bars,
                         {name: [m.get(name) or 0.0 for m in medians]
                          for name in _ordered({n for m in medians for n in m})},
-                        xlabel="seconds (median epoch)")
+                        xlabel="seconds (median epoch)", also=also)
     plots.append(("Per-phase time of an epoch, per scheme", path))
     sent = [max(_bytes_per_epoch(r, "bytes_sent"), default=0) for r in with_epochs]
     model = [max((a or {}).get("bytes_sent", 0) or 0
@@ -303,23 +435,24 @@ def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
              for r in with_epochs]
     if any(sent) or any(model):
         path = grouped_bars(os.path.join(folder, "level3_bytes.png"),
-                            "Bytes sent per epoch by the busiest rank", labels,
+                            "Bytes sent per epoch by the busiest rank", bars,
                             {"measured": [v / 1e6 for v in sent],
-                             "analytic model": [v / 1e6 for v in model]}, xlabel="MB")
+                             "analytic model": [v / 1e6 for v in model]}, xlabel="MB",
+                            also=also)
         plots.append(("Bytes sent per rank per epoch, measured and by the scheme's model",
                       path))
     drifting = {}
-    for record in with_epochs:
+    for record, name in zip(with_epochs, bars):
         values = _divergence(_global_epochs(record))
         if any(values):
-            drifting[_label(record)] = (list(range(1, len(values) + 1)), values)
+            drifting[name] = (list(range(1, len(values) + 1)), values)
     if drifting:
         path = line_panels(os.path.join(folder, "level3_divergence.png"),
                            "Replica divergence", [("Largest over ranks",
                                                    "‖w_r − mean w‖₂", drifting)],
-                           xlabel="epoch", log_scale=(0,))
+                           xlabel="epoch", log_scale=(0,), also=also)
         plots.append(("How far replicas drift apart (inconsistent schemes)", path))
-    histograms = {_label(r): _staleness(r) for r in with_epochs}
+    histograms = {name: _staleness(r) for r, name in zip(with_epochs, bars)}
     histograms = {k: v for k, v in histograms.items() if v}
     if histograms:
         values = sorted({s for h in histograms.values() for s in h})
@@ -327,6 +460,6 @@ def _plots(measured: list[dict], output_dir: str) -> list[tuple[str, str]]:
                             "Staleness of applied updates (all ranks and epochs)",
                             [f"staleness {s}" for s in values],
                             {k: [h.get(s, 0) for s in values] for k, h in histograms.items()},
-                            xlabel="updates")
+                            xlabel="updates", also=also)
         plots.append(("Staleness histogram", path))
     return plots

@@ -1,11 +1,16 @@
-"""Plots for reports (matplotlib, written as PNG files)."""
+"""Plots for reports (matplotlib): each written as PNG (embedded in report.html) and,
+with ``also``, as SVG (text kept as text, so it can be searched and restyled) or PDF
+next to it. A series with nothing to draw gets neither a bar nor a legend entry."""
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 
-from deep500.utils.errors import require
+from deep500.utils.errors import Deep500Error, require
+
+FIGURE_FORMATS = ("svg", "pdf")
 
 
 def _pyplot():
@@ -16,30 +21,69 @@ def _pyplot():
     return plt
 
 
+def check_figure_format(also: str | None) -> str | None:
+    if also is not None and also not in FIGURE_FORMATS:
+        raise Deep500Error(f"figure format {also!r} is not supported; use one of "
+                           f"{list(FIGURE_FORMATS)} (every plot is also written as PNG)")
+    return also
+
+
+def companion(path: str, also: str | None) -> str | None:
+    """Where the ``also`` copy of the PNG at ``path`` goes, or ``None``."""
+    return None if also is None else os.path.splitext(path)[0] + "." + also
+
+
+def save(figure, path: str, also: str | None = "svg", **options) -> str:
+    """Write ``figure`` to ``path`` (PNG) and to its ``also`` companion; close it."""
+    plt = _pyplot()
+    check_figure_format(also)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, dpi=110, **options)
+    if also is not None:
+        # svg.fonttype none: text stays <text>, not outlines
+        with plt.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
+            figure.savefig(companion(path, also), **options)
+    plt.close(figure)
+    return path
+
+
+def legend_name(name) -> str:
+    """matplotlib leaves out legend labels that start with '_'; such names keep a
+    leading zero-width space."""
+    text = str(name)
+    return "\u200b" + text if text.startswith("_") else text
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, list],
                  errors: dict[str, list] | None = None, xlabel: str = "",
-                 log_scale: bool = False) -> str:
+                 log_scale: bool = False, also: str | None = "svg") -> str:
     """Horizontal grouped bars: one group per entry of ``groups``, one bar per series.
 
     ``series[name][i]`` is the value for group i (None = missing); ``errors[name][i]``
-    is (low, high) of its confidence interval.
+    is (low, high) of its confidence interval (None = none). Series without any value
+    are left out, legend entry included.
     """
     plt = _pyplot()
-    names = list(series)
+    names = [n for n in series if any(_finite(v) for v in series[n])]
     height = 0.8 / max(len(names), 1)
     figure, axes = plt.subplots(figsize=(9, 0.22 * len(groups) * max(len(names), 1) + 1.8))
     positions = np.arange(len(groups))
     for k, name in enumerate(names):
-        values = [v if v is not None else np.nan for v in series[name]]
+        values = [v if _finite(v) else np.nan for v in series[name]]
         offsets = positions + (k - (len(names) - 1) / 2) * height
         xerr = None
         if errors and name in errors:
-            lows = [v - lo if lo is not None and v == v else 0
+            lows = [v - lo if _finite(lo) and v == v else 0
                     for v, (lo, _) in zip(values, errors[name])]
-            highs = [hi - v if hi is not None and v == v else 0
+            highs = [hi - v if _finite(hi) and v == v else 0
                      for v, (_, hi) in zip(values, errors[name])]
             xerr = np.array([lows, highs])
-        axes.barh(offsets, values, height=height, xerr=xerr, capsize=2, label=name)
+        axes.barh(offsets, values, height=height, xerr=xerr, capsize=2,
+                  label=legend_name(name))
     axes.set_yticks(positions)
     axes.set_yticklabels(groups, fontsize=8)
     axes.invert_yaxis()
@@ -48,19 +92,21 @@ def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, lis
     axes.set_xlabel(xlabel)
     axes.set_title(title)
     axes.grid(axis="x", alpha=0.3)
-    axes.legend(fontsize=8, loc="best")
+    if names:
+        axes.legend(fontsize=8, loc="best")
     figure.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path, also)
 
 
 def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, list],
-                 xlabel: str = "", top: int = 8) -> str:
+                 xlabel: str = "", top: int = 8, also: str | None = "svg") -> str:
     """Horizontal stacked bars: one bar per entry of ``bars``, one segment per key of
-    ``segments`` (the ``top`` largest overall; the rest summed as 'other')."""
+    ``segments`` (the ``top`` largest overall; the rest summed as 'other'); segments
+    that are zero in every bar are left out."""
     plt = _pyplot()
+    segments = {k: [v if _finite(v) else 0.0 for v in values]
+                for k, values in segments.items()}
+    segments = {k: v for k, v in segments.items() if any(v)}
     totals = {k: sum(v) for k, v in segments.items()}
     keep = sorted(totals, key=totals.get, reverse=True)[:top]
     shown = {k: segments[k] for k in keep}
@@ -70,50 +116,67 @@ def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, lis
     figure, axes = plt.subplots(figsize=(9, 0.35 * len(bars) + 1.8))
     left = np.zeros(len(bars))
     for name, values in shown.items():
-        axes.barh(np.arange(len(bars)), values, left=left, label=name)
+        axes.barh(np.arange(len(bars)), values, left=left, label=legend_name(name))
         left += np.array(values, dtype=float)
     axes.set_yticks(np.arange(len(bars)))
     axes.set_yticklabels(bars, fontsize=8)
     axes.invert_yaxis()
     axes.set_xlabel(xlabel)
     axes.set_title(title)
-    axes.legend(fontsize=8, loc="best")
+    if shown:
+        axes.legend(fontsize=8, loc="best")
     figure.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path, also)
 
 
 def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
-                xlabel: str = "", log_scale: tuple = ()) -> str:
-    """Side-by-side line plots sharing the legend: ``panels`` is a list of
+                xlabel: str = "", log_scale: tuple = (), also: str | None = "svg",
+                bands: list[dict] | None = None) -> str:
+    """Side-by-side line plots sharing one legend: ``panels`` is a list of
     ``(panel title, y label, {series name: (xs, ys)})``; panels whose index is in
-    ``log_scale`` use a logarithmic y axis (non-positive values are left out)."""
+    ``log_scale`` use a logarithmic y axis (non-positive values are left out).
+    ``bands[i][name] = (lows, highs)`` shades a range around series ``name`` of panel
+    ``i`` (e.g. the spread over seeds). A series is drawn in the same colour in every
+    panel, and is in the legend once, if some panel has a point of it."""
     plt = _pyplot()
     figure, axes_list = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2),
                                      squeeze=False)
+    names = list(dict.fromkeys(n for _, _, series in panels for n in series))
+    colours = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    handles = {}
     for index, (axes, (panel_title, ylabel, series)) in enumerate(zip(axes_list[0], panels)):
         for name, (xs, ys) in series.items():
             xs = np.asarray(xs, dtype=float)
-            ys = np.asarray([np.nan if y is None else y for y in ys], dtype=float)
+            ys = np.asarray([v if _finite(v) else np.nan for v in ys], dtype=float)
             if index in log_scale:
                 ys = np.where(ys > 0, ys, np.nan)
-            axes.plot(xs, ys, label=name, linewidth=1.2)
-        if index in log_scale:
+            if not np.isfinite(ys).any():
+                continue
+            (line,) = axes.plot(xs, ys, label=legend_name(name), linewidth=1.2,
+                                color=colours[name])
+            handles.setdefault(name, line)
+            band = (bands[index] if bands and index < len(bands) else {}).get(name)
+            if band is not None:
+                lows = np.asarray([v if _finite(v) else np.nan for v in band[0]], float)
+                highs = np.asarray([v if _finite(v) else np.nan for v in band[1]], float)
+                axes.fill_between(xs, lows, highs, color=colours[name], alpha=0.2,
+                                  linewidth=0)
+        if index in log_scale and axes.lines:
             axes.set_yscale("log")
+        if all(float(x).is_integer() for _, (xs, _) in series.items() for x in xs):
+            from matplotlib.ticker import MaxNLocator
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs, steps
         axes.set_title(panel_title, fontsize=10)
         axes.set_xlabel(xlabel)
         axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
-    handles, labels = axes_list[0][0].get_legend_handles_labels()
+    labels = [legend_name(n) for n in names if n in handles]
+    lines = [handles[n] for n in names if n in handles]
     # long series names: fewer legend columns than panels + 1 would overflow the figure
     columns = min(len(panels) + 1, 3, max(len(labels), 1))
-    figure.legend(handles, labels, fontsize=7, loc="lower center", ncol=columns)
+    if lines:
+        figure.legend(lines, labels, fontsize=7, loc="lower center", ncol=columns)
     figure.suptitle(title)
     rows = -(-len(labels) // columns)
     figure.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=110, bbox_inches="tight")  # keeps a wide legend whole
-    plt.close(figure)
-    return path
+    return save(figure, path, also, bbox_inches="tight")  # keeps a wide legend whole

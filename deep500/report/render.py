@@ -9,6 +9,8 @@ import os
 
 from deep500.recipe.results import read_manifest, read_results
 from deep500.report import level0, level1, level2, level3
+from deep500.report.plots import check_figure_format, companion
+from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
 SECTIONS = (level0, level1, level2, level3)
@@ -57,29 +59,42 @@ def _fairness(manifest: dict) -> str:
             "NHWC) happen outside the timed region of operators.")
 
 
-def write_reports(output_dir: str) -> list[str]:
-    """Write report.md and report.html for the run in ``output_dir``; return their paths."""
+def write_reports(output_dir: str, per_seed: bool = False,
+                  figure_format: str | None = "svg") -> list[str]:
+    """Write report.md and report.html for the run in ``output_dir``; return their paths.
+
+    ``per_seed``: one row per seed instead of runs of several seeds aggregated (mean and
+    95% CI); ``figure_format``: every plot is written as PNG (embedded in the HTML) and
+    also in this format (``svg``, ``pdf``; ``None``: PNG only)."""
+    check_figure_format(figure_format)
     records = read_results(output_dir)
     manifest = read_manifest(output_dir)
-    sections = [section.build(records, output_dir) for section in SECTIONS]
+    context = ReportContext(manifest, per_seed=per_seed, figure_format=figure_format)
+    sections = [section.build(records, output_dir, context) for section in SECTIONS]
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
-    failures = sum(s["acceptance_failures"] for s in sections)
-    errors = sum(s["failed"] for s in sections)
-    measured = sum(s["measured"] for s in sections)
-    verdict = (f"{measured} measurements, {errors} failed to run, {failures} missed an "
-               f"acceptance threshold.")
-    return [_markdown(output_dir, title, verdict, manifest, sections),
-            _html(output_dir, title, verdict, failures + errors == 0, manifest, sections)]
+    counts = count_outcomes(records)  # the same counts deep500 run prints
+    verdict = counts.sentence() + "."
+    return [_markdown(output_dir, title, verdict, manifest, sections, figure_format),
+            _html(output_dir, title, verdict, counts.ok, manifest, sections,
+                  figure_format)]
 
 
-def _markdown(output_dir, title, verdict, manifest, sections) -> str:
+def _figure_link(output_dir, path, figure_format) -> str:
+    other = companion(path, figure_format)
+    if other is None or not os.path.isfile(other):
+        return ""
+    return f" ([{figure_format.upper()}]({os.path.relpath(other, output_dir)}))"
+
+
+def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None) -> str:
     parts = [f"# {title}", "", verdict, "", _fairness(manifest), "",
              _run_table(manifest).markdown()]
     for section in sections:
         for table in section["tables"]:
             parts.append(table.markdown())
         for caption, path in section["plots"]:
-            parts.append(f"![{caption}]({os.path.relpath(path, output_dir)})\n")
+            parts.append(f"![{caption}]({os.path.relpath(path, output_dir)})"
+                         f"{_figure_link(output_dir, path, figure_format)}\n")
         if section["warnings"]:
             parts.append("**Measurement warnings**\n")
             parts += [f"- {w}" for w in section["warnings"]]
@@ -90,7 +105,7 @@ def _markdown(output_dir, title, verdict, manifest, sections) -> str:
     return path
 
 
-def _html(output_dir, title, verdict, ok, manifest, sections) -> str:
+def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None) -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             f"<p class='{'ok' if ok else 'fail'}'>{html.escape(verdict)}</p>",
             f"<p>{html.escape(_fairness(manifest))}</p>", _run_table(manifest).html()]
@@ -99,9 +114,13 @@ def _html(output_dir, title, verdict, ok, manifest, sections) -> str:
         for caption, path in section["plots"]:
             with open(path, "rb") as handle:
                 data = base64.b64encode(handle.read()).decode()
+            other = companion(path, figure_format)
+            link = (f" (<a href='{html.escape(os.path.relpath(other, output_dir))}'>"
+                    f"{figure_format.upper()}</a>)"
+                    if other is not None and os.path.isfile(other) else "")
             body.append(f"<figure><img alt='{html.escape(caption)}' "
                         f"src='data:image/png;base64,{data}'><figcaption>"
-                        f"{html.escape(caption)}</figcaption></figure>")
+                        f"{html.escape(caption)}{link}</figcaption></figure>")
         if section["warnings"]:
             body.append("<h3>Measurement warnings</h3><ul>" + "".join(
                 f"<li>{html.escape(w)}</li>" for w in section["warnings"]) + "</ul>")

@@ -96,7 +96,7 @@ def test_crash_keeps_what_was_measured(tmp_path, monkeypatch):
     # The report can be rebuilt from what is on disk.
     from deep500.report import write_reports
     paths = write_reports(str(out))
-    assert "3 measurements" in open(paths[0]).read()
+    assert "3 configurations measured, 0 failed to run" in open(paths[0]).read()
 
 
 def test_failing_configuration_is_recorded_and_others_run(tmp_path, monkeypatch):
