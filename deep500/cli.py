@@ -3,7 +3,8 @@
     deep500 run RECIPE [--out DIR] [--np N]
                                      run a recipe, write results and a report; with
                                      --np, on N MPI ranks (re-run under mpirun)
-    deep500 report DIR               rebuild the report of a run folder
+    deep500 report DIR [--per-seed] [--figure-format svg|pdf|none]
+                                     rebuild the report of a run folder
     deep500 info [--json]            software versions and hardware
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
@@ -101,7 +102,9 @@ def _run(args) -> int:
 
 def _report(args) -> int:
     from deep500.report import write_reports
-    for path in write_reports(args.directory):
+    figure_format = None if args.figure_format == "none" else args.figure_format
+    for path in write_reports(args.directory, per_seed=args.per_seed,
+                              figure_format=figure_format):
         print(path)
     return 0
 
@@ -211,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="rebuild the report of a run folder")
     report.add_argument("directory")
+    report.add_argument("--per-seed", action="store_true", help="one row per seed "
+                        "(default: runs that differ only in their seed are aggregated: "
+                        "mean and 95%% CI)")
+    report.add_argument("--figure-format", choices=("svg", "pdf", "none"), default="svg",
+                        help="every plot is written as PNG (embedded in report.html) and "
+                        "also in this format (default svg)")
     report.set_defaults(handler=_report)
     info = commands.add_parser("info", help="software versions and hardware")
     info.add_argument("--json", action="store_true", help="machine-readable output")
