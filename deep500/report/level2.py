@@ -242,10 +242,15 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                 fmt_time(stats.median(per_step) if per_step else None)])
     tables = [t for t in (table, explained, phases) if t.rows]
     if skipped:
+        skipped_groups = seed_groups([r for r in skipped if r.get("rank", 0) == 0],
+                                     context.per_seed)
+        several = any(len(g) > 1 for g in skipped_groups)
         tables.append(Table("Level 2 — configurations not applicable",
-                            ["Executor", "Optimizer", *extra, "Why"],
-                            [head(r)[:2 + len(extra)] + [r["reason"]]
-                             for r in skipped if r.get("rank", 0) == 0]))
+                            ["Executor", "Optimizer", *extra] +
+                            (["Seeds"] if several else []) + ["Why"],
+                            [head(g[0])[:2 + len(extra)] +
+                             ([seeds_text(g)] if several else []) + [g[0]["reason"]]
+                             for g in skipped_groups]))
     if failed:
         tables.append(Table("Level 2 — configurations that failed",
                             ["Executor", "Optimizer", *extra, "Seed", "Rank", "Error"],
