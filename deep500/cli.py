@@ -1,8 +1,11 @@
 """The ``deep500`` command (also ``python -m deep500``).
 
-    deep500 run RECIPE [--out DIR] [--np N]
+    deep500 run RECIPE [--out DIR] [--np N] [--remeasure-interfered [N]]
                                      run a recipe, write results and a report; with
-                                     --np, on N MPI ranks (re-run under mpirun)
+                                     --np, on N MPI ranks (re-run under mpirun); with
+                                     --remeasure-interfered, configurations measured
+                                     while other processes used the CPU are measured
+                                     again (up to N times, default 2)
     deep500 report DIR [--per-seed] [--figure-format svg|pdf|none]
                                      rebuild the report of a run folder
     deep500 info [--json]            software versions and hardware
@@ -70,7 +73,8 @@ def _run_ranks(args, comm):
         raise Deep500Error(problems[first] + (f" (on rank {first}; the ranks disagree)"
                                               if differs else ""))
     with guarded_main(comm):
-        return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet)
+        return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
+                          remeasure_interfered=args.remeasure_interfered)
 
 
 def _run(args) -> int:
@@ -82,7 +86,8 @@ def _run(args) -> int:
         comm = world_communicator()
         if comm is None:
             summary = run_recipe(args.recipe, args.out, argv=sys.argv,
-                                 progress=not args.quiet)
+                                 progress=not args.quiet,
+                                 remeasure_interfered=args.remeasure_interfered)
         else:
             summary = _run_ranks(args, comm)
     except Deep500Error:
@@ -201,6 +206,18 @@ def _build_glue(args) -> int:
     return 1 if failed else 0
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text!r} (to give "
+                                         f"the recipe right after the option, write "
+                                         f"--remeasure-interfered=N or put it last)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -211,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
                      "command under the mpirun beside the Python interpreter (under "
                      "mpirun already: N must be its number of ranks)")
+    run.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?", const=2,
+                     default=0, metavar="N", help="re-measure a configuration that other "
+                     "processes interfered with (see docs/measurement.md) up to N times "
+                     "(default 2), keeping the last clean attempt or the least interfered; "
+                     "give N as --remeasure-interfered=N or after the recipe")
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="rebuild the report of a run folder")
     report.add_argument("directory")

@@ -3,19 +3,39 @@ then the report.
 
 Under ``mpirun -np N deep500 run ...`` every rank measures every configuration; rank 0
 gathers each measurement from all ranks and writes it.
+
+What reaches disk, whatever happens (``docs/run_lifecycle.md``):
+
+- rank 0 takes the run folder (:class:`deep500.recipe.run_folder.RunFolder`: one run per
+  folder) and writes the manifest, ``running``, before any rank measures anything;
+- a configuration that raises is an error record and the next one runs; where the
+  ranks measure together (a collective experiment) and one rank raises, that rank
+  writes its error record and marks the manifest ``failed`` before the job is aborted;
+- SIGINT and SIGTERM finish the manifest as ``interrupted`` with the counts of what was
+  written (exit status 130 and 143, from ``deep500 run``);
+- a recipe's ``timeout`` (seconds per configuration) ends every rank of a configuration
+  that runs longer, after an error record with ``timeout: true`` and a ``timed_out``
+  manifest (:mod:`deep500.recipe.watchdog`).
 """
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import sys
 import time
+import traceback
 import warnings
 from dataclasses import dataclass
 
-from deep500.lv3_distributed.mpi_launch import world_communicator
-from deep500.recipe.results import ResultsWriter, write_manifest
+from deep500.lv3_distributed.mpi_launch import (LateRanks, abort_job, gather_to_root,
+                                                world_communicator)
+from deep500.recipe.remeasure import measure_watched
+from deep500.recipe.results import (RunFolderError, configuration_in_progress,
+                                    mark_run_failed, record_failure)
+from deep500.recipe.run_folder import RunFolder
 from deep500.recipe.schema import Recipe, load_recipe
+from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS, Watchdog
 from deep500.utils import sysinfo
 from deep500.utils.allocator import fix_allocator_thresholds
 from deep500.utils.errors import Deep500Error
@@ -42,8 +62,14 @@ def default_output_dir(recipe: Recipe) -> str:
 
 
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
-               progress: bool = True, write_report: bool = True) -> RunSummary:
-    """Run the recipe at ``path``; see the module docstring."""
+               progress: bool = True, write_report: bool = True,
+               remeasure_interfered: int = 0, interference_rule=None) -> RunSummary:
+    """Run the recipe at ``path``; see the module docstring.
+
+    Every configuration is measured under the telemetry sampler; one judged interfered
+    (by ``interference_rule``, default :class:`deep500.utils.telemetry.InterferenceRule`)
+    is re-measured up to ``remeasure_interfered`` times (see
+    :func:`deep500.recipe.remeasure.measure_watched`)."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
     recipe = load_recipe(path)  # every check happens before any work
     comm = world_communicator()
@@ -67,7 +93,8 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
     try:
         for index, configuration in enumerate(bar):
-            record = _measure(recipe, configuration, index, output_dir, state, rank, size)
+            record = _measure(recipe, configuration, index, output_dir, state, rank, size,
+                              remeasure_interfered, interference_rule)
             records = comm.gather(record, root=0) if comm else [record]
             if rank == 0:
                 for item in records:
@@ -98,7 +125,8 @@ def _progress(items, name, enabled):
 
 
 def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
-             state: dict, rank: int, size: int) -> dict:
+             state: dict, rank: int, size: int, remeasure_interfered: int = 0,
+             interference_rule=None) -> dict:
     kind = recipe.kind
     threads = configuration.get("threads")
     if threads is None and size > 1:
@@ -120,7 +148,11 @@ def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
             # Kept in the result and listed in the report; printing them would break
             # the progress bar.
             warnings.simplefilter("ignore", UnstableMeasurementWarning)
-            result = kind.measure(recipe, configuration, tag, output_dir, state)
+            result, watched = measure_watched(
+                lambda: kind.measure(recipe, configuration, tag, output_dir, state),
+                threads, remeasure_interfered, interference_rule,
+                world_communicator() if size > 1 else None)
+        record.update(watched)
     except (Deep500Error, RuntimeError, ValueError, MemoryError) as exc:
         # One failing configuration is recorded and the others still run.
         record.update(kind="error", error=f"{type(exc).__name__}: {exc}",
