@@ -123,7 +123,8 @@ def test_optimizer(optimizer: Optimizer, inputs: dict, expected_params,
     if shared or not groups:
         groups.append(shared)
     runs = sum(max([m.reruns for m in group] + [1]) for group in groups)
-    restore = [_RestoreBeforeRerun(optimizer)] if runs > 1 else []
+    adaptive = any(getattr(m, "adaptive", False) for m in metrics)  # may ask for more
+    restore = [_RestoreBeforeRerun(optimizer)] if runs > 1 or adaptive else []
     outputs = None
     for group in groups:
         outputs = run_together(lambda: optimizer.step(inputs), [*restore, *group], None)

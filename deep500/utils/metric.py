@@ -1,8 +1,10 @@
 """The metric protocol shared by every level's validation functions.
 
 A validation function (``d5.test_op_forward``, ...) runs the measured region
-``max(m.reruns)`` times; around each run it calls ``begin`` on every metric, then
-``end`` in reverse order, so timers sit innermost and count only the measured call.
+``max(m.reruns)`` times, then as many more as ``max(m.more_runs())`` asks, until that
+is 0 (adaptive metrics measure until they are precise enough); around each run it calls
+``begin`` on every metric, then ``end`` in reverse order, so timers sit innermost and
+count only the measured call.
 Afterwards ``measure(inputs, outputs, reference_outputs)`` turns what a metric saw into
 a :class:`MetricResult`, which keeps raw samples and the conditions of the run.
 """
@@ -107,6 +109,10 @@ class TestMetric:
     def reset(self) -> None:
         """Forget what was recorded, so the metric can measure another region."""
 
+    def more_runs(self) -> int:
+        """After its ``reruns``, how many more runs the metric wants (0: none)."""
+        return 0
+
 
 def run_measured(call: Callable[[], Any], metrics: Sequence[TestMetric],
                  to_numpy: Callable[[Any], Any] | None = None):
@@ -126,6 +132,10 @@ def run_measured(call: Callable[[], Any], metrics: Sequence[TestMetric],
     return run_together(call, shared, to_numpy)
 
 
+def _more_runs(metrics) -> int:
+    return max([m.more_runs() for m in metrics if hasattr(m, "more_runs")] + [0])
+
+
 def run_together(call, metrics, to_numpy):
     ordered = sorted(metrics, key=lambda m: m.measures_time)  # timers last = innermost
     reverse = ordered[::-1]
@@ -135,12 +145,23 @@ def run_together(call, metrics, to_numpy):
     if len(ordered) == 1 and not needs_outputs:
         # The common case (one timer) without per-run loops over metrics.
         begin, end = ordered[0].begin, ordered[0].end
-        for _ in range(runs):
-            outputs = None  # as below: free the previous outputs outside the clock
-            begin()
-            outputs = call()
-            end()
+        while runs:
+            for _ in range(runs):
+                outputs = None  # as below: free the previous outputs outside the clock
+                begin()
+                outputs = call()
+                end()
+            runs = _more_runs(ordered)
         return outputs
+    while runs:
+        outputs = None  # the last block's outputs, freed as in _run_block
+        outputs = _run_block(call, ordered, reverse, to_numpy, runs)
+        runs = _more_runs(ordered)
+    return outputs
+
+
+def _run_block(call, ordered, reverse, to_numpy, runs):
+    outputs = None
     for _ in range(runs):
         # Free the previous run's outputs before the next run, outside the clock: holding
         # them makes the allocator hand out fresh (page-faulting) memory every run, which

@@ -278,3 +278,139 @@ def test_measure_without_enough_runs_raises():
     timer.begin()
     timer.end()
     assert timer.measure().summary["n"] == 1
+
+
+# -- adaptive reruns (target_ci, max_time) on a synthetic clock -------------------------
+
+class FakeClock:
+    """perf_counter_ns stand-in: time moves only when the measured call says so."""
+
+    def __init__(self, durations_ns):
+        self.now = 0
+        self.durations = iter(durations_ns)
+        self.calls = 0
+
+    def __call__(self):
+        return self.now
+
+    def run(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    import numpy as np
+    import deep500.utils.wallclock as wallclock
+
+    def install(durations_ns):
+        clock = FakeClock(int(d) for d in durations_ns)
+        monkeypatch.setattr(wallclock, "perf_counter_ns", clock)
+        return clock
+    install.rng = np.random.default_rng(7)
+    return install
+
+
+def _half_width(samples_s):
+    from deep500.utils.statistics import summarize
+    return summarize(samples_s)["ci_relative_width"] / 2
+
+
+def test_adaptive_reruns_stop_at_the_target(fake_clock):
+    durations = 1e6 * (1 + 0.2 * fake_clock.rng.uniform(-1, 1, 100_000))  # 1 ms ± 20%
+    clock = fake_clock(durations)
+    timer = WallclockTime(reruns=10, warmup=2, target_ci=0.02, max_time=1000)
+    result = timer.time(clock.run)
+    summary = result.summary
+    n = summary["n"]
+    assert summary["target_reached"] is True and summary["stopped_by"] == "target"
+    assert summary["target_ci"] == 0.02 and summary["extra_runs"] == n - 10
+    assert summary["ci_relative_width"] / 2 <= 0.02
+    assert clock.calls == n + 2 and result.samples == pytest.approx(
+        [d * 1e-9 for d in durations[2:n + 2].astype(int)])
+    # Blocks at most double the runs so far: the stop comes before twice the size from
+    # which on every prefix meets the target.
+    measured = [d * 1e-9 for d in durations[2:2 * n + 2].astype(int)]
+    stable = max(m for m in range(10, n + 1) if _half_width(measured[:m - 1]) > 0.02)
+    assert stable <= n <= 2 * stable
+    assert _half_width(measured[:10]) > 0.02  # adaptivity was needed
+
+
+def test_adaptive_reruns_stop_at_the_budget(fake_clock):
+    # 0.1 ms .. 10 ms log-uniform: a 0.1% target is out of reach.
+    durations = 10 ** fake_clock.rng.uniform(5, 7, 100_000)
+    clock = fake_clock(durations)
+    timer = WallclockTime(reruns=6, warmup=1, target_ci=0.001, max_time=0.05,
+                          ci_warn_fraction=100)
+    summary = timer.time(clock.run).summary
+    assert summary["target_reached"] is False and summary["stopped_by"] == "max_time"
+    spent = clock.now * 1e-9
+    assert 0.05 <= spent <= 0.05 + 3 * durations.max() * 1e-9
+    assert summary["n"] > 6
+
+
+def test_adaptive_reruns_stop_at_max_reruns(fake_clock):
+    clock = fake_clock(10 ** fake_clock.rng.uniform(5, 7, 100_000))
+    timer = WallclockTime(reruns=6, warmup=0, target_ci=0.001, max_time=1e6,
+                          max_reruns=50, ci_warn_fraction=100)
+    summary = timer.time(clock.run).summary
+    assert summary["n"] == 50 and summary["stopped_by"] == "max_reruns"
+
+
+def test_adaptive_reruns_through_the_begin_end_protocol(fake_clock):
+    """test_op_forward and run_measured keep running while the timer asks for more,
+    and other metrics in the group see every run."""
+    clock = fake_clock(1e6 * (1 + 0.2 * fake_clock.rng.uniform(-1, 1, 100_000)))
+
+    class Advancing(d5.CustomOp):
+        framework = "test"
+        op_type = "Advance"
+
+        def native_call(self, inputs):
+            return clock.run, lambda result: ()
+
+    timer = WallclockTime(reruns=10, warmup=2, target_ci=0.02, max_time=1000)
+    result = d5.test_op_forward(Advancing(), [], metrics=[timer])["WallclockTime"]
+    assert result.summary["target_reached"] is True
+    assert clock.calls == result.summary["n"] + 2 > 12
+
+    clock.calls = 0
+    log = []
+    other = RecordingMetric(log, reruns=1)
+    timer = WallclockTime(reruns=10, warmup=2, target_ci=0.02, max_time=1000)
+    run_measured(clock.run, [other, timer])
+    assert len(timer._samples_ns) == clock.calls > 12
+    assert log.count("outer-begin") == log.count("outer-end") == clock.calls
+
+
+def test_fixed_reruns_are_not_adaptive():
+    timer = WallclockTime(reruns=5, warmup=1)
+    assert timer.adaptive is False and timer.more_runs() == 0
+    calls = []
+    summary = timer.time(lambda: calls.append(None)).summary
+    assert len(calls) == 6 and "target_ci" not in summary
+
+
+def test_adaptive_defaults():
+    budget_only = WallclockTime(max_time=2, ci_warn_fraction=0.1)
+    assert budget_only.adaptive and budget_only.target_ci == 0.05
+    target_only = WallclockTime(target_ci=0.01)
+    assert target_only.max_time == WallclockTime.default_max_time == 10.0
+
+
+@pytest.mark.parametrize("kwargs", [{"target_ci": 0}, {"target_ci": 1.5},
+                                    {"max_time": 0}, {"reruns": 10, "max_reruns": 5}])
+def test_invalid_adaptive_arguments_raise(kwargs):
+    with pytest.raises(ValueError):
+        WallclockTime(**kwargs)
+
+
+def test_recipes_accept_adaptive_parameters():
+    from deep500.recipe.components import metric_factory
+    from deep500.utils.errors import RecipeError
+    build = metric_factory("WallclockTime", {"reruns": 20, "target_ci": 0.02,
+                                             "max_time": 5}, "metrics")
+    timer = build("/tmp", "tag")
+    assert (timer.target_ci, timer.max_time, timer.measured_reruns) == (0.02, 5, 20)
+    with pytest.raises(RecipeError, match="target_ci"):
+        metric_factory("WallclockTime", {"target_ci": 2}, "metrics")
