@@ -9,7 +9,8 @@ import numpy as np
 from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.network import Network
 from deep500.utils.device import CPUDevice, parse_device
-from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.errors import Deep500Error, ModelError, ShapeError
+from deep500.utils.framework_errors import NOT_CONVERTED, convert, name_node
 
 
 class GraphExecutor:
@@ -38,11 +39,23 @@ class GraphExecutor:
 
     # -- public --------------------------------------------------------------------
     def inference(self, inputs: dict) -> dict:
-        """Run the network forward; returns ``{output name: array}``."""
+        """Run the network forward; returns ``{output name: array}``.
+
+        Missing inputs raise a ModelError, inputs whose static shape or dtype differs
+        from the model's a ShapeError, before any framework code runs; a framework's
+        own exception becomes a ShapeError, UnsupportedError or ModelError that keeps
+        its message (see ``deep500.utils.framework_errors``)."""
         self._check_inputs(inputs)
         for event in self.events:
             event.before_executor(inputs)
-        outputs = self._inference(inputs)
+        try:
+            outputs = self._inference(inputs)
+        except Deep500Error as exc:
+            raise name_node(exc)
+        except NOT_CONVERTED:
+            raise
+        except Exception as exc:
+            raise self._framework_error(exc, "inference") from exc
         for event in self.events:
             event.after_inference(outputs)
         return outputs
@@ -58,7 +71,14 @@ class GraphExecutor:
         self._check_inputs(inputs)
         for event in self.events:
             event.before_executor(inputs)
-        outputs = self._inference_and_backprop(inputs, y)
+        try:
+            outputs = self._inference_and_backprop(inputs, y)
+        except Deep500Error as exc:
+            raise name_node(exc)
+        except NOT_CONVERTED:
+            raise
+        except Exception as exc:
+            raise self._framework_error(exc, "inference and backpropagation") from exc
         for event in self.events:
             event.after_backprop(outputs)
         return outputs
@@ -70,6 +90,14 @@ class GraphExecutor:
 
     def reset_peak_memory(self) -> None:
         """Start a new peak-memory measurement (where supported)."""
+
+    def _framework_error(self, exc: Exception, doing: str) -> Deep500Error:
+        """The Deep500 error for a framework's exception: a ShapeError, UnsupportedError
+        or ModelError keeping the framework's message and naming the node where known
+        (see ``deep500.utils.framework_errors``)."""
+        name = getattr(self.network, "name", "?")
+        return convert(exc, self.framework, f"The {self.framework} executor failed in "
+                                            f"{doing} of network '{name}'")
 
     # -- for subclasses ------------------------------------------------------------
     def _inference(self, inputs: dict) -> dict:
@@ -105,7 +133,7 @@ class GraphExecutor:
                                f"{{tensor name: array}}, got {type(inputs).__name__}")
         missing = [n for n in self.input_specs if n not in inputs]
         if missing:
-            raise Deep500Error(f"Network '{self.network.name}' needs inputs {missing} "
+            raise ModelError(f"Network '{self.network.name}' needs inputs {missing} "
                                f"(expected: {sorted(self.input_specs)}; given: "
                                f"{sorted(inputs)})")
         for name, value in inputs.items():

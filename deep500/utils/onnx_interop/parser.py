@@ -13,42 +13,115 @@ import onnx
 import onnx.checker
 import onnx.numpy_helper
 import onnx.shape_inference
-from google.protobuf.message import DecodeError
 
 from deep500.utils.errors import ModelError, UnsupportedError
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import operator_class
 
 
+# Not the model's fault: passed on as they are, never turned into a ModelError.
+_NOT_THE_MODEL = (MemoryError,)
+
+
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str]:
+    """The ``ModelProto`` of a path (or the proto itself) and a name for messages."""
     if isinstance(path_or_proto, onnx.ModelProto):
         return path_or_proto, f"<in-memory model {path_or_proto.graph.name!r}>"
-    path = os.fspath(path_or_proto)
+    try:
+        path = os.fspath(path_or_proto)
+    except TypeError:
+        raise ModelError(f"An ONNX model is a file path or an onnx.ModelProto, got "
+                         f"{type(path_or_proto).__name__}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
     if not os.path.isfile(path):
         raise ModelError(f"ONNX file {path!r} does not exist")
     try:
         return onnx.load(path), path
-    except (DecodeError, ValueError, RuntimeError, onnx.onnx_cpp2py_export.checker.ValidationError
-            ) as exc:
+    except OSError as exc:
+        raise ModelError(f"ONNX file {path} cannot be read: {exc}") from exc
+    except _NOT_THE_MODEL:
+        raise
+    except Exception as exc:  # protobuf's DecodeError, onnx's ValueError, ...
         raise ModelError(f"{path} is not a valid ONNX file (it could not be decoded: "
-                         f"{exc}). Re-export the model or check that the download is "
-                         f"complete") from None
+                         f"{type(exc).__name__}: {_first_line(exc)}). Re-export the model "
+                         f"or check that the download is complete") from exc
 
 
 def load_and_parse_model(path_or_proto, check: bool = True) -> OnnxModel:
-    """Parse an ONNX file (path) or ``onnx.ModelProto`` into an :class:`OnnxModel`."""
+    """Parse an ONNX file (path) or ``onnx.ModelProto`` into an :class:`OnnxModel`.
+
+    With ``check`` (the default) the model must pass ``onnx.checker.check_model`` and
+    ONNX shape inference in strict mode (the type and shape checks of every operator's
+    schema, as ``onnx.checker.check_model(full_check=True)`` runs them): a model whose
+    shapes do not fit together fails here, naming the node, rather than inside a
+    framework, where some (TensorFlow's oneDNN kernels) abort the process; errors
+    inside the body of a function or subgraph are the exception (some of ONNX's own
+    function bodies fail strict inference). Without ``check``, shape inference still
+    annotates what it can and stops at nothing.
+    Every problem is a :class:`ModelError` (an operator ONNX does not define: an
+    :class:`UnsupportedError`) naming the file and, where known, the node or tensor.
+    """
     proto, source = load_model_proto(path_or_proto)
     if check:
         try:
             onnx.checker.check_model(proto)
-        except onnx.checker.ValidationError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise ModelError(f"{source} fails the ONNX checker: {first}") from None
+        except _NOT_THE_MODEL:
+            raise
+        except Exception as exc:  # onnx.checker.ValidationError, and others on odd protos
+            raise ModelError(f"{source} fails the ONNX checker: {_first_lines(exc)}. Fix "
+                             f"or re-export the model (onnx.checker.check_model lists the "
+                             f"problem)") from exc
+        _check_opset(proto, source)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except (onnx.shape_inference.InferenceError, RuntimeError) as exc:
-        raise ModelError(f"{source}: ONNX shape inference failed: {exc}") from None
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto, check_type=check,
+                                                         strict_mode=check)
+        except onnx.shape_inference.InferenceError as exc:
+            if not _inside_function_body(exc):
+                raise
+            # Some of ONNX's own function bodies fail strict inference (opset 13's
+            # MeanVarianceNormalization: its Constant nodes), so a valid model would
+            # fail here: errors inside a function's or subgraph's body are not held
+            # against the model; inference then annotates what it can.
+            inferred = onnx.shape_inference.infer_shapes(proto)
+    except _NOT_THE_MODEL:
+        raise
+    except Exception as exc:  # onnx.shape_inference.InferenceError, RuntimeError, ...
+        raise ModelError(f"{source}: ONNX shape inference failed: {_first_lines(exc)}. "
+                         f"The shapes or element types of the named node's inputs do not "
+                         f"fit its operator; fix or re-export the model") from exc
     return _object_model(inferred, source)
+
+
+def _check_opset(proto: onnx.ModelProto, source: str) -> None:
+    """The default domain's opset must be one the installed ONNX defines (the checker
+    lets any number through, and operators would then silently take the newest
+    schema)."""
+    newest = onnx.defs.onnx_opset_version()
+    for opset in proto.opset_import:
+        if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= newest:
+            raise ModelError(f"{source} imports opset {opset.version} of the default ONNX "
+                             f"domain; the installed ONNX ({onnx.__version__}) defines "
+                             f"opsets 1 to {newest}. Re-export the model with an opset in "
+                             f"that range, or install a newer onnx")
+
+
+def _inside_function_body(exc: BaseException) -> bool:
+    """Whether ONNX's inference error arose in the body of a node that expands to a
+    function or holds a subgraph (ONNX nests the body's error list in the node's)."""
+    return str(exc).count("Inference error(s)") > 1
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+
+
+def _first_lines(exc: BaseException, count: int = 3) -> str:
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    more = f" (and {len(lines) - count} more lines)" if len(lines) > count else ""
+    return " ".join(line.strip() for line in lines[:count]).rstrip(".") + more
 
 
 def _default_opset(proto: onnx.ModelProto) -> int:
@@ -72,13 +145,42 @@ def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
             operations.append(cls.from_node(node, name))
         except UnsupportedError as exc:
             raise UnsupportedError(f"{source}: node '{name}' ({node.op_type}): {exc}"
-                                   ) from None
-    initializers = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
-    value_info = {v.name: OnnxValueInfo.from_proto(v)
-                  for v in list(graph.value_info) + list(graph.input) + list(graph.output)}
+                                   ) from exc
+        except _NOT_THE_MODEL:
+            raise
+        except Exception as exc:  # attributes of an undefined type, non-UTF-8 strings
+            raise ModelError(f"{source}: node '{name}' ({node.op_type}) has attributes "
+                             f"that cannot be read: {type(exc).__name__}: "
+                             f"{_first_line(exc)}. Fix or re-export the model") from exc
+    initializers = {}
+    for tensor in graph.initializer:
+        try:
+            initializers[tensor.name] = onnx.numpy_helper.to_array(tensor)
+        except _NOT_THE_MODEL:
+            raise
+        except Exception as exc:  # data of another size than dims say, unknown types
+            raise ModelError(f"{source}: initializer {tensor.name!r} (element type "
+                             f"{tensor.data_type}, dims {list(tensor.dims)}) cannot be read: "
+                             f"{type(exc).__name__}: {_first_line(exc)}. Its stored data "
+                             f"does not match its dims and element type; fix or re-export "
+                             f"the model") from exc
     return OnnxModel(
         name=model_name, opset=opset,
-        inputs=[OnnxValueInfo.from_proto(v) for v in graph.input],
-        outputs=[OnnxValueInfo.from_proto(v) for v in graph.output],
-        initializers=initializers, operations=operations, value_info=value_info,
+        inputs=[_value_info(v, source) for v in graph.input],
+        outputs=[_value_info(v, source) for v in graph.output],
+        initializers=initializers, operations=operations,
+        value_info={v.name: _value_info(v, source) for v in
+                    list(graph.value_info) + list(graph.input) + list(graph.output)},
         proto=proto, source=source)
+
+
+def _value_info(proto: onnx.ValueInfoProto, source: str) -> OnnxValueInfo:
+    try:
+        return OnnxValueInfo.from_proto(proto)
+    except _NOT_THE_MODEL:
+        raise
+    except Exception as exc:  # an element type ONNX does not define
+        raise ModelError(f"{source}: tensor {proto.name!r} has a type Deep500 cannot read "
+                         f"(element type {proto.type.tensor_type.elem_type}): "
+                         f"{type(exc).__name__}: {_first_line(exc)}. Fix or re-export the "
+                         f"model") from exc

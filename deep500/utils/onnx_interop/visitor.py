@@ -9,7 +9,8 @@ naming the operator, the node and the model.
 """
 from __future__ import annotations
 
-from deep500.utils.errors import UnsupportedError
+from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.framework_errors import NOT_CONVERTED, convert
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import OnnxOperation
 
@@ -17,19 +18,32 @@ from deep500.utils.onnx_interop.schemas import OnnxOperation
 class OnnxBaseVisitor:
     """Base class of visitors; subclasses define the hooks and ``visit_<op>`` methods."""
     framework = "a Deep500 visitor"
+    errors = ""   # the framework's key in deep500.utils.framework_errors.register
 
     def visit_model(self, model: OnnxModel, network) -> None:
+        """Build ``network`` from ``model``. A framework's exception while building
+        becomes a Deep500 error naming the node being visited (see
+        ``deep500.utils.framework_errors``)."""
         self.model = model
-        self.visit_graph(model, network)
-        for name, value in model.initializers.items():
-            self.visit_initializer(name, value, network)
-        for value_info in model.feed_inputs:
-            self.visit_input(value_info, network)
-        for op in model.operations:
-            self.visitor_for(op)(op, network)
-        for value_info in model.outputs:
-            self.visit_output(value_info, network)
-        self.visit_graph_end(model, network)
+        op = None
+        try:
+            self.visit_graph(model, network)
+            for name, value in model.initializers.items():
+                self.visit_initializer(name, value, network)
+            for value_info in model.feed_inputs:
+                self.visit_input(value_info, network)
+            for op in model.operations:
+                self.visitor_for(op)(op, network)
+            op = None
+            for value_info in model.outputs:
+                self.visit_output(value_info, network)
+            self.visit_graph_end(model, network)
+        except (Deep500Error,) + NOT_CONVERTED:
+            raise
+        except Exception as exc:
+            source = "" if model.source.startswith("<") else f" ({model.source})"
+            raise convert(exc, self.errors, f"{self.framework} failed building network "
+                                            f"'{model.name}'{source}", op) from exc
 
     def visitor_for(self, op: OnnxOperation):
         method = getattr(self, f"visit_{op.op_type.lower()}", None)
