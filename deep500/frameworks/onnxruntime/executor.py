@@ -41,6 +41,7 @@ class OnnxRuntimeVisitor(OnnxBaseVisitor):
     and loads the session. onnxruntime, not the visitor, decides which operators it
     supports: a node it cannot run fails the session load with an UnsupportedError."""
     framework = "onnxruntime"
+    errors = "onnxruntime"
 
     def visitor_for(self, op):
         return self._visit_operation

@@ -16,7 +16,8 @@ import onnx
 import onnx.numpy_helper
 
 from deep500.lv1_network.network import Network
-from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
+from deep500.utils.errors import (Deep500Error, ModelError, ShapeError, UnsupportedError,
+                                  require)
 
 ort = require("onnxruntime", "onnxruntime",
               "The onnxruntime bridge (deep500.frameworks.onnxruntime)")
@@ -182,8 +183,8 @@ class OnnxRuntimeNetwork(Network):
         try:
             return ort.InferenceSession(self._serialized_model(), options,
                                         providers=self.providers)
-        except ORT_ERRORS as exc:
-            raise self._ort_error(exc, "load") from None
+        except ORT_ERRORS + (UnicodeDecodeError,) as exc:
+            raise self._ort_error(exc, "load") from exc
 
     def run(self, session, inputs: dict) -> dict:
         """Run ``session`` on ``inputs`` and keep its inputs and outputs for
@@ -200,8 +201,8 @@ class OnnxRuntimeNetwork(Network):
                 values = self._run_with_ort_values(session, feeds)
             else:
                 values = session.run(self.outputs, feeds)
-        except ORT_ERRORS as exc:
-            raise self._ort_error(exc, "run") from None
+        except ORT_ERRORS + (UnicodeDecodeError,) as exc:
+            raise self._ort_error(exc, "run") from exc
         outputs = dict(zip(self.outputs, values))
         self.last_inputs = dict(inputs)
         self._last = {**inputs, **outputs}
@@ -294,10 +295,25 @@ class OnnxRuntimeNetwork(Network):
         return names
 
     def _ort_error(self, exc: Exception, doing: str) -> Deep500Error:
-        message = str(exc).strip()
+        """UnsupportedError for what onnxruntime lacks; when running, ShapeError for
+        inputs or intermediate tensors that do not fit a node (onnxruntime's
+        InvalidArgument, Fail and RuntimeException while running); ModelError for a
+        model it refuses to load. (Its error text may hold bytes of the model that are
+        not UTF-8, which its binding fails to decode: that is a ModelError too.)"""
+        if isinstance(exc, UnicodeDecodeError):
+            message = exc.object.decode("utf-8", "replace") if isinstance(
+                exc.object, bytes) else str(exc)
+        else:
+            message = str(exc).strip()
         unsupported = isinstance(exc, _ort_state.NotImplemented) or (
             doing == "load" and any(mark in message for mark in _UNSUPPORTED_MARKS))
-        kind = UnsupportedError if unsupported else Deep500Error
+        if unsupported:
+            kind = UnsupportedError
+        elif doing == "run" and isinstance(exc, (_ort_state.InvalidArgument, _ort_state.Fail,
+                                                 _ort_state.RuntimeException)):
+            kind = ShapeError
+        else:
+            kind = ModelError
         source = "" if self.model.source.startswith("<") else f" ({self.model.source})"
         return kind(f"onnxruntime {ort.__version__} could not {doing} model "
                     f"'{self.name}'{source}: {message}")

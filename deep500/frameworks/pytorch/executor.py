@@ -19,10 +19,13 @@ from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import GRADIENT_SUFFIX, gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError, require
+from deep500.utils.framework_errors import register
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+# PyTorch's operators raise RuntimeError for tensors whose shapes or dtypes do not fit.
+register("pytorch", shape=(RuntimeError,))
 
 _OPTIONS = ("compile",)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from deep500.utils.errors import Deep500Error, require
+from deep500.utils.framework_errors import tag_node
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 nn = torch.nn
@@ -180,9 +181,22 @@ class OnnxModule(nn.Module):
         env = self._template[:]
         for name, slot in self._input_slots:
             env[slot] = inputs[name]
-        for step in self._steps:
-            step(env)
+        step = None
+        try:
+            for step in self._steps:
+                step(env)
+        except Exception as exc:
+            self._tag_failing(exc, step)
+            raise
         return {name: env[slot] for name, slot in self._output_slots}
+
+    def _tag_failing(self, exc: Exception, step) -> None:
+        """Name on ``exc`` the ONNX node whose ``step`` raised it (found only on failure,
+        so the loop stays as it is)."""
+        for op, candidate in self._timeline:
+            if candidate is step and step is not None:
+                tag_node(exc, op)
+                return
 
     def forward_with_events(self, inputs: dict, events, synchronize=None) -> dict:
         """``forward``, calling ``before_operator``/``after_operator`` of each event
@@ -196,7 +210,11 @@ class OnnxModule(nn.Module):
             for event in events:
                 event.before_operator(op)
             if step is not None:
-                step(env)
+                try:
+                    step(env)
+                except Exception as exc:
+                    tag_node(exc, op)
+                    raise
                 if synchronize is not None:
                     synchronize()
             for event in events:

@@ -159,6 +159,7 @@ class PyTorchVisitor(OnnxBaseVisitor):
             computed tensors (to pick code paths); off after graph edits.
     """
     framework = "The PyTorch executor (deep500.frameworks.pytorch)"
+    errors = "pytorch"
 
     def __init__(self, static_shapes: bool = True):
         self.static_shapes = static_shapes

@@ -16,6 +16,7 @@ from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.framework_errors import tag_node
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -192,41 +193,47 @@ class ReferenceGraphExecutor(GraphExecutor):
         env[None] = None   # an omitted optional input reads as None
         op_events = self.operator_events
         ndarray = np.ndarray
-        for index, step in enumerate(plan.steps):
-            args = [env[t] for t in step.inputs]
-            if op_events:
-                for event in op_events:
-                    event.before_operator(step.op)
-                result = step.forward(*args)
-                for event in op_events:
-                    event.after_operator(step.op)
-            else:
-                result = step.forward(*args)
-            if type(result) is ndarray and saved is None and len(step.outputs) < 2:
-                # The common case: one output array, nothing kept for a backward pass.
-                nbytes = result.nbytes
-                if live + nbytes > peak:
-                    peak = live + nbytes
-                if step.outputs:
-                    env[step.outputs[0]] = result
-                    live += nbytes
-            else:
-                result = self._outputs(step, result)
-                produced = sum(r.nbytes for r in result)
-                if live + produced > peak:
-                    peak = live + produced
-                for name, value in zip(step.outputs, result):
-                    if name is not None:
-                        env[name] = value
-                        live += value.nbytes
-                if saved is not None and index in saved:
-                    saved[index] = (args, result)
-                    # Every output, named or not, stays alive until the backward pass.
-                    live += sum(r.nbytes for name, r in
-                                zip(step.outputs + (None,) * len(result), result)
-                                if name is None)
-            for name in frees[index]:
-                live -= env.pop(name).nbytes
+        step = None
+        try:
+            for index, step in enumerate(plan.steps):
+                args = [env[t] for t in step.inputs]
+                if op_events:
+                    for event in op_events:
+                        event.before_operator(step.op)
+                    result = step.forward(*args)
+                    for event in op_events:
+                        event.after_operator(step.op)
+                else:
+                    result = step.forward(*args)
+                if type(result) is ndarray and saved is None and len(step.outputs) < 2:
+                    # The common case: one output array, nothing kept for a backward pass.
+                    nbytes = result.nbytes
+                    if live + nbytes > peak:
+                        peak = live + nbytes
+                    if step.outputs:
+                        env[step.outputs[0]] = result
+                        live += nbytes
+                else:
+                    result = self._outputs(step, result)
+                    produced = sum(r.nbytes for r in result)
+                    if live + produced > peak:
+                        peak = live + produced
+                    for name, value in zip(step.outputs, result):
+                        if name is not None:
+                            env[name] = value
+                            live += value.nbytes
+                    if saved is not None and index in saved:
+                        saved[index] = (args, result)
+                        # Every output, named or not, stays alive until the backward pass.
+                        live += sum(r.nbytes for name, r in
+                                    zip(step.outputs + (None,) * len(result), result)
+                                    if name is None)
+                for name in frees[index]:
+                    live -= env.pop(name).nbytes
+        except Exception as exc:
+            if step is not None:
+                tag_node(exc, step.op)
+            raise
         del env[None]
         return peak, live
 
@@ -279,14 +286,18 @@ class ReferenceGraphExecutor(GraphExecutor):
             upstream = [grads.pop(t, None) for t in step.outputs]
             upstream += [None] * (len(result) - len(upstream))
             if any(g is not None for g in upstream):
-                if op_events:
-                    for event in op_events:
-                        event.before_operator(step.op)
-                    input_grads = step.backward(upstream, args, list(result))
-                    for event in op_events:
-                        event.after_operator(step.op)
-                else:
-                    input_grads = step.backward(upstream, args, list(result))
+                try:
+                    if op_events:
+                        for event in op_events:
+                            event.before_operator(step.op)
+                        input_grads = step.backward(upstream, args, list(result))
+                        for event in op_events:
+                            event.after_operator(step.op)
+                    else:
+                        input_grads = step.backward(upstream, args, list(result))
+                except Exception as exc:
+                    tag_node(exc, step.op)
+                    raise
                 for position, (name, g) in enumerate(zip(step.inputs, input_grads)):
                     if g is None or name not in differentiable:
                         continue

@@ -120,6 +120,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
     parameters, other initializers and ``Constant`` nodes constants, and every other node
     an operation computed by the reference operator of its ``op_type``."""
     framework = "The reference (NumPy) framework"
+    errors = "reference"
 
     def __init__(self, where: str | None = None):
         self._where = where

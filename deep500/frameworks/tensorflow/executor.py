@@ -26,10 +26,17 @@ from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error
+from deep500.utils.framework_errors import register
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
 MODES = ("eager", "function")
+
+# TensorFlow's operators raise InvalidArgumentError (eagerly) or ValueError (while
+# tracing) for tensors whose shapes or dtypes do not fit; UnimplementedError for kernels
+# that do not exist.
+register("tensorflow", shape=(tf.errors.InvalidArgumentError,),
+         unsupported=(tf.errors.UnimplementedError,))
 
 
 def _check_mode(mode: str, executor: str) -> str:

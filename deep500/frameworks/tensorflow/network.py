@@ -16,6 +16,7 @@ from deep500.frameworks.tensorflow.visitor import ParameterLayout, Plan, TensorF
 from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.framework_errors import tag_node
 
 
 def to_numpy(value) -> np.ndarray:
@@ -173,11 +174,16 @@ class TensorFlowNetwork(Network):
         env = dict(self._initial)
         env.update(feeds)
         if not operator_events:
-            for fn, inputs, output in plan.steps:
-                if output.__class__ is str:
-                    env[output] = fn(*[env[k] for k in inputs])
-                else:
-                    env.update(zip(output, fn(*[env[k] for k in inputs])))
+            fn = None
+            try:
+                for fn, inputs, output in plan.steps:
+                    if output.__class__ is str:
+                        env[output] = fn(*[env[k] for k in inputs])
+                    else:
+                        env.update(zip(output, fn(*[env[k] for k in inputs])))
+            except Exception as exc:
+                self._tag_failing(exc, fn)
+                raise
             return env
         sync = device.synchronize if device is not None and device.is_gpu else None
         for op, steps in plan.node_steps:
@@ -186,17 +192,30 @@ class TensorFlowNetwork(Network):
                     sync()
                 for event in operator_events:
                     event.before_operator(op)
-            for fn, inputs, output in steps:
-                if output.__class__ is str:
-                    env[output] = fn(*[env[k] for k in inputs])
-                else:
-                    env.update(zip(output, fn(*[env[k] for k in inputs])))
+            try:
+                for fn, inputs, output in steps:
+                    if output.__class__ is str:
+                        env[output] = fn(*[env[k] for k in inputs])
+                    else:
+                        env.update(zip(output, fn(*[env[k] for k in inputs])))
+            except Exception as exc:
+                if op is not None:
+                    tag_node(exc, op)
+                raise
             if op is not None:
                 if sync:
                     sync()
                 for event in operator_events:
                     event.after_operator(op)
         return env
+
+    def _tag_failing(self, exc: Exception, fn) -> None:
+        """Name on ``exc`` the ONNX node whose step ``fn`` raised it (searched only on
+        failure)."""
+        for op, steps in self.plan.node_steps:
+            if op is not None and any(step[0] is fn for step in steps):
+                tag_node(exc, op)
+                return
 
     def keep(self, tensors: dict) -> None:
         """Keep the tensors of the latest run for ``fetch_tensor``."""

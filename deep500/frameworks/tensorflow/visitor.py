@@ -403,6 +403,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             convolution, pooling and normalization.
     """
     framework = "Deep500's TensorFlow executor"
+    errors = "tensorflow"
 
     def __init__(self, propagate_layout: bool = True):
         self.propagate_layout = propagate_layout
@@ -668,6 +669,16 @@ class TensorFlowVisitor(OnnxBaseVisitor):
                                 f"'{self.network.name}': {what}" + (f"; {advice}" if advice
                                                                     else ""))
 
+    def _check_rank(self, name: str, rank: int, why: str) -> None:
+        """A known rank of input ``name`` other than ``rank`` is a ShapeError here: some
+        of TensorFlow's kernels (oneDNN's convolution) abort the process on it."""
+        known = self.rank(name)
+        if known is not None and known != rank:
+            op = self.op
+            raise ShapeError(f"{self.framework}: node '{op.name}' ({op.op_type}) of network "
+                             f"'{self.network.name}': input {name!r} has rank {known}, but "
+                             f"{why}, so it needs rank {rank}; fix the model's shapes")
+
     # -- families ------------------------------------------------------------------
     def _same_layout(self, op, fn) -> None:
         """An operator computing each element from the same element of its one tensor
@@ -738,6 +749,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         if spatial not in (1, 2, 3):
             raise self._unsupported(f"{spatial}-D convolutions are not supported "
                                     f"(1-D, 2-D and 3-D are)")
+        self._check_rank(op.inputs[0], w_rank, f"its weight has rank {w_rank}")
         strides = list(a["strides"] or [1] * spatial)
         dilations = list(a["dilations"] or [1] * spatial)
         group = int(a["group"] or 1)
@@ -776,6 +788,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         a = op.attributes
         kernel = list(a["kernel_shape"])
         n = len(kernel)
+        self._check_rank(op.inputs[0], n + 2, f"its kernel_shape has {n} entries")
         strides = list(a["strides"] or [1] * n)
         dilations = list(a.get("dilations") or [1] * n)
         dilated = any(d != 1 for d in dilations)
