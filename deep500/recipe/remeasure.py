@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from deep500.utils.errors import Deep500Error
 from deep500.utils.telemetry import InterferenceRule, TelemetrySampler
 
 SERIES_POINTS = 64  # time-series points kept in a record (decimated exactly)
@@ -15,7 +16,8 @@ SERIES_POINTS = 64  # time-series points kept in a record (decimated exactly)
 
 def measure_watched(measure: Callable[[], Any], threads: int | None,
                     remeasure: int = 0, rule: InterferenceRule | None = None,
-                    comm=None, interval_s: float = 0.02) -> tuple[Any, dict]:
+                    comm=None, interval_s: float = 0.02,
+                    collective: bool = False) -> tuple[Any, dict]:
     """Run ``measure()`` with a :class:`TelemetrySampler` on; while the window is judged
     interfered, run it again, at most ``remeasure`` more times.
 
@@ -28,7 +30,10 @@ def measure_watched(measure: Callable[[], Any], threads: int | None,
     Under MPI (``comm`` given) the ranks decide together, so that collective
     measurements stay matched: all re-measure when any rank was interfered and none
     failed, and all keep the same attempt (least interfered on its worst rank). An
-    error in ``measure()`` stops re-measuring and is raised after the ranks agreed.
+    error in ``measure()`` stops re-measuring and is raised after the ranks agreed;
+    except in a ``collective`` measurement, where the other ranks may wait inside the
+    measurement for the failed one: there an error other than a Deep500Error (which
+    every rank raises alike) is raised at once, for the runner to end the job.
     """
     if remeasure < 0:
         raise ValueError(f"remeasure must be >= 0, got {remeasure}")
@@ -45,6 +50,8 @@ def measure_watched(measure: Callable[[], Any], threads: int | None,
             error = exc
         finally:
             summary = sampler.stop()
+        if error is not None and collective and not isinstance(error, Deep500Error):
+            raise error
         attempts.append((result, sampler, summary))
         vote = (error is not None, summary["interfered"], summary["other_cpu_cores"])
         votes = comm.allgather(vote) if comm is not None and remeasure else [vote]

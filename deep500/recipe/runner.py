@@ -151,7 +151,8 @@ def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
             result, watched = measure_watched(
                 lambda: kind.measure(recipe, configuration, tag, output_dir, state),
                 threads, remeasure_interfered, interference_rule,
-                world_communicator() if size > 1 else None)
+                world_communicator() if size > 1 else None,
+                collective=getattr(kind, "collective", False))
         record.update(watched)
     except (Deep500Error, RuntimeError, ValueError, MemoryError) as exc:
         # One failing configuration is recorded and the others still run.

@@ -337,3 +337,22 @@ def test_cli_remeasure_interfered_option():
     assert parser.parse_args(["run", "r.yaml", "--remeasure-interfered", "1"]).remeasure_interfered == 1
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "r.yaml", "--remeasure-interfered=-1"])
+
+
+def test_a_collective_measurement_raises_without_voting():
+    """In a collective measurement the other ranks may wait inside it for this one, so
+    an unexpected error is raised at once (the runner ends the job), while a
+    Deep500Error, raised by every rank alike, is voted on first."""
+    from deep500.utils.errors import Deep500Error
+    comm = FakeComm([(False, True, 0.0)])
+    with pytest.raises(ZeroDivisionError):
+        measure_watched(lambda: 1 / 0, 1, remeasure=2, rule=FlagFirst(5),
+                        interval_s=0.01, comm=comm, collective=True)
+    assert len(comm.other_votes) == 1  # no vote taken
+
+    def agreed():
+        raise Deep500Error("every rank says so")
+    with pytest.raises(Deep500Error):
+        measure_watched(agreed, 1, remeasure=2, rule=FlagFirst(5), interval_s=0.01,
+                        comm=comm, collective=True)
+    assert comm.other_votes == []
