@@ -356,3 +356,25 @@ def test_a_collective_measurement_raises_without_voting():
         measure_watched(agreed, 1, remeasure=2, rule=FlagFirst(5), interval_s=0.01,
                         comm=comm, collective=True)
     assert comm.other_votes == []
+
+
+def test_other_ranks_of_the_job_are_not_other_processes():
+    """Under mpirun -np 2 each rank counts the other rank's CPU time as the job's
+    (job_cpu_cores), not as other processes': it matches what that rank measured as its
+    own (sampler thread included), within the 10 ms ticks other processes are read in."""
+    import json
+    from tests.lv3_distributed.mpi_helpers import run_program
+    from deep500.lv3_distributed import mpirun_executable
+    script = os.path.join(os.path.dirname(__file__), "scripts", "telemetry_ranks.py")
+    status, output, _ = run_program([mpirun_executable(), "-np", "2", sys.executable,
+                                     script], timeout=120)
+    assert status == 0, output[-3000:]
+    line = next(l for l in output.splitlines() if l.startswith("SUMMARIES "))
+    ranks = json.loads(line[len("SUMMARIES "):])
+    for me, other in ((ranks[0], ranks[1]), (ranks[1], ranks[0])):
+        other_own_s = other["own_cpu_cores"] * other["duration_s"] + other["sampler_cpu_s"]
+        assert other_own_s > 0.1
+        assert me["job_cpu_cores"] * me["duration_s"] == pytest.approx(other_own_s, abs=0.06)
+        # Two ranks of one thread fill the two cores: no spare core, the rule's floor.
+        if me["usable_cpus"] == 2:
+            assert me["threshold_cores"] == InterferenceRule().min_cores
