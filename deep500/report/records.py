@@ -99,13 +99,18 @@ class Settings:
                  aggregated=()):
         self.keys = [k for k in varied_keys(records, manifest)
                      if k not in shown and k not in aggregated]
+        # runs appended to one folder (deep500 run --append) may repeat configurations
+        self.sessions = len({r.get("session") for r in records}) > 1
 
     def __bool__(self) -> bool:
-        return bool(self.keys)
+        return bool(self.keys) or self.sessions
 
     def text(self, record: dict) -> str:
         configuration = record.get("configuration", {})
-        return ", ".join(f"{k}={value_text(configuration.get(k))}" for k in self.keys)
+        parts = [f"{k}={value_text(configuration.get(k))}" for k in self.keys]
+        if self.sessions:
+            parts.append(f"session={record.get('session')}")
+        return ", ".join(parts)
 
     def label(self, base: str, record: dict) -> str:
         text = self.text(record)
@@ -235,11 +240,11 @@ class Counts:
 
 def count_outcomes(records: list[dict]) -> Counts:
     """The :class:`Counts` of ``records`` (one run's results.jsonl), configurations told
-    apart by their ``index`` (and ``run``, where records carry one)."""
+    apart by their ``index`` (and ``session``, where records carry one)."""
     by_configuration: dict[tuple, list[dict]] = OrderedDict()
     for record in records:
-        by_configuration.setdefault((record.get("run"), record.get("index")), []).append(
-            record)
+        by_configuration.setdefault((record.get("session"), record.get("index")),
+                                    []).append(record)
     counts = Counts(configurations=len(by_configuration))
     for group in by_configuration.values():
         kinds = {r.get("kind") for r in group}

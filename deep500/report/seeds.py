@@ -99,13 +99,14 @@ def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float]:
 
 
 def seed_groups(records: list[dict], per_seed: bool = False) -> list[list[dict]]:
-    """Records grouped by their configuration without ``seed`` (each group ordered by
-    seed), or one group per record with ``per_seed``."""
+    """Records grouped by their configuration without ``seed`` and their session
+    (each group ordered by seed), or one group per record with ``per_seed``."""
     if per_seed:
         return [[r] for r in records]
-    groups: dict[str, list[dict]] = OrderedDict()
+    groups: dict[tuple, list[dict]] = OrderedDict()
     for record in records:
-        key = configuration_key(record.get("configuration", {}), without=("seed",))
+        key = (configuration_key(record.get("configuration", {}), without=("seed",)),
+               record.get("session"))
         groups.setdefault(key, []).append(record)
     return [sorted(g, key=lambda r: (r.get("configuration", {}).get("seed") is None,
                                       r.get("configuration", {}).get("seed") or 0))
