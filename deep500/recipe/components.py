@@ -7,6 +7,8 @@ from typing import Callable
 
 from deep500.lv0_operators.custom_op import CustomOp
 from deep500.recipe.operator_spec import OperatorSpec
+from deep500.recipe.problems import VALUE_ERRORS, show
+from deep500.recipe.typed_schema import argument_problems
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
 # name -> (module, function creating an operator from (op_type, attributes, device))
@@ -18,8 +20,8 @@ FRAMEWORKS = {
 
 
 def framework_module(name: str):
-    if name not in FRAMEWORKS:
-        raise RecipeError(f"Unknown framework {name!r}; known: {sorted(FRAMEWORKS)}")
+    if not isinstance(name, str) or name not in FRAMEWORKS:
+        raise RecipeError(f"Unknown framework {show(name)}; known: {sorted(FRAMEWORKS)}")
     try:
         return importlib.import_module(FRAMEWORKS[name])
     except MissingDependencyError as exc:
@@ -69,14 +71,36 @@ def _metric_classes() -> dict[str, type]:
 _FILE_METRICS = ("DiffHeatmap", "VarHeatmap")
 
 
+def metric_fields(name: str) -> tuple | None:
+    """The summary fields metric ``name`` declares (``fields`` on its class), or None
+    when it declares none (thresholds on it are then checked only when judged)."""
+    cls = _metric_classes().get(name)
+    fields = getattr(cls, "fields", None)
+    return tuple(fields) if fields is not None else None
+
+
+# Filled in by Deep500 when the metric is built, never by the recipe.
+_INTERNAL_PARAMETERS = ("path", "timer", "operator_times")
+
+
 def metric_factory(name: str, params: dict, where: str) -> Callable[[str, str], object]:
-    """A function (output_dir, tag) -> metric instance; params are checked now."""
+    """A function (output_dir, tag) -> metric instance. The parameters are checked now,
+    against the class's constructor signature (names and annotated types) and by
+    constructing one instance, so wrong parameters fail before any work."""
     classes = _metric_classes()
     if name not in classes:
         raise RecipeError(f"{where}: unknown metric {name!r}; known: {sorted(classes)}")
     cls = classes[name]
     if not isinstance(params, dict):
-        raise RecipeError(f"{where}.{name}: parameters must be a mapping, got {params!r}")
+        raise RecipeError(f"{where}: parameters must be a mapping, got {show(params)}")
+    problems = argument_problems(cls, params, where, ignore=_INTERNAL_PARAMETERS)
+    if problems:
+        problems = [p if not p.startswith(f"{where}: ") else
+                    f"{where}: bad parameters {show(params)}: {p[len(where) + 2:]}"
+                    for p in problems]
+        error = RecipeError("; ".join(problems))
+        error.problems = problems
+        raise error
 
     def build(output_dir: str, tag: str):
         kwargs = dict(params)
@@ -84,8 +108,8 @@ def metric_factory(name: str, params: dict, where: str) -> Callable[[str, str], 
             kwargs["path"] = os.path.join(output_dir, "heatmaps", f"{name}-{tag}.png")
         return cls(**kwargs)
 
-    try:  # construct once now so wrong parameters fail before any work
+    try:  # construct once now so wrong values fail before any work
         build(os.devnull, "check")
-    except (TypeError, ValueError, Deep500Error) as exc:
-        raise RecipeError(f"{where}.{name}: bad parameters {params!r}: {exc}") from None
+    except (Deep500Error, *VALUE_ERRORS) as exc:
+        raise RecipeError(f"{where}: bad parameters {show(params)}: {exc}") from None
     return build

@@ -15,11 +15,13 @@ shape and dtype, with output shapes from ONNX shape inference of the operator.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
 
 from deep500.recipe.operator_spec import OperatorSpec
+from deep500.recipe.problems import describe, key_path, show
 from deep500.utils.errors import RecipeError
 
 _KEYS = {"cpp", "op", "name", "definitions"}
@@ -49,23 +51,31 @@ class CppKernelSpec:
 
 
 def parse_cpp_kernel(value: dict, where: str, recipe_dir: str) -> CppKernelSpec:
-    unknown = set(value) - _KEYS
+    unknown = sorted(map(str, set(value) - _KEYS))
     if unknown:
-        raise RecipeError(f"{where}: unexpected keys {sorted(unknown)} in a C++ kernel; "
+        raise RecipeError(f"{where}: unexpected keys {unknown} in a C++ kernel; "
                           f"allowed: {sorted(_KEYS)}")
     source, op_type = value.get("cpp"), value.get("op")
-    if not isinstance(source, str) or not isinstance(op_type, str):
+    if not isinstance(source, str) or not source or not isinstance(op_type, str):
         raise RecipeError(f"{where}: a C++ kernel needs 'cpp' (the source file) and 'op' "
                           f"(the ONNX operator it implements, e.g. Relu)")
     path = source if os.path.isabs(source) else os.path.join(recipe_dir or ".", source)
     if not os.path.isfile(path):
         raise RecipeError(f"{where}.cpp: the source file {path!r} does not exist")
     name = value.get("name") or re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise RecipeError(f"{where}.name: {name!r} must be a C identifier")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise RecipeError(f"{where}.name: {show(name)} must be a C identifier")
     definitions = value.get("definitions") or {}
     if not isinstance(definitions, dict):
-        raise RecipeError(f"{where}.definitions: expected a mapping, got {definitions!r}")
+        raise RecipeError(f"{where}.definitions: expected a mapping, got {describe(definitions)}")
+    for key, definition in definitions.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise RecipeError(f"{where}.definitions: {show(key)} must be a C identifier "
+                              f"(a macro name)")
+        if not isinstance(definition, (str, int, float)) or (
+                isinstance(definition, float) and not math.isfinite(definition)):
+            raise RecipeError(f"{key_path(where, 'definitions', key)}: a macro's value is a "
+                              f"number or a string, got {describe(definition)}")
     return CppKernelSpec(os.path.abspath(path), op_type, name, dict(definitions))
 
 

@@ -11,8 +11,16 @@
     metrics:   {WallclockTime: {reruns: 20, warmup: 3}, FLOPs: {}, L2Error: {}}
     acceptance: ["L2Error.relative <= 1e-4"]
 
-Everything is checked when the recipe is loaded, before any work starts; errors name
-the key and the problem.
+Everything is checked when the recipe is loaded, before any work starts, in two
+layers: the types of the top level (``deep500.recipe.typed_schema``, pydantic), then
+what the values mean (components, frameworks, operators, files, metrics). Every problem
+found is reported at once, each with its key path, in one RecipeError::
+
+    recipe.yaml: 2 problems (nothing was run):
+      recipe.yaml: mutable.framework[0]: expected a framework name (a string) or a C++
+        kernel {cpp: SOURCE, op: ONNX_OPERATOR}, got a list ['reference']
+      recipe.yaml: metrics.L2Error: parameters must be a mapping (e.g. {reruns: 10}) or
+        empty, got the number 5
 """
 from __future__ import annotations
 
@@ -23,14 +31,16 @@ from typing import Any, Callable
 
 import yaml
 
-from deep500.recipe import components
+from deep500.recipe import components, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
 from deep500.recipe.experiments.base import REQUIRED
+from deep500.recipe.problems import Problems, describe, key_path, show
 from deep500.utils.errors import RecipeError
 
-TOP_LEVEL_KEYS = {"name", "description", "experiment", "fixed", "mutable", "metrics",
-                  "acceptance", "timeout"}
+TOP_LEVEL_KEYS = set(typed_schema.TOP_LEVEL_KEYS)  # timeout included
+
+
 @dataclass
 class Recipe:
     """A checked recipe. ``configurations()`` is the cross product to run."""
@@ -56,6 +66,13 @@ class Recipe:
         if component in self.mutable:
             return list(self.mutable[component])
         return [self.fixed.get(component)]
+
+    def located(self, component: str) -> list[tuple[str, Any]]:
+        """``(key path, value)`` of every value ``component`` takes, for messages."""
+        if component in self.mutable:
+            return [(key_path("mutable", component, i), value)
+                    for i, value in enumerate(self.mutable[component])]
+        return [(key_path("fixed", component), self.fixed.get(component))]
 
     def needs_reference(self) -> bool:
         """Whether a metric compares with reference values."""
@@ -85,97 +102,212 @@ class Recipe:
 
 
 def load_recipe(path: str) -> Recipe:
-    """Read and check a recipe file; raises RecipeError naming the key and the problem."""
+    """Read and check a recipe file; raises one RecipeError listing every problem, each
+    with its key path."""
+    return parse_recipe(_read_yaml(path), path)
+
+
+def _read_yaml(path: str):
+    if not isinstance(path, (str, os.PathLike)):
+        raise RecipeError(f"A recipe is a file name, got {describe(path)}")
     if not os.path.isfile(path):
-        raise RecipeError(f"Recipe file {path!r} does not exist")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            raw = yaml.safe_load(handle)
-        except yaml.YAMLError as exc:
-            raise RecipeError(f"{path}: not valid YAML: {exc}") from None
-    return parse_recipe(raw, path)
+        what = "is not a file" if os.path.exists(path) else "does not exist"
+        raise RecipeError(f"Recipe file {str(path)!r} {what}")
+    where = os.path.basename(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise RecipeError(f"{where}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a leading byte-order mark is fine
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RecipeError(f"{where}: line {line}, column {column}: byte "
+                          f"0x{data[exc.start]:02x} is not UTF-8 text; save the recipe "
+                          f"as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_RecipeLoader)
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{where}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise RecipeError(f"{where}: not valid YAML: nested too deeply to read; a recipe "
+                          f"needs a few levels of nesting") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # e.g. a date like 2024-13-45
+        raise RecipeError(f"{where}: not valid YAML: {exc}") from None
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps
+    the last one silently, so half a recipe would vanish)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: the base class says so
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"found key {show(key)} twice (first {first.start_mark.line + 1}"
+                        f":{first.start_mark.column + 1}); give each key once",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
-    where = os.path.basename(path)
-    recipe_dir = os.path.dirname(os.path.abspath(path))
+    """Check a parsed recipe (the mapping ``load_recipe`` reads from YAML); raises one
+    RecipeError listing every problem, each with its key path."""
+    where = os.path.basename(str(path))
+    recipe_dir = os.path.dirname(os.path.abspath(str(path)))
+    problems = Problems(where)
     if not isinstance(raw, dict):
-        raise RecipeError(f"{where}: a recipe is a YAML mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
-    if unknown:
-        raise RecipeError(f"{where}: unknown keys {unknown}; a recipe has "
-                          f"{sorted(TOP_LEVEL_KEYS)}")
-    name = raw.get("name") or os.path.splitext(where)[0]
+        raise RecipeError(f"{where}: a recipe is a YAML mapping of keys "
+                          f"{sorted(TOP_LEVEL_KEYS)}, got {describe(raw)}")
+    structure = typed_schema.structure_problems(raw)
+    for _, message in structure:
+        problems.add("", message)
+    bad = [loc for loc, _ in structure]
+
+    def broken(*loc) -> bool:
+        """Whether ``loc`` is already reported (it or a key above it has a bad type)."""
+        return any(loc[:len(b)] == b for b in bad)
+
+    name = raw.get("name") if not broken("name") else None
+    name = str(name) if name not in (None, "") else os.path.splitext(where)[0]
     experiment = raw.get("experiment", "operators")
-    if experiment not in EXPERIMENTS:
-        raise RecipeError(f"{where}.experiment: {experiment!r} is not supported; "
-                          f"supported: {list(EXPERIMENTS)}")
-    kind = EXPERIMENTS[experiment]
-    component_table = kind.components
-
-    fixed_raw = raw.get("fixed") or {}
-    mutable_raw = raw.get("mutable") or {}
-    for key, value in (("fixed", fixed_raw), ("mutable", mutable_raw)):
-        if not isinstance(value, dict):
-            raise RecipeError(f"{where}.{key}: must be a mapping of component names")
-    overlap = sorted(set(fixed_raw) & set(mutable_raw))
-    if overlap:
-        raise RecipeError(f"{where}: {overlap} are both fixed and mutable; a component is "
-                          f"either held fixed or varied, not both")
-    for section, values in (("fixed", fixed_raw), ("mutable", mutable_raw)):
-        for key in values:
-            if key not in component_table:
-                raise RecipeError(f"{where}.{section}.{key}: unknown component; an "
-                                  f"'{experiment}' recipe has {sorted(component_table)}")
-
-    fixed, mutable = {}, {}
-    for key, (validate, default) in component_table.items():
-        if key in fixed_raw:
-            fixed[key] = validate(fixed_raw[key], f"{where}.fixed.{key}", recipe_dir)
-        elif key in mutable_raw:
-            alternatives = mutable_raw[key]
-            if not isinstance(alternatives, list) or not alternatives:
-                raise RecipeError(f"{where}.mutable.{key}: must be a non-empty list of "
-                                  f"alternatives, got {alternatives!r}")
-            mutable[key] = [validate(v, f"{where}.mutable.{key}[{i}]", recipe_dir)
-                            for i, v in enumerate(alternatives)]
-        elif default is REQUIRED:
-            raise RecipeError(f"{where}: component '{key}' is required, in 'fixed' or "
-                              f"'mutable'")
+    kind = None
+    if not broken("experiment"):
+        if experiment in EXPERIMENTS:
+            kind = EXPERIMENTS[experiment]
         else:
-            fixed[key] = default
+            problems.add("experiment", f"{experiment!r} is not supported; supported: "
+                                       f"{list(EXPERIMENTS)}")
 
-    metrics_raw = raw.get("metrics") or {"WallclockTime": {}}
-    if isinstance(metrics_raw, list):
-        metrics_raw = {m: {} for m in metrics_raw}
-    if not isinstance(metrics_raw, dict):
-        raise RecipeError(f"{where}.metrics: a mapping of metric names to parameters")
-    metric_params = {k: dict(v or {}) for k, v in metrics_raw.items()}
-    for metric_name in metric_params:
-        if metric_name not in kind.metric_names:
-            raise RecipeError(f"{where}.metrics: unknown metric {metric_name!r} for an "
-                              f"'{experiment}' recipe; known: {sorted(kind.metric_names)}")
-    builders = {k: components.metric_factory(k, v, f"{where}.metrics")
-                for k, v in metric_params.items()}
+    fixed, mutable, components_ok = {}, {}, False
+    if kind is not None:
+        before = len(problems)
+        fixed, mutable = _components(raw, kind, recipe_dir, problems, broken)
+        components_ok = len(problems) == before and not any(
+            loc[:1] in (("fixed",), ("mutable",)) for loc in bad)
 
-    acceptance_raw = raw.get("acceptance") or []
-    if not isinstance(acceptance_raw, list):
-        raise RecipeError(f"{where}.acceptance: a list of thresholds")
-    acceptance = [parse_threshold(t, f"{where}.acceptance[{i}]", metric_params)
-                  for i, t in enumerate(acceptance_raw)]
-
+    metric_params, builders = _metrics(raw, kind, problems, broken)
+    acceptance = []
+    if not broken("acceptance"):
+        measured = _metric_names(raw, broken)
+        for index, text in enumerate(raw.get("acceptance") or []):
+            at = key_path("acceptance", index)
+            if broken("acceptance", index):
+                continue
+            with problems.check(at, text):
+                acceptance.append(parse_threshold(text, at, measured))
     timeout = raw.get("timeout")
-    if timeout is not None:
-        if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                or not timeout > 0 or timeout == float("inf")):
-            raise RecipeError(f"{where}.timeout: seconds one configuration may take, a "
-                              f"positive number; got {timeout!r}")
-        timeout = float(timeout)
+    timeout = float(timeout) if timeout is not None and not broken("timeout") else None
 
-    recipe = Recipe(name=str(name), path=os.path.abspath(path), experiment=experiment,
+    recipe = Recipe(name=name, path=os.path.abspath(str(path)), experiment=str(experiment),
                     fixed=fixed, mutable=mutable, metric_params=metric_params,
                     metric_builders=builders, acceptance=acceptance,
-                    description=str(raw.get("description", "")), raw=raw,
-                    timeout=timeout)
-    kind.check(recipe, where)
+                    description=str(raw.get("description") or "")
+                    if not broken("description") else "", raw=raw, timeout=timeout)
+    if components_ok:  # cross-checks need every component's value
+        with problems.check(""):
+            kind.check(recipe, problems)
+    problems.raise_if_any()
     return recipe
+
+
+def _components(raw: dict, kind, recipe_dir: str, problems: Problems, broken):
+    """Each component's value(s) through the experiment's validator."""
+    table = kind.components
+    sections = {}
+    for section in ("fixed", "mutable"):
+        value = raw.get(section)
+        sections[section] = (value if isinstance(value, dict) and not broken(section)
+                             else {})
+    fixed_raw, mutable_raw = sections["fixed"], sections["mutable"]
+    overlap = sorted((set(fixed_raw) & set(mutable_raw)), key=str)
+    if overlap:
+        problems.add("fixed", f"{overlap} are both fixed and mutable; a component is "
+                              f"either held fixed or varied, not both")
+    for section, values in sections.items():
+        for key in values:
+            if isinstance(key, str) and key not in table:
+                problems.add(key_path(section, key),
+                             f"unknown component; an '{kind.name}' recipe has "
+                             f"{sorted(table)}")
+
+    fixed, mutable = {}, {}
+    for key, (validate, default) in table.items():
+        if key in fixed_raw:
+            at = key_path("fixed", key)
+            with problems.check(at, fixed_raw[key]):
+                fixed[key] = validate(fixed_raw[key], at, recipe_dir)
+        elif key in mutable_raw:
+            if broken("mutable", key):
+                continue
+            alternatives, seen = [], []
+            for index, value in enumerate(mutable_raw[key]):
+                at = key_path("mutable", key, index)
+                duplicate = next((i for i, other in seen if _same(other, value)), None)
+                if duplicate is not None:
+                    problems.add(at, f"the same as {key_path('mutable', key, duplicate)} "
+                                     f"({show(value)}); give each alternative once (the "
+                                     f"two would be measured and reported as one)")
+                    continue
+                seen.append((index, value))
+                with problems.check(at, value):
+                    alternatives.append(validate(value, at, recipe_dir))
+            mutable[key] = alternatives
+        elif default is REQUIRED:
+            if not broken("fixed") and not broken("mutable"):  # else it may be there
+                problems.add("", f"component '{key}' is required, in 'fixed' or "
+                                 f"'mutable'")
+        else:
+            fixed[key] = default
+    return fixed, mutable
+
+
+def _same(a, b) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # values whose comparison fails are not the same
+        return False
+
+
+def _metric_names(raw: dict, broken) -> list[str] | None:
+    """The metrics the recipe names (for thresholds), even those with bad parameters;
+    None when the metrics are unreadable (thresholds then name any metric)."""
+    metrics = raw.get("metrics")
+    if broken("metrics") and not isinstance(metrics, (dict, list)):
+        return None
+    if not metrics:
+        return ["WallclockTime"]
+    return [m for m in metrics if isinstance(m, str)]
+
+
+def _metrics(raw: dict, kind, problems: Problems, broken) -> tuple[dict, dict]:
+    """``{name: parameters}`` and ``{name: factory}`` of the metrics that check out."""
+    metrics_raw = raw.get("metrics") or {"WallclockTime": {}}
+    if broken("metrics"):
+        return {}, {}
+    if isinstance(metrics_raw, list):
+        metrics_raw = {m: {} for m in metrics_raw}
+    params, builders = {}, {}
+    for name, value in metrics_raw.items():
+        at = key_path("metrics", name)
+        if not isinstance(name, str) or broken("metrics", name):
+            continue
+        if kind is not None and name not in kind.metric_names:
+            problems.add(at, f"unknown metric {name!r} for an '{kind.name}' recipe; "
+                             f"known: {sorted(kind.metric_names)}")
+            continue
+        params[name] = dict(value or {})
+        with problems.check(at, value):
+            builders[name] = components.metric_factory(name, params[name], at)
+    return params, builders

@@ -3,28 +3,37 @@ configuration is measured. The runner does the rest (threads, MPI, records, acce
 """
 from __future__ import annotations
 
+import inspect
+import math
 from typing import Any, Callable
 
+from deep500.recipe.problems import describe, show
 from deep500.utils.errors import RecipeError
 
 REQUIRED = object()
 
 
+MAX_COUNT = 2 ** 31 - 1   # counts (threads, batch sizes, epochs) frameworks take as C ints
+MAX_SEED = 2 ** 63 - 1    # seeds frameworks take as 64-bit integers
+
+
 def positive_int(value, where, recipe_dir=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RecipeError(f"{where}: expected a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_COUNT:
+        raise RecipeError(f"{where}: expected a positive integer (at most {MAX_COUNT}), "
+                          f"got {describe(value)}")
     return value
 
 
 def non_negative_int(value, where, recipe_dir=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RecipeError(f"{where}: expected a non-negative integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+        raise RecipeError(f"{where}: expected a non-negative integer (at most 2**63 - 1), "
+                          f"got {describe(value)}")
     return value
 
 
 def dtype(value, where, recipe_dir=None):
     if value not in ("float32", "float64"):
-        raise RecipeError(f"{where}: dtype must be float32 or float64, got {value!r}")
+        raise RecipeError(f"{where}: dtype must be float32 or float64, got {describe(value)}")
     return value
 
 
@@ -38,12 +47,45 @@ def device(value, where, recipe_dir=None):
     return str(value)
 
 
+def check_like_default(default, value, where: str) -> None:
+    """A hyper-parameter takes the type of its default: a finite number where the
+    default is a number, a boolean for a boolean, a string for a string (no default,
+    or None: not checked)."""
+    if default is inspect.Parameter.empty or default is None:
+        return
+    if isinstance(default, bool):
+        ok, expected = isinstance(value, bool), "a boolean"
+    elif isinstance(default, (int, float)):
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+        expected = "a finite number"
+    elif isinstance(default, str):
+        ok, expected = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise RecipeError(f"{where}: expected {expected} (its default is {default!r}), "
+                          f"got {describe(value)}")
+
+
 def one_of(choices):
     def validate(value, where, recipe_dir=None):
-        if value not in choices:
-            raise RecipeError(f"{where}: {value!r} is not one of {list(choices)}")
+        if not isinstance(value, str) or value not in choices:
+            raise RecipeError(f"{where}: {show(value)} is not one of {list(choices)}")
         return value
     return validate
+
+
+def name_in(table, what: str, where: str, value, hint: str = "") -> str:
+    """``value`` if it is a string naming an entry of ``table``, else a RecipeError
+    saying what was expected (never a TypeError for a list or a mapping)."""
+    if not isinstance(value, str):
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise RecipeError(f"{where}: expected {article} {what} name (a string){hint}, got "
+                          f"{describe(value)}")
+    if value not in table:
+        raise RecipeError(f"{where}: unknown {what} {value!r}; known: {sorted(table)}{hint}")
+    return value
 
 
 class Experiment:
@@ -56,8 +98,10 @@ class Experiment:
     input_components: tuple = ()
     metric_names: tuple = ()
 
-    def check(self, recipe, where: str) -> None:
-        """Checks across components (frameworks installed, operators supported, ...)."""
+    def check(self, recipe, problems) -> None:
+        """Checks across components (frameworks installed, operators supported, ...),
+        each reported into ``problems`` (a ``deep500.recipe.problems.Problems``) at the
+        key path of the value it concerns (``recipe.located(component)``)."""
 
     def new_state(self) -> dict:
         """A cache shared by the configurations of one run (inputs, references)."""

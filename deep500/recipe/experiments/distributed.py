@@ -52,8 +52,10 @@ from deep500.recipe.experiments.networks import executor_factory, \
 from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OPTIMIZERS,
                                                  TRAINING_EXECUTORS, OptimizerSpec,
                                                  _optimizer_class, build_network,
-                                                 cached_datasets, make_optimizer,
+                                                 cached_datasets, check_datasets,
+                                                 make_optimizer,
                                                  parse_dataset, parse_optimizer)
+from deep500.recipe.problems import describe, key_path, show
 from deep500.recipe.results import mark_run_failed
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
@@ -122,10 +124,12 @@ def _check_options(cls, options: dict, where: str) -> None:
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return
     accepted = set(parameters) - {"base_optimizer", "comm"}
-    unknown = sorted(set(options) - accepted)
+    unknown = sorted(map(str, set(options) - accepted))
     if unknown:
         raise RecipeError(f"{where}: {cls.__name__} takes no options {unknown}; it takes "
                           f"{sorted(accepted) or 'none'}")
+    for key, value in options.items():
+        base.check_like_default(parameters[key].default, value, key_path(where, key))
 
 
 def parse_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:
@@ -134,12 +138,18 @@ def parse_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:
     if not isinstance(entry, dict) or not isinstance(entry.get("scheme"), str):
         raise RecipeError(f"{where}: a scheme is a class name or a mapping with 'scheme' "
                           f"(and 'framework' for a framework's baseline) and its options, "
-                          f"got {entry!r}")
+                          f"got {describe(entry)}")
+    keys = [k for k in entry if not isinstance(k, str)]
+    if keys:
+        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
     spec = SchemeSpec(entry)
     for key, value in spec.options.items():
         if isinstance(value, dict):
             raise RecipeError(f"{where}.{key}: scheme options are numbers, strings, "
-                              f"booleans or lists, got {value!r}")
+                              f"booleans or lists, got {describe(value)}")
+    if not isinstance(spec.framework, str):
+        raise RecipeError(f"{where}.framework: expected a framework name (a string), got "
+                          f"{describe(spec.framework)}")
     if spec.framework == "reference":
         schemes = reference_schemes()
         if spec.scheme not in schemes:
@@ -162,9 +172,9 @@ def parse_base_optimizer(entry, where: str, recipe_dir=None) -> OptimizerSpec:
 
 
 def _executor(value, where, recipe_dir=None):
-    if value not in TRAINING_EXECUTORS:
+    if not isinstance(value, str) or value not in TRAINING_EXECUTORS:
         raise RecipeError(f"{where}: reference schemes drive an executor that trains: "
-                          f"{list(TRAINING_EXECUTORS)}, got {value!r}")
+                          f"{list(TRAINING_EXECUTORS)}, got {describe(value)}")
     return value
 
 
@@ -203,25 +213,33 @@ class DistributedExperiment(base.Experiment):
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve")
 
-    def check(self, recipe, where):
-        for scheme in recipe.alternatives("scheme"):
-            label = f"{where}: scheme {scheme.label}"
+    def check(self, recipe, problems):
+        executors_checked = False
+        for path, scheme in recipe.located("scheme"):
+            label = f"{path}: scheme {scheme.label}"
             if scheme.framework == "reference":
-                for name in recipe.alternatives("executor"):
-                    executor_factory(name)
+                if not executors_checked:
+                    for epath, name in recipe.located("executor"):
+                        with problems.check(epath, name):
+                            executor_factory(name)
+                    executors_checked = True
                 continue
-            _check_options(baseline_class(scheme.framework, scheme.scheme, label),
-                           scheme.options, label)
-            executor_name = BASELINES[scheme.framework][1]
-            executor_factory(executor_name)
-            for spec in recipe.alternatives("optimizer"):
-                _optimizer_class(NATIVE_OPTIMIZERS[executor_name], spec.type,
-                                 f"{label}: optimizer {spec.label}")
-        for spec in recipe.alternatives("optimizer"):
-            _optimizer_class(REFERENCE_OPTIMIZERS, spec.type, f"{where}: optimizer")
-        from deep500.datasets import dataset_shape
-        for entry in recipe.alternatives("dataset"):
-            dataset_shape(dict(entry)["name"])
+            before = len(problems)
+            with problems.check(path, scheme.label):
+                _check_options(baseline_class(scheme.framework, scheme.scheme, label),
+                               scheme.options, label)
+                executor_name = BASELINES[scheme.framework][1]
+                executor_factory(executor_name)
+            if len(problems) > before:
+                continue
+            for opath, spec in recipe.located("optimizer"):
+                with problems.check(path, spec.label):
+                    _optimizer_class(NATIVE_OPTIMIZERS[executor_name], spec.type,
+                                     f"{label}: optimizer {spec.label} ({opath})")
+        for opath, spec in recipe.located("optimizer"):
+            with problems.check(opath, spec.label):
+                _optimizer_class(REFERENCE_OPTIMIZERS, spec.type, f"{opath}: optimizer")
+        check_datasets(recipe, problems)
 
     def executor_name(self, configuration) -> str:
         scheme = configuration["scheme"]

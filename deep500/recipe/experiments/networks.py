@@ -16,6 +16,7 @@ import numpy as np
 
 from deep500.lv1_network.validation import test_executor_backprop, test_executor_inference
 from deep500.recipe.experiments import base
+from deep500.recipe.problems import VALUE_ERRORS, describe, show
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
 # executor name -> (module, from_onnx keyword options)
@@ -67,22 +68,43 @@ def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
         entry = {"model": entry}
     if not isinstance(entry, dict):
         raise RecipeError(f"{where}: a network is a zoo name or a mapping with 'model' or "
-                          f"'file', got {entry!r}")
+                          f"'file', got {describe(entry)}")
     entry = dict(entry)
+    keys = [k for k in entry if not isinstance(k, str)]
+    if keys:
+        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
     if "file" in entry:
         path = entry.pop("file")
+        if not isinstance(path, str) or not path:
+            raise RecipeError(f"{where}.file: the path of an ONNX file, got {describe(path)}")
         path = path if os.path.isabs(path) else os.path.join(recipe_dir, path)
         if not os.path.isfile(path):
             raise RecipeError(f"{where}.file: ONNX file {path!r} does not exist")
         if entry:
             raise RecipeError(f"{where}: unexpected keys {sorted(entry)} next to 'file'")
+        check_onnx_file(path, f"{where}.file")
         return NetworkSpec(file=path)
     name = entry.pop("model", None)
     from deep500.networks import model_names
-    if name not in model_names():
-        raise RecipeError(f"{where}.model: unknown model {name!r}; the zoo has "
+    if not isinstance(name, str) or name not in model_names():
+        raise RecipeError(f"{where}.model: unknown model {show(name)}; the zoo has "
                           f"{model_names()}")
     return NetworkSpec(model=name, options=tuple(sorted(entry.items())))
+
+
+def check_onnx_file(path: str, where: str) -> None:
+    """Parse and check the ONNX file at ``path`` (``onnx.checker.check_model`` reads it
+    in C++, without building Python objects): a truncated or corrupt file fails here,
+    before any work, rather than in the middle of a run."""
+    import onnx
+    try:
+        onnx.checker.check_model(path)
+    except Exception as exc:  # onnx raises ValidationError, DecodeError, OSError, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else \
+            type(exc).__name__
+        raise RecipeError(f"{where}: {os.path.basename(path)} is not a valid ONNX model "
+                          f"({reason}); export it again, or check that it was copied "
+                          f"whole") from None
 
 
 def _optional_positive_int(value, where, recipe_dir=None):
@@ -90,9 +112,7 @@ def _optional_positive_int(value, where, recipe_dir=None):
 
 
 def _executor(value, where, recipe_dir=None):
-    if value not in EXECUTORS:
-        raise RecipeError(f"{where}: unknown executor {value!r}; known: {sorted(EXECUTORS)}")
-    return value
+    return base.name_in(EXECUTORS, "executor", where, value)
 
 
 def executor_factory(name: str):
@@ -141,16 +161,23 @@ class NetworksExperiment(base.Experiment):
     metric_names = ("WallclockTime", "L1Error", "L2Error", "MaxError", "OperatorTimes",
                     "FrameworkOverhead", "PeakMemory")
 
-    def check(self, recipe, where):
-        for name in recipe.alternatives("executor"):
-            executor_factory(name)
+    def check(self, recipe, problems):
+        for path, name in recipe.located("executor"):
+            with problems.check(path, name):
+                executor_factory(name)
         if "reference" not in recipe.alternatives("executor") and recipe.needs_reference():
-            executor_factory("reference")
-        for index, spec in enumerate(recipe.alternatives("network")):
-            try:  # bad model options fail now, not after other configurations ran
-                spec.build(1, recipe.alternatives("dtype")[0], 0, None)
-            except Deep500Error as exc:
-                raise RecipeError(f"{where}: network {spec.label}: {exc}") from None
+            with problems.check("metrics"):
+                executor_factory("reference")
+        dtype = recipe.alternatives("dtype")[0]
+        for path, spec in recipe.located("network"):
+            with problems.check(path, spec.label):
+                try:  # bad model options fail now, not after other configurations ran
+                    spec.build(1, dtype, 0, None)
+                except Deep500Error as exc:
+                    raise RecipeError(f"{path}: network {spec.label}: {exc}") from None
+                except VALUE_ERRORS as exc:  # options of a wrong type or size
+                    raise RecipeError(f"{path}: network {spec.label} cannot be built with "
+                                      f"these options ({type(exc).__name__}: {exc})") from None
 
     def applicable(self, configuration) -> str | None:
         if configuration["mode"] == "backprop" and configuration["executor"] in INFERENCE_ONLY:

@@ -14,7 +14,7 @@ from deep500.lv0_operators.op_validation import test_op_forward
 from deep500.recipe import components
 from deep500.recipe.cpp_kernel import CppKernelSpec, parse_cpp_kernel
 from deep500.recipe.experiments import base
-from deep500.recipe.operator_spec import OperatorSpec, parse_operator
+from deep500.recipe.operator_spec import OperatorSpec, inference_problem, parse_operator
 from deep500.utils.errors import Deep500Error, RecipeError
 
 
@@ -27,11 +27,8 @@ def make_inputs(spec: OperatorSpec, dtype: str, seed: int) -> list[np.ndarray]:
 def _framework(value, where, recipe_dir=None):
     if isinstance(value, dict):
         return parse_cpp_kernel(value, where, recipe_dir)
-    if value not in components.FRAMEWORKS:
-        raise RecipeError(f"{where}: unknown framework {value!r}; known: "
-                          f"{sorted(components.FRAMEWORKS)}, or a C++ kernel "
-                          f"{{cpp: SOURCE, op: ONNX_OPERATOR}}")
-    return value
+    return base.name_in(components.FRAMEWORKS, "framework", where, value,
+                        hint=", or a C++ kernel {cpp: SOURCE, op: ONNX_OPERATOR}")
 
 
 def _create_operator(framework, spec: OperatorSpec, dtype: str, device):
@@ -56,43 +53,62 @@ class OperatorsExperiment(base.Experiment):
     metric_names = ("WallclockTime", "FLOPs", "L1Error", "L2Error", "MaxError",
                     "DiffHeatmap", "VarHeatmap")
 
-    def check(self, recipe, where: str) -> None:
-        """Every framework must be installed and offer every operator, checked up front."""
-        for framework in recipe.alternatives("framework"):
+    def check(self, recipe, problems) -> None:
+        """Every framework must be installed and offer every operator, and every
+        operator must pass ONNX shape inference, checked up front."""
+        operators = recipe.located("operator")
+        devices = recipe.located("device")
+        runnable = {path: True for path, _ in operators}
+        for fpath, framework in recipe.located("framework"):
             if isinstance(framework, CppKernelSpec):
-                self._check_kernel(recipe, framework, where)
+                self._check_kernel(recipe, framework, fpath, problems)
                 continue
-            for device in recipe.alternatives("device"):
-                try:
+            before = len(problems)
+            with problems.check(fpath, framework):
+                components.framework_module(framework)
+            for dpath, device in devices:
+                with problems.check(fpath, device):
                     components.check_device(framework, device)
-                except RecipeError as exc:
-                    raise RecipeError(f"{where}: {exc}") from None
-            for spec in recipe.alternatives("operator"):
-                for device in recipe.alternatives("device"):
-                    try:
-                        components.create_operator(framework, spec, device)
-                    except Deep500Error as exc:
-                        raise RecipeError(f"{where}: framework {framework!r} cannot run "
-                                          f"{spec.label}: {exc}") from None
+            if len(problems) > before:
+                continue  # not installed, or not on this device: once is enough
+            for opath, spec in operators:
+                for _, device in devices:
+                    with problems.check(opath, spec.label):
+                        try:
+                            components.create_operator(framework, spec, device)
+                        except Deep500Error as exc:
+                            runnable[opath] = False
+                            raise RecipeError(f"{fpath}: framework {framework!r} cannot "
+                                              f"run {opath} ({spec.label}): {exc}") from None
+        for opath, spec in operators:
+            if not runnable[opath]:
+                continue  # the framework's reason is given
+            for dtype in {d for _, d in recipe.located("dtype")}:
+                problem = inference_problem(spec, dtype)
+                if problem:
+                    problems.add(opath, f"{spec.label}: ONNX shape inference rejects this "
+                                        f"operator: {problem}")
+                    break
 
     @staticmethod
-    def _check_kernel(recipe, kernel: CppKernelSpec, where: str) -> None:
+    def _check_kernel(recipe, kernel: CppKernelSpec, where: str, problems) -> None:
         """Build the kernel for every operator it implements before anything runs."""
         if any(str(d) != "cpu" for d in recipe.alternatives("device")):
-            raise RecipeError(f"{where}: the C++ kernel {kernel.name} runs on the CPU only; "
-                              f"use device: cpu")
+            problems.add(where, f"the C++ kernel {kernel.name} runs on the CPU only; use "
+                                f"device: cpu")
+            return
         specs = [s for s in recipe.alternatives("operator") if s.op_type == kernel.op_type]
         if not specs:
-            raise RecipeError(f"{where}: the C++ kernel {kernel.name} implements "
-                              f"{kernel.op_type}, but the recipe has no {kernel.op_type} "
-                              f"operator")
+            problems.add(where, f"the C++ kernel {kernel.name} implements {kernel.op_type}, "
+                                f"but the recipe has no {kernel.op_type} operator")
         for spec in specs:
             for dtype in recipe.alternatives("dtype"):
-                try:
-                    _create_operator(kernel, spec, dtype, "cpu")
-                except Deep500Error as exc:
-                    raise RecipeError(f"{where}: the C++ kernel {kernel.name} cannot run "
-                                      f"{spec.label} in {dtype}: {exc}") from None
+                with problems.check(where, spec.label):
+                    try:
+                        _create_operator(kernel, spec, dtype, "cpu")
+                    except Deep500Error as exc:
+                        raise RecipeError(f"{where}: the C++ kernel {kernel.name} cannot "
+                                          f"run {spec.label} in {dtype}: {exc}") from None
 
     def applicable(self, configuration):
         """Why a configuration is skipped: a C++ kernel only runs its own operator."""

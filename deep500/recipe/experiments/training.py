@@ -33,6 +33,7 @@ import os
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import EXECUTORS, NetworkSpec, executor_factory, \
     parse_network
+from deep500.recipe.problems import key_path, show
 from deep500.utils.errors import MissingDependencyError, RecipeError
 
 TRAINING_EXECUTORS = tuple(e for e in EXECUTORS if e != "onnxruntime")
@@ -94,20 +95,27 @@ def parse_optimizer(entry, where: str, recipe_dir=None) -> OptimizerSpec:
         raise RecipeError(f"{where}: an optimizer is a mapping with 'type' (one of "
                           f"{sorted(OPTIMIZER_TYPES)}) and its hyper-parameters, got "
                           f"{entry!r}")
+    keys = [k for k in entry if not isinstance(k, str)]
+    if keys:
+        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
     spec = OptimizerSpec(entry)
-    if spec.type not in OPTIMIZER_TYPES:
-        raise RecipeError(f"{where}.type: unknown optimizer {spec.type!r}; known: "
+    if not isinstance(spec.type, str) or spec.type not in OPTIMIZER_TYPES:
+        raise RecipeError(f"{where}.type: unknown optimizer {show(spec.type)}; known: "
                           f"{sorted(OPTIMIZER_TYPES)}")
     if spec.implementation not in ("native", "reference"):
         raise RecipeError(f"{where}.implementation: 'native' (the executor framework's "
-                          f"own optimizer) or 'reference', got {spec.implementation!r}")
-    # Hyper-parameter names are checked against the reference class's signature.
+                          f"own optimizer) or 'reference', got {show(spec.implementation)}")
+    # Hyper-parameter names and values are checked against the reference class's
+    # signature: its names, and the type of each default (a number takes a number).
     cls = _optimizer_class(REFERENCE_OPTIMIZERS, spec.type, where)
-    accepted = set(inspect.signature(cls).parameters) - {"executor", "loss", "events"}
+    parameters = inspect.signature(cls).parameters
+    accepted = set(parameters) - {"executor", "loss", "events"}
     unknown = sorted(set(spec.hyperparameters) - accepted)
     if unknown:
         raise RecipeError(f"{where}: {OPTIMIZER_TYPES[spec.type]} takes no {unknown}; "
                           f"it takes {sorted(accepted)}")
+    for key, value in spec.hyperparameters.items():
+        base.check_like_default(parameters[key].default, value, key_path(where, key))
     return spec
 
 
@@ -117,17 +125,20 @@ def parse_dataset(entry, where: str, recipe_dir=None) -> tuple:
     if not isinstance(entry, dict) or "name" not in entry:
         raise RecipeError(f"{where}: a dataset is a name or a mapping with 'name' and "
                           f"loader options, got {entry!r}")
+    keys = [k for k in entry if not isinstance(k, str)]
+    if keys:
+        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
     from deep500.datasets import dataset_names
-    if entry["name"] not in dataset_names():
-        raise RecipeError(f"{where}.name: unknown dataset {entry['name']!r}; known: "
+    if not isinstance(entry["name"], str) or entry["name"] not in dataset_names():
+        raise RecipeError(f"{where}.name: unknown dataset {show(entry['name'])}; known: "
                           f"{dataset_names()}")
     return tuple(sorted(entry.items()))
 
 
 def _training_executor(value, where, recipe_dir=None):
-    if value not in TRAINING_EXECUTORS:
+    if not isinstance(value, str) or value not in TRAINING_EXECUTORS:
         hint = " (it runs inference only)" if value == "onnxruntime" else ""
-        raise RecipeError(f"{where}: {value!r} cannot train{hint}; executors that train: "
+        raise RecipeError(f"{where}: {show(value)} cannot train{hint}; executors that train: "
                           f"{list(TRAINING_EXECUTORS)}")
     return value
 
@@ -161,17 +172,20 @@ class TrainingExperiment(base.Experiment):
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
                     "TrajectoryDivergence")
 
-    def check(self, recipe, where):
-        for name in recipe.alternatives("executor"):
-            executor_factory(name)
-            for spec in recipe.alternatives("optimizer"):
+    def check(self, recipe, problems):
+        for epath, name in recipe.located("executor"):
+            before = len(problems)
+            with problems.check(epath, name):
+                executor_factory(name)
+            if len(problems) > before:
+                continue
+            for opath, spec in recipe.located("optimizer"):
                 module = (REFERENCE_OPTIMIZERS if spec.implementation == "reference"
                           else NATIVE_OPTIMIZERS[name])
-                _optimizer_class(module, spec.type, f"{where}: optimizer {spec.label} on "
-                                                    f"executor {name}")
-        from deep500.datasets import dataset_shape
-        for entry in recipe.alternatives("dataset"):
-            dataset_shape(dict(entry)["name"])
+                with problems.check(opath, spec.label):
+                    _optimizer_class(module, spec.type, f"{opath}: optimizer {spec.label} "
+                                                        f"on executor {name} ({epath})")
+        check_datasets(recipe, problems)
 
     def applicable(self, configuration) -> str | None:
         spec = configuration["optimizer"]
@@ -221,6 +235,23 @@ class TrainingExperiment(base.Experiment):
                 "optimizer": {**configuration["optimizer"],
                               "implementation": configuration["optimizer"].implementation,
                               "label": configuration["optimizer"].label}}
+
+
+def check_datasets(recipe, problems) -> None:
+    """Each dataset's name, and its loader options against the loader's signature."""
+    from deep500.datasets import dataset_shape
+    from deep500.datasets.registry import FILE_OPTIONS, _entry
+    from deep500.recipe.typed_schema import argument_problems
+    for path, entry in recipe.located("dataset"):
+        options = dict(entry)
+        name = options.pop("name")
+        with problems.check(path, name):
+            dataset_shape(name)
+            loader = _entry(name)
+            if not loader.files:
+                options = {k: v for k, v in options.items() if k not in FILE_OPTIONS}
+            for message in argument_problems(loader.load, options, path):
+                problems.add("", message)
 
 
 def cached_datasets(configuration: dict, state: dict) -> tuple:
