@@ -27,6 +27,7 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     """
     wants_operator_events = True
     measures_time = True
+    fields = ("runs", "total_median", "operators", "by_op_type")  # the summary's keys
 
     def __init__(self, device=None):
         self.set_device(device)
@@ -107,6 +108,7 @@ class FrameworkOverhead(TestMetric):
     events on, which themselves add a little to the network time.
     """
     measures_time = True
+    fields = ("overhead", "network", "operators")  # the summary's keys
 
     def __init__(self, reruns: int = 10, warmup: int = 2, device=None):
         self.reruns = reruns + warmup
@@ -158,6 +160,8 @@ class PeakMemory(TestMetric):
     everything the reference executor allocates but not the memory of frameworks with
     their own allocators. Tracing slows Python down, so do not time with it on.
     """
+
+    fields = ("peak_bytes", "method", "reported")  # the summary's keys
 
     def __init__(self, method: str = "framework"):
         if method not in ("framework", "tracemalloc"):

@@ -47,6 +47,8 @@ class TrainingAccuracy(TrainingMetric):
     (so it lags the parameters at the end of the epoch). Summary: ``final``, ``best``,
     ``best_epoch`` (0-based); samples: one value per epoch."""
 
+    fields = ("final", "best", "best_epoch", "epochs")  # the summary's keys
+
     def measure_training(self, statistics):
         return _accuracy_result(self.name, statistics.train_accuracies, "training")
 
@@ -54,6 +56,8 @@ class TrainingAccuracy(TrainingMetric):
 class TestAccuracy(TrainingMetric):
     """Test accuracy of the validation pass after each epoch. Summary: ``final``,
     ``best``, ``best_epoch`` (0-based); samples: one value per epoch."""
+
+    fields = ("final", "best", "best_epoch", "epochs")  # the summary's keys
 
     def measure_training(self, statistics):
         return _accuracy_result(self.name, statistics.test_accuracies, "test")
@@ -68,6 +72,9 @@ class TimeToAccuracy(TrainingMetric):
     validation passes), ``epochs`` (epochs needed), ``steps``, ``best`` accuracy.
     Samples: ``{"epoch", "seconds", "accuracy"}`` per epoch.
     """
+
+    fields = ("target", "on", "reached", "seconds", "training_seconds", "epochs", "steps",
+              "best")  # the summary's keys
 
     def __init__(self, target: float, on: str = "test"):
         if on not in ("test", "train"):
@@ -113,6 +120,8 @@ class LossCurve(TrainingMetric):
     epoch. Summary: ``final_train_loss`` (mean over the last epoch), ``final_test_loss``,
     ``initial_loss`` (first step), ``min_train_loss`` (lowest epoch mean), ``steps``,
     ``train_loss_per_epoch``, ``test_loss_per_epoch``."""
+    fields = ("final_train_loss", "final_test_loss", "initial_loss", "min_train_loss",
+              "steps", "train_loss_per_epoch", "test_loss_per_epoch")  # the summary's keys
 
     def measure_training(self, statistics):
         train, test = statistics.train_losses, statistics.test_losses

@@ -18,6 +18,9 @@ class TrajectoryDivergenceMetric(TestMetric):
     distance ‖w_a − w_b‖₂ / ‖w_a‖₂ over the steps). The samples are one entry per step;
     with ``path`` the whole per-parameter record is also written there as JSON."""
 
+    fields = ("steps", "max_total_l2", "max_total_linf", "max_relative_l2",
+              "final_total_l2", "final_loss_a", "final_loss_b")  # the summary's keys
+
     def __init__(self, steps: int = 40, path: str | None = None):
         if not isinstance(steps, int) or steps < 1:
             raise Deep500Error(f"TrajectoryDivergence: steps must be a positive integer, "

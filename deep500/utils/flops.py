@@ -94,6 +94,8 @@ class FLOPs(TestMetric):
         timer: a WallclockTime measuring the same calls; its median gives GFLOP/s.
     """
 
+    fields = ("flops", "gflops_per_s")  # the summary's keys
+
     def __init__(self, flops: int | None = None, timer=None):
         self.flops = flops
         self.timer = timer

@@ -50,6 +50,7 @@ class DiffHeatmap(TestMetric):
         output_index: which output to draw.
     """
     needs_reference = True
+    fields = ("path", "max", "mean")  # the summary's keys
 
     def __init__(self, path: str, output_index: int = 0):
         self.path = path
@@ -73,6 +74,7 @@ class VarHeatmap(TestMetric):
     A deterministic implementation gives an all-zero map.
     """
     requires_outputs = True
+    fields = ("path", "runs", "max_variance", "mean_variance")  # the summary's keys
 
     def __init__(self, path: str, reruns: int = 5, output_index: int = 0):
         self.path = path

@@ -47,6 +47,7 @@ def _pairs(outputs, reference_outputs) -> list[tuple[np.ndarray, np.ndarray]]:
 class _NormError(TestMetric):
     """Shared logic: subclasses define ``_norm``."""
     needs_reference = True
+    fields = ("absolute", "relative", "per_output")  # the summary's keys
 
     @staticmethod
     def _norm(values: np.ndarray) -> float:
