@@ -18,7 +18,12 @@
 
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written); 2 bad input (recipe,
-arguments), nothing run.
+arguments, a run folder in use or not empty without --append), nothing run; 124 a
+configuration ran past the recipe's timeout; 130 and 143 stopped by SIGINT and SIGTERM
+(the manifest says interrupted).
+
+``deep500 run --out DIR`` wants a new or empty folder and holds it for as long as it
+runs; ``--append`` adds the run to a folder as a new session.
 
 Under ``mpirun -np N deep500 run ...`` (or ``deep500 run --np N ...``, which re-runs
 the command under the ``mpirun`` beside the Python interpreter) every rank runs the
@@ -72,9 +77,11 @@ def _run_ranks(args, comm):
         differs = any(p != problems[first] for p in problems)
         raise Deep500Error(problems[first] + (f" (on rank {first}; the ranks disagree)"
                                               if differs else ""))
-    with guarded_main(comm):
+    from deep500.recipe.results import RunFolderError
+    with guarded_main(comm, agreed=(RunFolderError,)):  # raised by every rank alike
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
-                          remeasure_interfered=args.remeasure_interfered)
+                          remeasure_interfered=args.remeasure_interfered,
+                          append=args.append)
 
 
 def _run(args) -> int:
@@ -87,7 +94,8 @@ def _run(args) -> int:
         if comm is None:
             summary = run_recipe(args.recipe, args.out, argv=sys.argv,
                                  progress=not args.quiet,
-                                 remeasure_interfered=args.remeasure_interfered)
+                                 remeasure_interfered=args.remeasure_interfered,
+                                 append=args.append)
         else:
             summary = _run_ranks(args, comm)
     except Deep500Error:
@@ -106,7 +114,9 @@ def _run(args) -> int:
 
 
 def _report(args) -> int:
+    from deep500.recipe.results import check_run_folder
     from deep500.report import write_reports
+    check_run_folder(args.directory)  # a missing or corrupt folder: a message, exit 2
     figure_format = None if args.figure_format == "none" else args.figure_format
     for path in write_reports(args.directory, per_seed=args.per_seed,
                               figure_format=figure_format):
@@ -218,13 +228,22 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    import deep500
+    return deep500.__version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"deep500 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a recipe")
     run.add_argument("recipe", help="path of a recipe YAML file")
     run.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--append", action="store_true", help="add this run to a folder "
+                     "that holds earlier runs, as a new session (otherwise --out must be "
+                     "new or empty)")
     run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
                      "command under the mpirun beside the Python interpreter (under "
                      "mpirun already: N must be its number of ranks)")
@@ -292,14 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from deep500.utils.interrupts import signals_raise
     try:
-        return args.handler(args)
+        with signals_raise():  # SIGTERM unwinds like Ctrl-C: manifests, builds cleaned up
+            return args.handler(args)
     except Deep500Error as exc:
         print(f"deep500: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("deep500: interrupted; results measured so far are on disk", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = f" ({exc})" if str(exc) else ""
+        kept = "; results measured so far are on disk" if args.command == "run" else ""
+        print(f"deep500: interrupted{what}{kept}", file=sys.stderr)
+        return getattr(exc, "exit_status", 130)
 
 
 if __name__ == "__main__":

@@ -103,26 +103,31 @@ class guarded_main(contextlib.ContextDecorator):
     ``COMM_WORLD``): ``mpirun`` then ends every rank and exits with a non-zero status.
     ``on_failure(rank, message)``, if given, runs just before ``Abort`` (e.g. to record
     the failure in a file the other ranks can no longer finish); its own errors are
-    printed and ignored. Outside ``mpirun`` (one process, MPI not running) exceptions
+    printed and ignored. Exceptions of the types in ``agreed`` pass through: every rank
+    raises them alike, after agreeing (e.g. a run folder that rank 0 found taken), so
+    none is left waiting. Outside ``mpirun`` (one process, MPI not running) exceptions
     pass through unchanged.
     """
 
-    def __init__(self, comm=None, exit_code: int = 1, on_failure=None):
+    def __init__(self, comm=None, exit_code: int = 1, on_failure=None, agreed=()):
         self.comm = comm
         self.exit_code = exit_code
         self.on_failure = on_failure
+        self.agreed = tuple(agreed)
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        if exc_type is None or (self.agreed and issubclass(exc_type, self.agreed)):
             return False
         code = self.exit_code
         if issubclass(exc_type, SystemExit):
             if exc.code in (None, 0):
                 return False
             code = exc.code if isinstance(exc.code, int) else self.exit_code
+        elif isinstance(getattr(exc, "exit_status", None), int):
+            code = exc.exit_status  # deep500.utils.interrupts.Interrupted: 128 + signal
         comm = getattr(self.comm, "comm", self.comm)
         if comm is None:
             if not launched_by_mpirun():
@@ -151,3 +156,61 @@ class guarded_main(contextlib.ContextDecorator):
             comm.Abort(code)
             # MPICH's MPI_Abort can return before mpirun's kill arrives; go no further.
             os._exit(code)
+
+
+def abort_job(comm, code: int) -> None:
+    """End this process and, under ``mpirun`` (``comm`` not None), every rank of the
+    job, with exit status ``code``; callable from any thread. Flushes stdout and stderr
+    first, so what was printed is kept."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream must not stop the abort
+            pass
+    comm = getattr(comm, "comm", comm)
+    if comm is not None:
+        comm.Abort(code)
+    # MPICH's MPI_Abort can return before mpirun's kill arrives; go no further.
+    os._exit(code)
+
+
+class LateRanks(Exception):
+    """:func:`gather_to_root` on rank 0 passed its deadline; ``received`` holds what
+    arrived (None for ``missing`` ranks)."""
+
+    def __init__(self, missing: list[int], received: list):
+        self.missing = missing
+        self.received = received
+        super().__init__(f"rank(s) {missing} sent nothing before the deadline")
+
+
+_GATHER_TAG = 17017
+
+
+def gather_to_root(comm, value, deadline: float | None = None,
+                   poll_seconds: float = 0.001):
+    """Every rank's ``value`` on rank 0 (a list in rank order; None on the other ranks),
+    as ``comm.gather(value, root=0)``. With a ``deadline`` (``time.monotonic()``
+    seconds), rank 0 receives by polling (``MPI_Iprobe`` every ``poll_seconds``) and
+    raises :class:`LateRanks` naming the ranks whose value had not arrived by then,
+    rather than waiting forever for a rank that hangs. Give ``comm`` a communicator of
+    its own (``Dup``), so that no other receive matches these messages."""
+    import time
+    if deadline is None:
+        return comm.gather(value, root=0)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if rank != 0:
+        comm.send(value, dest=0, tag=_GATHER_TAG)
+        return None
+    received = [value] + [None] * (size - 1)
+    missing = list(range(1, size))
+    while missing:
+        for source in list(missing):
+            if comm.iprobe(source=source, tag=_GATHER_TAG):
+                received[source] = comm.recv(source=source, tag=_GATHER_TAG)
+                missing.remove(source)
+        if missing:
+            if time.monotonic() > deadline:
+                raise LateRanks(missing, received)
+            time.sleep(poll_seconds)
+    return received

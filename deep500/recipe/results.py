@@ -1,14 +1,45 @@
 """Results on disk: ``results.jsonl`` appended and flushed as each measurement ends (a
-crash keeps what was measured) and ``manifest.json`` describing the run."""
+crash keeps what was measured) and ``manifest.json`` describing the run.
+
+Every line of ``results.jsonl`` is written by one ``write(2)`` on a descriptor opened
+with ``O_APPEND``, so lines written by different processes (rank 0, and a rank that
+records its own failure before the job is aborted) never interleave: POSIX makes each
+such write land whole at the end of the file (POSIX.1-2017, ``write()``: "the file
+offset shall be set to the end of the file prior to each write and no intervening file
+modification operation shall occur"). This holds on a local file system; NFS does not
+promise it across hosts.
+"""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import platform
 
+from deep500.utils.errors import Deep500Error
+from deep500.utils.interrupts import deferred
 from deep500.utils.metric import to_jsonable
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
+
+
+class RunFolderError(Deep500Error):
+    """A run folder that cannot be used: taken by another run, not empty, not a run
+    folder, or with a manifest or results that cannot be read."""
+
+
+def _append_line(fd: int, record: dict) -> None:
+    data = (json.dumps(to_jsonable(record)) + "\n").encode("utf-8")
+    written = os.write(fd, data)
+    while written < len(data):  # a regular file writes whole unless the disk is full
+        written += os.write(fd, data[written:])
+    os.fsync(fd)
+
+
+def _open_for_append(output_dir: str) -> int:
+    return os.open(os.path.join(output_dir, RESULTS_FILE),
+                   os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 class ResultsWriter:
@@ -16,64 +47,217 @@ class ResultsWriter:
 
     def __init__(self, output_dir: str):
         self.path = os.path.join(output_dir, RESULTS_FILE)
-        self._handle = open(self.path, "a", encoding="utf-8")
+        self._fd = _open_for_append(output_dir)
 
     def write(self, record: dict) -> None:
-        self._handle.write(json.dumps(to_jsonable(record)) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        with deferred():  # a signal does not cut a line in two
+            _append_line(self._fd, record)
 
     def close(self) -> None:
-        self._handle.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
-def read_results(output_dir: str) -> list[dict]:
-    """Every complete record of a run; a line cut off by a crash is skipped."""
+def append_record(output_dir: str, record: dict) -> None:
+    """Append one record to the run's ``results.jsonl`` from any process (a failing
+    rank, a watchdog thread); see the module docstring."""
+    fd = _open_for_append(output_dir)
+    try:
+        _append_line(fd, record)
+    finally:
+        os.close(fd)
+
+
+def _read_lines(output_dir: str):
+    """(line number, record or None when the line is not a JSON object with a kind)."""
     path = os.path.join(output_dir, RESULTS_FILE)
-    records = []
     if not os.path.isfile(path):
-        return records
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
+        return
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
             line = line.strip()
             if not line:
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
-                continue
-    return records
+                record = None
+            if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+                record = None
+            yield number, record
+
+
+def read_results(output_dir: str) -> list[dict]:
+    """Every complete record of a run; a line cut off by a crash is skipped."""
+    return [record for _, record in _read_lines(output_dir) if record is not None]
 
 
 def write_manifest(output_dir: str, manifest: dict) -> str:
     """Write ``manifest.json`` atomically (a reader never sees half a file)."""
     path = os.path.join(output_dir, MANIFEST_FILE)
     temporary = f"{path}.{os.getpid()}.tmp"   # another rank may write it too
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(to_jsonable(manifest), handle, indent=2)
-    os.replace(temporary, path)
+    with deferred():
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(to_jsonable(manifest), handle, indent=2)
+        os.replace(temporary, path)
     return path
 
 
-def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
-    """Record in the manifest that ``rank`` failed (``message``: its traceback). Called
-    by the failing rank just before ``MPI_Abort`` ends every rank, rank 0 included,
-    which then never writes its final status; a manifest no longer "running" is left
-    as it is."""
-    manifest = read_manifest(output_dir)
-    if manifest.get("status") != "running":
-        return
-    lines = message.strip().splitlines()
-    manifest.update(status="failed", failure={
-        "rank": rank, "error": lines[-1] if lines else message,
-        "traceback": "\n".join(lines[-40:]),
-        "note": "mpirun ended every rank; results written before the failure are kept"})
-    write_manifest(output_dir, manifest)
-
-
 def read_manifest(output_dir: str) -> dict:
+    """The run's manifest; ``{}`` when there is none. Raises RunFolderError when it is
+    not a JSON object."""
     path = os.path.join(output_dir, MANIFEST_FILE)
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{path} is not valid JSON ({exc}); the run's records in "
+                             f"{RESULTS_FILE} are independent of it: move the manifest "
+                             f"away to rebuild the report from them") from None
+    if not isinstance(manifest, dict):
+        raise RunFolderError(f"{path}: a manifest is a JSON object, got "
+                             f"{type(manifest).__name__}")
+    return manifest
+
+
+def check_run_folder(output_dir: str) -> None:
+    """Raise RunFolderError, saying what is wrong, unless ``output_dir`` is a run folder
+    whose manifest and records can be read. A last line cut off by a crash is allowed
+    (:func:`read_results` skips it); any other line that is not a record is not."""
+    if not os.path.exists(output_dir):
+        raise RunFolderError(f"{output_dir}: no such folder; give the folder that "
+                             f"'deep500 run --out' wrote")
+    if not os.path.isdir(output_dir):
+        raise RunFolderError(f"{output_dir} is not a folder; give the folder that "
+                             f"'deep500 run --out' wrote")
+    has_results = os.path.isfile(os.path.join(output_dir, RESULTS_FILE))
+    if not os.path.isfile(os.path.join(output_dir, MANIFEST_FILE)) and not has_results:
+        raise RunFolderError(f"{output_dir} is not a run folder: it has neither "
+                             f"{MANIFEST_FILE} nor {RESULTS_FILE}")
+    read_manifest(output_dir)
+    lines = list(_read_lines(output_dir))
+    bad = [number for number, record in lines if record is None]
+    if bad and bad != [lines[-1][0]]:
+        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        raise RunFolderError(f"{os.path.join(output_dir, RESULTS_FILE)}: line(s) {shown} "
+                             f"are not results (a JSON object with a 'kind' per line); "
+                             f"{len(lines) - len(bad)} of {len(lines)} lines are")
+
+
+def record_counts(records: list[dict]) -> dict:
+    """The manifest's counts of what a run wrote: ``records`` (lines, one per rank per
+    configuration), ``records_by_kind``, and ``configurations_recorded`` (configurations
+    with at least one record)."""
+    by_kind: dict[str, int] = {}
+    for record in records:
+        by_kind[record.get("kind")] = by_kind.get(record.get("kind"), 0) + 1
+    return {"configurations_recorded": len({r.get("index") for r in records}),
+            "records": len(records), "records_by_kind": by_kind,
+            "measurements": len(records)}
+
+
+def session_records(output_dir: str, session: int) -> list[dict]:
+    """The records of one session of a run folder (see ``deep500 run --append``)."""
+    return [r for r in read_results(output_dir) if r.get("session", 0) == session]
+
+
+# output folder -> the record of the configuration this process is measuring there
+_IN_PROGRESS: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def configuration_in_progress(output_dir: str, record: dict):
+    """Within the block, ``record`` (index, rank, configuration) describes what this
+    process is measuring in ``output_dir``; :func:`record_failure` turns it into an
+    error record if the process fails before the block ends."""
+    key = os.path.abspath(output_dir)
+    _IN_PROGRESS[key] = record
+    try:
+        yield record
+    finally:
+        _IN_PROGRESS.pop(key, None)
+
+
+def record_failure(output_dir: str, rank: int, error: str, status: str = "failed",
+                   traceback_text: str | None = None, note: str | None = None,
+                   record_fields: dict | None = None) -> None:
+    """Record, from the process that fails, before the job ends: the configuration it
+    was measuring becomes an error record (``error``, plus ``record_fields``) in
+    ``results.jsonl``, and a manifest still ``running`` gets ``status``, a ``failure``
+    entry (rank, error, configuration, traceback, note) and the counts of the records
+    on disk. A manifest no longer "running" is left as it is (the first failure is the
+    one reported)."""
+    in_progress = _IN_PROGRESS.get(os.path.abspath(output_dir))
+    if in_progress is not None:
+        append_record(output_dir, {**in_progress, "kind": "error", "error": error,
+                                   "rank": rank, **(record_fields or {})})
+    manifest = read_manifest(output_dir)
+    if manifest.get("status") != "running":
+        return
+    failure = {"rank": rank, "error": error}
+    if in_progress is not None:
+        failure["index"] = in_progress.get("index")
+        failure["configuration"] = in_progress.get("label")
+    if traceback_text:
+        failure["traceback"] = traceback_text
+    if note:
+        failure["note"] = note
+    manifest.update(status=status, failure=failure,
+                    **record_counts(session_records(output_dir, manifest.get("session", 0))))
+    write_manifest(output_dir, manifest)
+
+
+def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
+    """Record that ``rank`` failed (``message``: its traceback), as
+    :func:`record_failure` does. Called by the failing rank (``guarded_main``'s
+    ``on_failure``) just before ``MPI_Abort`` ends every rank, rank 0 included, which
+    then never writes its final status."""
+    lines = message.strip().splitlines()
+    record_failure(output_dir, rank, lines[-1] if lines else message,
+                   traceback_text="\n".join(lines[-40:]),
+                   note="mpirun ended every rank; results written before the failure "
+                        "are kept")
+
+
+def process_identity() -> dict:
+    """This process as the manifest names it: pid, host and start time (seconds since
+    the epoch, as ``psutil.Process.create_time``), which tell it apart from a later
+    process given the same pid."""
+    import psutil
+    return {"pid": os.getpid(), "hostname": platform.node(),
+            "started": psutil.Process().create_time()}
+
+
+def process_alive(identity: dict) -> bool | None:
+    """Whether the process ``identity`` names still runs: None when it ran on another
+    host (it cannot be checked from here)."""
+    import psutil
+    if not identity or identity.get("hostname") != platform.node():
+        return None
+    try:
+        started = psutil.Process(int(identity["pid"])).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, TypeError, ValueError):
+        return False
+    return abs(started - float(identity.get("started", started))) < 1.0
+
+
+def run_status(manifest: dict) -> tuple[str | None, str | None]:
+    """The status a report shows, and why it differs from the manifest's, if it does: a
+    manifest still ``running`` whose process has ended (killed, or the machine went
+    down) is ``interrupted``. The manifest itself is not rewritten: the report is a
+    view, and a process on another host may still be writing it."""
+    status = manifest.get("status")
+    if status != "running":
+        return status, None
+    process = manifest.get("process") or {}
+    alive = process_alive(process)
+    if alive is False:
+        return "interrupted", (f"process {process.get('pid')} on {process.get('hostname')} "
+                               f"ended without finishing the manifest")
+    if alive is None and process:
+        return status, (f"on {process.get('hostname')}, process {process.get('pid')}; "
+                        f"cannot be checked from this host")
+    return status, None

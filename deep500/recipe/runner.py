@@ -32,7 +32,7 @@ from deep500.lv3_distributed.mpi_launch import (LateRanks, abort_job, gather_to_
                                                 world_communicator)
 from deep500.recipe.remeasure import measure_watched
 from deep500.recipe.results import (RunFolderError, configuration_in_progress,
-                                    mark_run_failed, record_failure)
+                                    record_failure)
 from deep500.recipe.run_folder import RunFolder
 from deep500.recipe.schema import Recipe, load_recipe
 from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS, Watchdog
@@ -63,8 +63,12 @@ def default_output_dir(recipe: Recipe) -> str:
 
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
                progress: bool = True, write_report: bool = True,
-               remeasure_interfered: int = 0, interference_rule=None) -> RunSummary:
+               remeasure_interfered: int = 0, interference_rule=None,
+               append: bool = False) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
+
+    ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
+    see :mod:`deep500.recipe.run_folder`); RunFolderError (on every rank) otherwise.
 
     Every configuration is measured under the telemetry sampler; one judged interfered
     (by ``interference_rule``, default :class:`deep500.utils.telemetry.InterferenceRule`)
@@ -74,47 +78,177 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     recipe = load_recipe(path)  # every check happens before any work
     comm = world_communicator()
     rank, size = (comm.Get_rank(), comm.Get_size()) if comm else (0, 1)
+    configurations = recipe.configurations()
+    folder, problem = None, None
     if rank == 0:
         output_dir = output_dir or default_output_dir(recipe)
-        os.makedirs(output_dir, exist_ok=True)
+        try:
+            folder = RunFolder.claim(output_dir, append)
+        except RunFolderError as exc:
+            if comm is None:
+                raise
+            problem = exc
+        if folder is not None:
+            # Before any rank starts (they wait in the bcast below): whichever rank
+            # fails first, the manifest is on disk.
+            folder.start(_manifest(recipe, argv, size, len(configurations), allocator))
     if comm:
-        output_dir = comm.bcast(output_dir, root=0)
-    configurations = recipe.configurations()
-    manifest = _manifest(recipe, argv, size, len(configurations)) if rank == 0 else None
-    if manifest is not None:
-        manifest["allocator"] = allocator
-    writer = ResultsWriter(output_dir) if rank == 0 else None
-    if rank == 0:
-        write_manifest(output_dir, manifest)
+        shared = (output_dir, folder and folder.session, folder and folder.first_index,
+                  problem and str(problem))
+        output_dir, session, first_index, message = comm.bcast(shared, root=0)
+        if message:  # every rank stops alike, with nothing run
+            raise problem if problem is not None else RunFolderError(message)
+        records_comm = comm.Dup()  # the records' messages meet no other receive
+    else:
+        session, first_index, records_comm = folder.session, folder.first_index, None
 
     state = recipe.kind.new_state()
-    errors = failures = 0
-    started = time.time()
+    errors = failures = done = 0
+    watchdog = (Watchdog(recipe.timeout, functools.partial(
+        _timed_out, output_dir, rank, comm, recipe.timeout)) if recipe.timeout else None)
     bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
+    loaded = sysinfo.loaded_frameworks()
+    outcome = None
     try:
-        for index, configuration in enumerate(bar):
-            record = _measure(recipe, configuration, index, output_dir, state, rank, size,
-                              remeasure_interfered, interference_rule)
-            records = comm.gather(record, root=0) if comm else [record]
+        for position, configuration in enumerate(bar):
+            index = first_index + position
+            label = configuration_label(recipe, configuration)
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(label)  # drawn now: shown while it runs
+            header = {**_record_header(recipe, configuration, index, rank, size),
+                      "label": label, "session": session}
+            started = time.monotonic()
+            with configuration_in_progress(output_dir, header):
+                try:
+                    with watchdog.watch(header) if watchdog else _nothing():
+                        record = _measure(recipe, configuration, index, output_dir, state,
+                                          rank, size, remeasure_interfered,
+                                          interference_rule)
+                except Exception:
+                    # An error _measure does not record (one rank of a collective
+                    # measurement, which the others wait for): its error record, while
+                    # the configuration is known; then guarded_main aborts the job.
+                    _record_failure(output_dir, rank, comm)
+                    raise
+            record.update(label=label, session=session)
+            records = [record]
+            if comm:
+                deadline = (started + recipe.timeout + _late_grace(recipe.timeout)
+                            if recipe.timeout else None)
+                try:
+                    records = gather_to_root(records_comm, record, deadline)
+                except LateRanks as late:  # rank 0 only
+                    _ranks_timed_out(folder, late, header, recipe.timeout, comm)
+            done += 1
             if rank == 0:
-                for item in records:
-                    writer.write(item)
+                if sysinfo.loaded_frameworks() != loaded:  # cheap only when read here
+                    loaded = sysinfo.loaded_frameworks()
+                    folder.manifest["threads"]["in_force_after_loading"] = \
+                        sysinfo.framework_threads(imported_only=True)
+                folder.write(records)
                 # per configuration, not per rank: one failed scheme is one failure
                 errors += any(item["kind"] == "error" for item in records)
                 failures += any(item["kind"] == "measurement" and not item["passed"]
                                 for item in records)
+    except BaseException as exc:
+        outcome = exc
+        if rank != 0:  # says why it stops before the job is aborted; rank 0 below
+            _record_failure(output_dir, rank, comm)
+        raise
     finally:
+        if watchdog is not None:
+            watchdog.close()
         if rank == 0:
-            writer.close()
-            manifest["status"] = "complete" if sys.exc_info()[0] is None else "interrupted"
-            manifest["duration_s"] = time.time() - started
-            manifest["measurements"] = len(configurations) * size
-            write_manifest(output_dir, manifest)
+            folder.finish(*_final_status(outcome, rank))
+    if records_comm is not None:
+        records_comm.Free()
     reports = []
     if rank == 0 and write_report:
         from deep500.report import write_reports
         reports = write_reports(output_dir)
-    return RunSummary(output_dir, len(configurations), errors, failures, reports)
+    return RunSummary(output_dir, done, errors, failures, reports)
+
+
+def _final_status(outcome: BaseException | None, rank: int) -> tuple:
+    """The manifest's final status (and its ``failure`` entry) for how the loop ended."""
+    if outcome is None:
+        return ("complete",)
+    if isinstance(outcome, KeyboardInterrupt):  # SIGINT, or SIGTERM (Interrupted)
+        return ("interrupted",)
+    return ("failed", {"failure": {"rank": rank,
+                                   "error": f"{type(outcome).__name__}: {outcome}"}})
+
+
+def _record_failure(output_dir: str, rank: int, comm) -> None:
+    """Record the exception being handled on this rank (see
+    :func:`deep500.recipe.results.record_failure`); an interrupt is no error of the
+    configuration, only the manifest's ``interrupted``."""
+    exc = sys.exc_info()[1]
+    try:
+        if isinstance(exc, KeyboardInterrupt):
+            record_failure(output_dir, rank, str(exc) or "KeyboardInterrupt",
+                           status="interrupted")
+        elif not isinstance(exc, SystemExit) or exc.code not in (None, 0):
+            lines = traceback.format_exc().strip().splitlines()
+            record_failure(output_dir, rank, f"{type(exc).__name__}: {exc}",
+                           traceback_text="\n".join(lines[-40:]),
+                           note="mpirun ended every rank; results written before the "
+                                "failure are kept" if comm is not None else None)
+    except Exception as problem:  # noqa: BLE001 - the failure itself matters more
+        sys.stderr.write(f"deep500: rank {rank} could not record its failure: "
+                         f"{problem!r}\n")
+
+
+def _late_grace(timeout: float) -> float:
+    """How much longer than ``timeout`` rank 0 waits for another rank's records: the
+    late rank's own watchdog normally ends the job first, with the better message."""
+    return max(2.0, 0.1 * timeout)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _timed_out(output_dir: str, rank: int, comm, timeout: float, header: dict,
+               seconds: float) -> None:
+    """The watchdog's action on this rank: say which configuration and rank, record it,
+    end every rank."""
+    message = (f"configuration {header['index']} ({header['label']}) did not finish "
+               f"within {timeout:g} s on rank {rank}; the recipe's timeout ends every rank. "
+               f"Results written before it are kept in {output_dir}")
+    sys.stderr.write(f"\ndeep500: timeout: {message}\n")
+    try:
+        record_failure(output_dir, rank, f"TimeoutError: {message}", status="timed_out",
+                       record_fields={"timeout": True, "timeout_s": timeout,
+                                      "seconds": round(seconds, 3)})
+    except Exception as problem:  # noqa: BLE001 - ending the job matters more
+        sys.stderr.write(f"deep500: could not record the timeout: {problem!r}\n")
+    abort_job(comm, TIMEOUT_EXIT_STATUS)
+
+
+def _ranks_timed_out(folder: RunFolder, late: LateRanks, header: dict, timeout: float,
+                     comm) -> None:
+    """Rank 0 waited past the timeout for other ranks' records: keep what arrived,
+    record the late ranks' configuration as errors, end every rank."""
+    message = (f"configuration {header['index']} ({header['label']}): rank(s) "
+               f"{late.missing} did not finish within {timeout:g} s (rank 0 waited "
+               f"{timeout + _late_grace(timeout):g} s for their results); the recipe's "
+               f"timeout ends every rank. Results written before it are kept in "
+               f"{folder.path}")
+    sys.stderr.write(f"\ndeep500: timeout: {message}\n")
+    received = [r for r in late.received if r is not None]
+    errors = [{**header, "rank": missing, "kind": "error",
+               "error": f"TimeoutError: {message}", "timeout": True, "timeout_s": timeout}
+              for missing in late.missing]
+    folder.write(received + errors)
+    folder.finish("timed_out", failure={"rank": late.missing[0], "error": message,
+                                        "index": header["index"],
+                                        "configuration": header["label"]})
+    abort_job(comm, TIMEOUT_EXIT_STATUS)
 
 
 def _progress(items, name, enabled):
@@ -124,18 +258,57 @@ def _progress(items, name, enabled):
     return tqdm(items, desc=name, unit="config", file=sys.stderr, dynamic_ncols=True)
 
 
+def configuration_label(recipe: Recipe, configuration: dict) -> str:
+    """A short name of ``configuration`` for the progress bar: the values of the
+    components the recipe varies, e.g. ``Relu 64x256 | pytorch | threads=2``."""
+    subject = recipe.kind.input_components
+    keys = [k for k in configuration
+            if k in recipe.mutable or k in ("framework", "executor")]
+    keys.sort(key=lambda k: 0 if k in subject else 1 if k in ("framework", "executor")
+              else 2)  # what is measured, by what, under which setting
+    parts = []
+    for key in keys:
+        value = configuration[key]
+        label = getattr(value, "label", None)
+        if label is None and isinstance(value, dict):
+            label = value.get("label")
+        if label is None:
+            label = str(value) if key in ("framework", "executor") else f"{key}={value}"
+        parts.append(str(label))
+    return " | ".join(parts)
+
+
+def _collective(kind) -> bool:
+    """Whether the ranks measure a configuration together (Level 3: distributed
+    training), so that one rank's error leaves the others waiting for it."""
+    return getattr(kind, "collective", kind.level == 3)
+
+
+def _threads(configuration: dict, size: int) -> int | None:
+    threads = configuration.get("threads")
+    if threads is None and size > 1:
+        threads = max(1, (os.cpu_count() or 1) // size)  # ranks share the cores fairly
+    return threads
+
+
+def _record_header(recipe: Recipe, configuration: dict, index: int, rank: int,
+                   size: int) -> dict:
+    """What a record says about its configuration, known before it is measured."""
+    kind = recipe.kind
+    return {"kind": "measurement", "level": kind.level, "experiment": kind.name,
+            "index": index, "rank": rank, "size": size,
+            "configuration": {**kind.describe(configuration),
+                              "threads": _threads(configuration, size)}}
+
+
 def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
              state: dict, rank: int, size: int, remeasure_interfered: int = 0,
              interference_rule=None) -> dict:
     kind = recipe.kind
-    threads = configuration.get("threads")
-    if threads is None and size > 1:
-        threads = max(1, (os.cpu_count() or 1) // size)  # ranks share the cores fairly
+    threads = _threads(configuration, size)
     if threads is not None:
         set_thread_counts(threads)
-    record = {"kind": "measurement", "level": kind.level, "experiment": kind.name,
-              "index": index, "rank": rank, "size": size,
-              "configuration": {**kind.describe(configuration), "threads": threads}}
+    record = _record_header(recipe, configuration, index, rank, size)
     skip = kind.applicable(configuration) if hasattr(kind, "applicable") else None
     if skip:
         record.update(kind="skipped", reason=skip)
@@ -154,8 +327,11 @@ def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
                 world_communicator() if size > 1 else None,
                 collective=getattr(kind, "collective", False))
         record.update(watched)
-    except (Deep500Error, RuntimeError, ValueError, MemoryError) as exc:
-        # One failing configuration is recorded and the others still run.
+    except Exception as exc:
+        if _collective(kind) and size > 1 and not isinstance(exc, Deep500Error):
+            raise  # the other ranks may wait in a collective for this one: run_recipe
+        # One failing configuration is recorded and the others still run. (A
+        # collective experiment's Deep500Errors are agreed by all its ranks.)
         record.update(kind="error", error=f"{type(exc).__name__}: {exc}",
                       threads_in_force=thread_conditions())
         return record
@@ -165,7 +341,12 @@ def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,
     return record
 
 
-def _manifest(recipe: Recipe, argv, size: int, configurations: int) -> dict:
+def _manifest(recipe: Recipe, argv, size: int, configurations: int,
+              allocator: dict | None = None) -> dict:
+    """What the run is and where it runs, built in well under a second: the thread
+    settings are those of the frameworks imported so far (importing PyTorch and
+    TensorFlow to ask them takes seconds); the run adds each framework's as it loads
+    (``threads.in_force_after_loading``)."""
     import deep500
     package_dir = os.path.dirname(os.path.abspath(deep500.__file__))
     return {
@@ -179,10 +360,12 @@ def _manifest(recipe: Recipe, argv, size: int, configurations: int) -> dict:
         "versions": sysinfo.software_versions(),
         "hardware": sysinfo.hardware(),
         "threads": {"requested": recipe.fixed.get("threads"),
-                    "in_force_at_start": sysinfo.framework_threads()},
+                    "in_force_at_start": sysinfo.framework_threads(imported_only=True)},
         "seeds": {"seed": recipe.fixed.get("seed", recipe.mutable.get("seed"))},
         "git_revision": {"deep500": sysinfo.git_revision(package_dir),
                          "working_directory": sysinfo.git_revision(os.getcwd())},
         "environment": {k: v for k, v in os.environ.items()
                         if k.endswith("_NUM_THREADS") or k in ("CUDA_VISIBLE_DEVICES",)},
+        "timeout_s": recipe.timeout,
+        "allocator": allocator,
     }

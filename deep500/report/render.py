@@ -7,7 +7,7 @@ import base64
 import html
 import os
 
-from deep500.recipe.results import read_manifest, read_results
+from deep500.recipe.results import read_manifest, read_results, run_status
 from deep500.report import level0, level1, level2, level3
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.records import ReportContext, count_outcomes
@@ -34,20 +34,39 @@ def _run_table(manifest: dict) -> Table:
                    f"({manifest.get('recipe', {}).get('path')})"],
         ["Command", " ".join(manifest.get("command_line", []))],
         ["Started", manifest.get("started")],
-        ["Status", manifest.get("status") + (
-            f" (rank {manifest['failure'].get('rank')}: {manifest['failure'].get('error')})"
-            if isinstance(manifest.get("failure"), dict) else "")
-         if manifest.get("status") else None],
+        ["Status", _status(manifest)],
         ["MPI ranks", manifest.get("mpi_ranks", 1)],
         ["CPU", f"{hardware.get('cpu_model')} ({hardware.get('usable_cpus')} usable CPUs, "
                 f"{hardware.get('physical_cores')} physical cores)"],
         ["GPUs", ", ".join(g["name"] for g in hardware.get("gpus", [])) or "none"],
         ["Software", ", ".join(f"{k} {v}" for k, v in versions.items() if v)],
         ["Threads", f"requested {threads.get('requested') or 'framework defaults'}; "
-                    f"at start {threads.get('in_force_at_start')}"],
+                    f"at start {threads.get('in_force_at_start')}" + (
+                        f"; once loaded {threads['in_force_after_loading']}"
+                        if threads.get("in_force_after_loading") else "")],
         ["Git revision", manifest.get("git_revision", {}).get("deep500")],
     ]
     return Table("Run", ["", ""], rows)
+
+
+def _status(manifest: dict) -> str | None:
+    """The run's status as the report shows it: a manifest left ``running`` by a process
+    that has ended says ``interrupted`` (:func:`deep500.recipe.results.run_status`)."""
+    status, why = run_status(manifest)
+    if not status:
+        return None
+    failure = manifest.get("failure")
+    if isinstance(failure, dict):
+        status += f" (rank {failure.get('rank')}: {failure.get('error')})"
+    if why:
+        status += f" ({why})"
+    if manifest.get("status") != "complete" and "configurations_recorded" in manifest:
+        status += (f"; {manifest['configurations_recorded']} of "
+                   f"{manifest.get('configurations')} configurations recorded")
+    if manifest.get("sessions"):
+        status += (f"; session {manifest.get('session')} of a folder run "
+                   f"{len(manifest['sessions']) + 1} times (--append), all reported")
+    return status
 
 
 def _fairness(manifest: dict) -> str:

@@ -113,16 +113,29 @@ def git_revision(path: str) -> str | None:
         return None
 
 
-def framework_threads() -> dict:
-    """Thread settings of the frameworks that can be imported (imports them)."""
+def loaded_frameworks() -> tuple[str, ...]:
+    """The frameworks whose thread settings :func:`framework_threads` reads, among those
+    this process has imported."""
+    return tuple(name for name in ("torch", "tensorflow") if name in sys.modules)
+
+
+def framework_threads(imported_only: bool = False) -> dict:
+    """Thread settings of the frameworks that can be imported (imports them: seconds
+    for PyTorch and TensorFlow), or, with ``imported_only``, of those this process
+    imported already (milliseconds; what a run's manifest records)."""
     threads = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
+    loaded = loaded_frameworks()
     try:
+        if imported_only and "torch" not in loaded:
+            raise ImportError
         torch = importlib.import_module("torch")
         threads["torch_intra_op"] = torch.get_num_threads()
         threads["torch_inter_op"] = torch.get_num_interop_threads()
     except ImportError:
         pass
     try:
+        if imported_only and "tensorflow" not in loaded:
+            raise ImportError
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         tf = importlib.import_module("tensorflow")
         threads["tf_intra_op"] = tf.config.threading.get_intra_op_parallelism_threads() or "auto"

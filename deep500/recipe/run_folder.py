@@ -1,0 +1,149 @@
+"""One run per folder: ``deep500 run --out DIR`` holds ``DIR/.deep500.lock`` (a
+``filelock`` lock, taken without waiting) for as long as it runs, refuses a folder that
+already holds something unless ``--append`` is given, and keeps the manifest up to
+date as records are written.
+
+With ``--append`` the new run is a new *session* of the folder: its records carry
+``session`` (0 for the folder's first run) and continue the configuration indices
+after the last one on disk, and the manifest describes the new session and lists the
+earlier ones under ``sessions``, so nothing earlier is overwritten.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+
+from deep500.recipe.results import (RunFolderError, ResultsWriter, read_manifest,
+                                    read_results, record_counts, run_status,
+                                    session_records, write_manifest)
+
+LOCK_FILE = ".deep500.lock"
+
+# Statuses another process may have written into the manifest before this one ends
+# (recorded by a failing rank or a watchdog just before the job was aborted).
+_FAILURE_STATUSES = ("failed", "timed_out", "interrupted")
+
+
+def _holder(lock_path: str) -> str:
+    try:
+        with open(lock_path, encoding="utf-8") as handle:
+            owner = json.load(handle)
+        return f"process {owner['pid']} on {owner['hostname']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+class RunFolder:
+    """The run folder as rank 0 holds it: the lock, the results writer, the manifest
+    and the counts of what was written. :meth:`claim` takes the folder;
+    :meth:`start`, :meth:`write` and :meth:`finish` keep its manifest current."""
+
+    def __init__(self, path: str, lock, session: int, first_index: int,
+                 history: list[dict]):
+        self.path = path
+        self._lock = lock
+        self.session = session
+        self.first_index = first_index
+        self.history = history
+        self.manifest: dict = {}
+        self.records: list[dict] = []   # this session's, as written
+        self._writer = None
+        self._started = time.time()
+
+    @classmethod
+    def claim(cls, path: str, append: bool = False) -> "RunFolder":
+        """Take ``path`` for one run. Raises RunFolderError when another process holds
+        it (naming that process) or when it is not empty and ``append`` is false."""
+        from filelock import FileLock, Timeout
+        from deep500.recipe.results import process_identity
+        os.makedirs(path, exist_ok=True)
+        lock_path = os.path.join(path, LOCK_FILE)
+        lock = FileLock(lock_path)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            raise RunFolderError(f"{path} is in use by another deep500 run "
+                                 f"({_holder(lock_path)}); wait for it to end, or give "
+                                 f"another folder with --out") from None
+        try:
+            with open(lock_path, "w", encoding="utf-8") as handle:
+                json.dump(process_identity(), handle)
+            entries = sorted(e for e in os.listdir(path) if e != LOCK_FILE)
+            if entries and not append:
+                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+                raise RunFolderError(
+                    f"{path} is not empty ({shown}): one run per folder keeps results "
+                    f"apart; give a new folder with --out, or add --append to add this "
+                    f"run to the folder as a new session")
+            previous = read_manifest(path) if entries else {}
+            records = read_results(path) if entries else []
+        except BaseException:
+            lock.release()
+            raise
+        history = list(previous.get("sessions", []))
+        if previous:
+            earlier = {k: v for k, v in previous.items() if k != "sessions"}
+            status, reason = run_status(earlier)
+            if status != earlier.get("status"):  # its process ended without saying so
+                earlier.update(status=status, status_note=reason)
+            history.append(earlier)
+        sessions = [r.get("session", 0) for r in records] + [
+            s.get("session", 0) for s in history]
+        session = max(sessions) + 1 if sessions else 0
+        indices = [r["index"] for r in records if isinstance(r.get("index"), int)]
+        return cls(path, lock, session, max(indices) + 1 if indices else 0, history)
+
+    def start(self, manifest: dict) -> None:
+        """Open the results file and write the first manifest (``running``)."""
+        from deep500.recipe.results import process_identity
+        self.manifest = manifest
+        manifest.update(status="running", process=process_identity(),
+                        session=self.session, first_index=self.first_index,
+                        **record_counts([]))
+        if self.history:
+            manifest["sessions"] = self.history
+        self._writer = ResultsWriter(self.path)
+        self._write_manifest()
+
+    def write(self, records: list[dict], **manifest_fields) -> None:
+        """Append ``records`` (one configuration's, every rank's) and bring the
+        manifest's counts (and ``manifest_fields``) up to date."""
+        for record in records:
+            self._writer.write(record)
+            self.records.append(record)
+        self.manifest.update(manifest_fields)
+        self._write_manifest()
+
+    def finish(self, status: str, **manifest_fields) -> None:
+        """The final manifest (``status``, counts, duration); releases the folder. A
+        failure another process recorded in the manifest meanwhile is kept."""
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            self.manifest.update(status=status, duration_s=time.time() - self._started,
+                                 finished=datetime.datetime.now().astimezone().isoformat(),
+                                 **manifest_fields)
+            self._write_manifest()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _write_manifest(self) -> None:
+        try:
+            on_disk = read_manifest(self.path)
+        except RunFolderError:
+            on_disk = {}
+        counts = record_counts(self.records)
+        if (on_disk.get("status") in _FAILURE_STATUSES and "failure" in on_disk
+                and on_disk.get("session", 0) == self.session):
+            # another rank recorded its failure (and its own error record) meanwhile
+            self.manifest.update(status=on_disk["status"], failure=on_disk["failure"])
+            counts = record_counts(session_records(self.path, self.session))
+        self.manifest.update(counts)
+        write_manifest(self.path, self.manifest)
