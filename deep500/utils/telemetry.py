@@ -276,8 +276,7 @@ class TelemetrySampler:
         self._process = psutil.Process()
         self._reader: _ProcReader | None = None
         self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._stopping = False
         self._series = {name: array("d") for name in self.FIELDS}
         self._descendants: list = []
         self._job: list = []
@@ -308,8 +307,8 @@ class TelemetrySampler:
         """Stop and join the sampling thread, take the closing sample, and summarise."""
         if self._thread is None:
             raise RuntimeError("TelemetrySampler.stop: not started")
-        if not self._stop.is_set():
-            self._stop.set()
+        if not self._stopping:
+            self._stopping = True
             self._thread.join()
             # Children started during the window count from their birth.
             known = {p.pid for p in self._descendants}
@@ -329,9 +328,14 @@ class TelemetrySampler:
         self.stop()
 
     def _run(self) -> None:
-        wait = self._stop.wait
-        while not wait(self.interval_s):
-            self._sample()
+        # time.sleep, not Event.wait: a wake-up then costs one GIL acquisition and no
+        # Python-level locking (stop() waits at most one interval for the last wake).
+        sleep, interval, sample = time.sleep, self.interval_s, self._sample
+        while True:
+            sleep(interval)
+            if self._stopping:
+                break
+            sample()
         usage = resource.getrusage(resource.RUSAGE_THREAD) \
             if hasattr(resource, "RUSAGE_THREAD") else None
         if usage is not None:
@@ -364,9 +368,14 @@ class TelemetrySampler:
             freq = self._read_freq(force_freq)
             self._last_freq_t = t
         row = (t, busy, own, job, load, freq, threads, rss, me.ru_nvcsw, me.ru_nivcsw)
-        with self._lock:
-            for column, value in zip(self._series.values(), row):
-                column.append(value)
+        # No lock: each append is atomic under the GIL; readers cut to the shortest column.
+        for column, value in zip(self._series.values(), row):
+            column.append(value)
+
+    def _columns(self) -> dict:
+        columns = {name: list(column) for name, column in self._series.items()}
+        n = min(len(c) for c in columns.values())
+        return {name: c[:n] for name, c in columns.items()}
 
     def _read_freq(self, at_edge: bool) -> float:
         started = time.perf_counter()
@@ -394,8 +403,7 @@ class TelemetrySampler:
         context_switches ({voluntary, involuntary} in the window), rss_max_bytes,
         samples, interval_s, duration_s, usable_cpus, threshold_cores, sampler_cpu_s.
         """
-        with self._lock:
-            s = {name: list(column) for name, column in self._series.items()}
+        s = self._columns()
         n = len(s["t"])
         if n < 2:
             raise RuntimeError("TelemetrySampler.summary: the window is not closed yet "
@@ -442,8 +450,7 @@ class TelemetrySampler:
         RSS at t. ``max_points`` keeps every k-th sample (first and last kept); rates
         stay exact averages because they come from cumulative counters.
         """
-        with self._lock:
-            s = {name: list(column) for name, column in self._series.items()}
+        s = self._columns()
         n = len(s["t"])
         keep = list(range(n))
         if max_points is not None and n > max_points >= 2:
