@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -75,17 +76,46 @@ def write_cmakelists(folder: str, name: str, sources: list[str],
 
 
 def _run_logged(command: list[str], log, live_output: bool, cwd: str) -> int:
+    """Run ``command`` (CMake, or a compiler) with its output logged; returns its exit
+    status. It runs in a process group of its own, which is killed as a whole if this
+    process is interrupted or fails meanwhile (SIGINT, SIGTERM under
+    ``deep500.utils.interrupts.signals_raise``, any exception): CMake's make and
+    compiler processes are its grandchildren and would otherwise keep running."""
     log.write("$ " + " ".join(command) + "\n")
     log.flush()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace")
-    with process.stdout:
-        for line in process.stdout:
-            log.write(line)
-            if live_output:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-    return process.wait()
+                               stderr=subprocess.STDOUT, text=True, errors="replace",
+                               start_new_session=True)
+    try:
+        with process.stdout:
+            for line in process.stdout:
+                log.write(line)
+                if live_output:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+        return process.wait()
+    except BaseException:
+        kill_process_group(process)
+        raise
+
+
+def kill_process_group(process: subprocess.Popen, grace_seconds: float = 2.0) -> None:
+    """End ``process`` and every process of its group (started with
+    ``start_new_session``): SIGTERM, then SIGKILL to what is left after
+    ``grace_seconds``."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        pass
+    try:  # what is left of the group: make waits for its compilers, which may linger
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def first_errors(log_text: str, limit: int = FIRST_ERROR_LINES) -> list[str]:

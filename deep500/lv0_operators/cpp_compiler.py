@@ -8,7 +8,10 @@ identity. The cache root is ``$DEEP500_CACHE/cppops`` or ``~/.cache/deep500/cppo
 Concurrency: a build happens in a private temporary folder under a file lock, and is
 published with one atomic ``rename``; a folder that exists is complete. So when every
 rank under ``mpirun`` compiles the same operator, one builds and the others wait, then
-load the same library; a reader never sees a half-written one.
+load the same library; a reader never sees a half-written one. An interrupted build
+kills its compiler's process group and removes its temporary folder; what a killed
+process left (``<folder>.tmp-<pid>-*`` of a process that no longer runs) is removed by
+the next build (:func:`remove_stale_temporaries`).
 """
 from __future__ import annotations
 
@@ -250,33 +253,80 @@ def compile_custom_cppop(name: str, sources, input_descriptors: Sequence[TensorD
     return _descriptor_from_manifest(final, manifest, False, time.perf_counter() - started)
 
 
+_TEMPORARY = re.compile(r"(?P<final>.+)\.(?:tmp-(?P<pid>\d+)|stale)-[0-9a-f]{8}")
+
+
+def remove_stale_temporaries(final: str) -> list[str]:
+    """Remove what builds that were killed left beside their folders, and return it:
+    ``<folder>.tmp-<pid>-<hex>`` whose process ``pid`` no longer runs on this host, and
+    ``<folder>.stale-<hex>`` (a replaced build not yet deleted). The caller holds
+    ``final``'s lock, so for ``final`` itself they are certainly stale; for other
+    folders beside it, only where their lock is free as well."""
+    import psutil
+    from filelock import FileLock, Timeout
+    parent = os.path.dirname(final) or "."
+    removed = []
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry)
+        if match is None:
+            continue
+        pid = match.group("pid")
+        if pid is not None and psutil.pid_exists(int(pid)):
+            continue
+        path = os.path.join(parent, entry)
+        owner = os.path.join(parent, match.group("final"))
+        if owner != final:
+            lock = FileLock(owner + ".lock")
+            try:
+                lock.acquire(blocking=False)
+            except Timeout:
+                continue  # that folder is being built now
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+            finally:
+                lock.release()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 def _build(name, paths, definitions, options, inputs, outputs, compiler, identity, key,
            final, live_output) -> dict:
+    remove_stale_temporaries(final)
     temporary = f"{final}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.makedirs(temporary)
     started = time.perf_counter()
     try:
-        library_file = cpp_build.build_library(temporary, name, paths, definitions, compiler,
-                                               ["-DCMAKE_BUILD_TYPE=Release", *options],
-                                               live_output)
-    except Exception:
-        failed = final + ".failed"
-        shutil.rmtree(failed, ignore_errors=True)
+        try:
+            library_file = cpp_build.build_library(
+                temporary, name, paths, definitions, compiler,
+                ["-DCMAKE_BUILD_TYPE=Release", *options], live_output)
+        except Exception:
+            failed = final + ".failed"
+            shutil.rmtree(failed, ignore_errors=True)
+            shutil.rmtree(os.path.join(temporary, "build"), ignore_errors=True)
+            os.rename(temporary, failed)
+            raise _relocated_error(temporary, failed)
         shutil.rmtree(os.path.join(temporary, "build"), ignore_errors=True)
-        os.rename(temporary, failed)
-        raise _relocated_error(temporary, failed)
-    shutil.rmtree(os.path.join(temporary, "build"), ignore_errors=True)
-    manifest = {"abi": ABI_VERSION, "name": name, "library": library_file,
-                "inputs": [d.to_dict() for d in inputs],
-                "outputs": [d.to_dict() for d in outputs], "cache_key": key,
-                "sources": paths, "definitions": definitions, "cmake_options": options,
-                "compiler": identity, "build_seconds": time.perf_counter() - started,
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    manifest_path = os.path.join(temporary, MANIFEST)
-    with open(manifest_path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
-    _publish(temporary, final)
-    return manifest
+        manifest = {"abi": ABI_VERSION, "name": name, "library": library_file,
+                    "inputs": [d.to_dict() for d in inputs],
+                    "outputs": [d.to_dict() for d in outputs], "cache_key": key,
+                    "sources": paths, "definitions": definitions, "cmake_options": options,
+                    "compiler": identity, "build_seconds": time.perf_counter() - started,
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        manifest_path = os.path.join(temporary, MANIFEST)
+        with open(manifest_path, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        _publish(temporary, final)
+        return manifest
+    finally:
+        # Published or kept as .failed, it is gone; interrupted (SIGINT, SIGTERM), not.
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def _relocated_error(temporary: str, failed: str):

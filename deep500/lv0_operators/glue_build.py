@@ -116,31 +116,37 @@ def build(name: str, what: str, source: str, library_file: str, cxxflags: list[s
 
 def _compile(what: str, command: list, library_file: str, final: str, manifest: dict,
              live_output: bool) -> dict:
+    cpp_compiler.remove_stale_temporaries(final)
     temporary = f"{final}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.makedirs(temporary)
     command[command.index(None)] = os.path.join(temporary, library_file)
     log_path = os.path.join(temporary, "build.log")
     started = time.perf_counter()
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            status = cpp_build._run_logged(command, log, live_output, temporary)
-        if status != 0:
-            with open(log_path, encoding="utf-8", errors="replace") as reader:
-                errors = cpp_build.first_errors(reader.read())
-            raise CompilationError(f"{what} failed to compile (exit status {status}).\n"
-                                   + "\n".join(errors) + f"\nFull log: {log_path}",
-                                   log_path=log_path, first_errors=errors)
-    except Exception:
-        failed = final + ".failed"
-        shutil.rmtree(failed, ignore_errors=True)
-        os.rename(temporary, failed)
-        raise cpp_compiler._relocated_error(temporary, failed)
-    manifest = {**manifest, "build_seconds": time.perf_counter() - started,
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    with open(os.path.join(temporary, cpp_compiler.MANIFEST), "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
-    cpp_compiler._publish(temporary, final)
-    return manifest
+        try:
+            with open(log_path, "w", encoding="utf-8") as log:
+                status = cpp_build._run_logged(command, log, live_output, temporary)
+            if status != 0:
+                with open(log_path, encoding="utf-8", errors="replace") as reader:
+                    errors = cpp_build.first_errors(reader.read())
+                raise CompilationError(f"{what} failed to compile (exit status {status}).\n"
+                                       + "\n".join(errors) + f"\nFull log: {log_path}",
+                                       log_path=log_path, first_errors=errors)
+        except Exception:
+            failed = final + ".failed"
+            shutil.rmtree(failed, ignore_errors=True)
+            os.rename(temporary, failed)
+            raise cpp_compiler._relocated_error(temporary, failed)
+        manifest = {**manifest, "build_seconds": time.perf_counter() - started,
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        with open(os.path.join(temporary, cpp_compiler.MANIFEST), "w",
+                  encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        cpp_compiler._publish(temporary, final)
+        return manifest
+    finally:
+        # Published or kept as .failed, it is gone; interrupted (SIGINT, SIGTERM), not.
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def python_include() -> str:
