@@ -16,7 +16,7 @@ SERIES_POINTS = 64  # time-series points kept in a record (decimated exactly)
 
 def measure_watched(measure: Callable[[], Any], threads: int | None,
                     remeasure: int = 0, rule: InterferenceRule | None = None,
-                    comm=None, interval_s: float = 0.02,
+                    comm=None, interval_s: float = 0.05,
                     collective: bool = False) -> tuple[Any, dict]:
     """Run ``measure()`` with a :class:`TelemetrySampler` on; while the window is judged
     interfered, run it again, at most ``remeasure`` more times.
