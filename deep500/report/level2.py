@@ -16,7 +16,8 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
     measurement_warnings, metric, of_level, summary, verdict
-from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, time_to_target_text
+from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, \
+    time_to_target_plot, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
 
 SHOWN = ("executor", "optimizer")
@@ -288,7 +289,10 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
     also = context.figure_format
     plots = []
     firsts = [g[0] for g in groups]
-    names = distinct_labels(firsts, lambda r: settings.label(_short_label(r), r),
+    short = [settings.label(_short_label(r), r) for r in firsts]
+    # hyper-parameters only where the short names would not tell series apart
+    legend = _short_label if len(set(short)) == len(short) else _label
+    names = distinct_labels(firsts, lambda r: settings.label(legend(r), r),
                             without=("seed",) if not context.per_seed else ())
     name_of = {id(g[0]): names[id(g[0])] + (f" (mean of {len(g)} seeds)" if len(g) > 1
                                             else "") for g in groups}
@@ -344,6 +348,15 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
                             "Time per epoch (median; whiskers: fastest and slowest epoch)",
                             optimizers, epoch_times, whiskers, xlabel="seconds", also=also)
         plots.append(("Time per epoch, per optimizer and executor, with its spread", path))
+    reaching = [(g, [summary(r, "TimeToAccuracy", "seconds") for r in g
+                     if summary(r, "TimeToAccuracy", "reached")]) for g in groups]
+    reaching = [(g, times) for g, times in reaching if times]
+    if reaching:
+        plots.append(time_to_target_plot(
+            os.path.join(folder, "level2_time_to_target.png"),
+            [names[id(g[0])] for g, _ in reaching], [times for _, times in reaching],
+            [len(g) for g, _ in reaching], summary(reaching[0][0][0], "TimeToAccuracy",
+                                                   "target"), also))
     with_epochs = [g for g in groups if any(_epochs(r) for r in g)]
     if with_epochs:
         def median(group, key):

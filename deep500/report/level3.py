@@ -17,7 +17,8 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
     measurement_warnings, of_level, summary, verdict
-from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, time_to_target_text
+from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, \
+    time_to_target_plot, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
 
 SHOWN = ("scheme", "executor")
@@ -420,6 +421,15 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
                        [("Training time of the slowest rank (validation excluded)",
                          "accuracy", against_time)], xlabel="seconds", also=also)
     plots.append(("Accuracy against time, per scheme", path))
+    reaching = [(g, [t for t in (_seconds_to_target(r)[0] for r in g) if t is not None])
+                for g in groups]
+    reaching = [(g, times) for g, times in reaching if times]
+    if reaching:
+        plots.append(time_to_target_plot(
+            os.path.join(folder, "level3_time_to_target.png"),
+            [settings.label(labels[id(g[0])], g[0]) for g, _ in reaching],
+            [times for _, times in reaching], [len(g) for g, _ in reaching],
+            summary(reaching[0][0][0], "TimeToAccuracy", "target"), also))
     with_epochs = [g[0] for g in groups]
     bars = [settings.label(labels[id(r)], r) for r in with_epochs]
     medians = [_phase_medians(r) for r in with_epochs]

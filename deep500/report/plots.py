@@ -54,6 +54,11 @@ def legend_name(name) -> str:
     return "\u200b" + text if text.startswith("_") else text
 
 
+def _width(labels) -> float:
+    """Inches for a horizontal bar chart: 9, more where long bar labels need it."""
+    return max(9.0, 5.5 + 0.065 * max((len(str(t)) for t in labels), default=0))
+
+
 def _finite(value) -> bool:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -70,7 +75,8 @@ def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, lis
     plt = _pyplot()
     names = [n for n in series if any(_finite(v) for v in series[n])]
     height = 0.8 / max(len(names), 1)
-    figure, axes = plt.subplots(figsize=(9, 0.22 * len(groups) * max(len(names), 1) + 1.8))
+    figure, axes = plt.subplots(figsize=(_width(groups),
+                                         0.22 * len(groups) * max(len(names), 1) + 1.8))
     positions = np.arange(len(groups))
     for k, name in enumerate(names):
         values = [v if _finite(v) else np.nan for v in series[name]]
@@ -113,7 +119,7 @@ def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, lis
     rest = [sum(segments[k][i] for k in segments if k not in keep) for i in range(len(bars))]
     if any(rest):
         shown["other"] = rest
-    figure, axes = plt.subplots(figsize=(9, 0.35 * len(bars) + 1.8))
+    figure, axes = plt.subplots(figsize=(_width(bars), 0.35 * len(bars) + 1.8))
     left = np.zeros(len(bars))
     for name, values in shown.items():
         axes.barh(np.arange(len(bars)), values, left=left, label=legend_name(name))

@@ -147,9 +147,15 @@ def distinct_labels(records: list[dict], label: Callable[[dict], str],
                           if k not in without}) for r in group]
         paths = sorted({p for f in flat for p in f})
         differing = [p for p in paths if len({f.get(p) for f in flat}) > 1]
+        # a component whose own label differs is named by that label alone
+        labelled = {p[:-len(".label")] for p in differing if p.endswith(".label")}
+        differing = [p for p in differing if p.endswith(".label") or
+                     not any(p.startswith(f"{c}.") for c in labelled)]
         for record, fields in zip(group, flat):
-            extra = ", ".join(f"{p}={json.loads(fields[p]) if p in fields else 'unset'}"
-                              for p in differing)
+            extra = ", ".join(
+                (json.loads(fields[p]) if p in fields else "unset") if p.endswith(".label")
+                else f"{p}={json.loads(fields[p]) if p in fields else 'unset'}"
+                for p in differing)
             labels[id(record)] = f"{labels[id(record)]} · {extra}"
     return labels
 

@@ -22,6 +22,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
 th { background: #f0f0f0; } tr:nth-child(even) { background: #fafafa; }
 img { max-width: 100%; border: 1px solid #eee; } code { background: #f4f4f4; }
 .fail { color: #b00; font-weight: bold; } .ok { color: #070; font-weight: bold; }
+td.warn { background: #fff3d6; color: #8a5300; }
 """
 
 

@@ -159,3 +159,21 @@ def time_to_target_text(times: list, target, confidence: float = 0.95) -> str:
     elif len(times) >= 3:
         text += "; MLPerf score invalid (more than one run did not reach the target)"
     return text
+
+
+def time_to_target_plot(path: str, names: list[str], times: list[list[float]],
+                        runs: list[int], target, also: str | None) -> tuple[str, str]:
+    """A bar per configuration: the mean time to target over the runs that reached it,
+    with its Student-t 95% CI where there are several; returns (caption, path)."""
+    from deep500.report.plots import grouped_bars
+    means, cis, labels = [], [], []
+    for name, reached, total in zip(names, times, runs):
+        mean, low, high = mean_ci(reached)
+        means.append(mean)
+        cis.append((None, None) if math.isnan(low) else (max(low, 0.0), high))
+        labels.append(name if total == 1 else f"{name}: {len(reached)} of {total} runs")
+    goal = "" if target is None else f" {target:.0%}"
+    grouped_bars(path, f"Time to the target accuracy{goal} (mean, 95% CI over seeds)",
+                 labels, {"time to target": means}, {"time to target": cis},
+                 xlabel="seconds", also=also)
+    return ("Time to target accuracy, per configuration (runs that reached it)", path)

@@ -24,11 +24,18 @@ class Table:
 
     def html(self) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row)
-                       + "</tr>" for row in self.rows)
+        body = "".join("<tr>" + "".join(_cell_html(c) for c in row) + "</tr>"
+                       for row in self.rows)
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
         return (f"<h3>{html.escape(self.title)}</h3>{note}<table><thead><tr>{head}</tr>"
                 f"</thead><tbody>{body}</tbody></table>")
+
+
+def _cell_html(value) -> str:
+    """A cell; flags (⚠ ...) and failed acceptance stand out."""
+    text = str(value)
+    style = "warn" if "⚠" in text else "fail" if text.startswith("FAIL") else ""
+    return (f"<td class='{style}'>" if style else "<td>") + html.escape(text) + "</td>"
 
 
 def fmt_time(seconds) -> str:

@@ -81,6 +81,11 @@ def test_seeds_are_aggregated_per_configuration(training_run, tmp_path):
     legend = svg_legend_texts(run / "plots" / "level2_curves.svg")
     assert len(legend) == 2 and all(t.endswith("(mean of 3 seeds)") for t in legend)
     assert len(set(legend)) == 2  # the learning rates tell them apart
+    # time to target as bars with the CI over seeds, each saying how many runs reached it
+    bars = (run / "plots" / "level2_time_to_target.svg").read_text()
+    for records in _training(run).values():
+        reached = sum(bool(summary(r, "TimeToAccuracy", "reached")) for r in records)
+        assert f"{reached} of 3 runs" in bars
 
 
 def test_per_seed_rows_on_demand(training_run, tmp_path):
