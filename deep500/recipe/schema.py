@@ -35,7 +35,7 @@ from deep500.recipe import components, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
 from deep500.recipe.experiments.base import REQUIRED
-from deep500.recipe.problems import Problems, describe, key_path, show
+from deep500.recipe.problems import VALUE_ERRORS, Problems, describe, key_path, show
 from deep500.utils.errors import RecipeError
 
 TOP_LEVEL_KEYS = set(typed_schema.TOP_LEVEL_KEYS)  # timeout included
@@ -127,8 +127,11 @@ def _read_yaml(path: str):
         raise RecipeError(f"{where}: line {line}, column {column}: byte "
                           f"0x{data[exc.start]:02x} is not UTF-8 text; save the recipe "
                           f"as UTF-8") from None
+    loader = None
     try:
-        return yaml.load(text, Loader=_RecipeLoader)
+        loader = _RecipeLoader(text)  # reads the first characters already
+        loader.name = where  # marks in messages say 'in "recipe.yaml", line 3, column 1'
+        return loader.get_single_data()
     except yaml.YAMLError as exc:
         raise RecipeError(f"{where}: not valid YAML: {exc}") from None
     except RecursionError:
@@ -136,6 +139,9 @@ def _read_yaml(path: str):
                           f"needs a few levels of nesting") from None
     except (ValueError, OverflowError, TypeError) as exc:  # e.g. a date like 2024-13-45
         raise RecipeError(f"{where}: not valid YAML: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 class _RecipeLoader(yaml.SafeLoader):
@@ -164,6 +170,15 @@ class _RecipeLoader(yaml.SafeLoader):
 def parse_recipe(raw, path: str = "<recipe>") -> Recipe:
     """Check a parsed recipe (the mapping ``load_recipe`` reads from YAML); raises one
     RecipeError listing every problem, each with its key path."""
+    try:
+        return _parse_recipe(raw, path)
+    except VALUE_ERRORS as exc:  # a check that missed a case: still no raw traceback
+        raise RecipeError(f"{os.path.basename(str(path))}: the recipe could not be checked "
+                          f"({type(exc).__name__}: {exc}); please report this to Deep500 "
+                          f"with the recipe") from exc
+
+
+def _parse_recipe(raw, path: str) -> Recipe:
     where = os.path.basename(str(path))
     recipe_dir = os.path.dirname(os.path.abspath(str(path)))
     problems = Problems(where)
@@ -251,16 +266,9 @@ def _components(raw: dict, kind, recipe_dir: str, problems: Problems, broken):
         elif key in mutable_raw:
             if broken("mutable", key):
                 continue
-            alternatives, seen = [], []
+            alternatives = []
             for index, value in enumerate(mutable_raw[key]):
                 at = key_path("mutable", key, index)
-                duplicate = next((i for i, other in seen if _same(other, value)), None)
-                if duplicate is not None:
-                    problems.add(at, f"the same as {key_path('mutable', key, duplicate)} "
-                                     f"({show(value)}); give each alternative once (the "
-                                     f"two would be measured and reported as one)")
-                    continue
-                seen.append((index, value))
                 with problems.check(at, value):
                     alternatives.append(validate(value, at, recipe_dir))
             mutable[key] = alternatives
@@ -271,13 +279,6 @@ def _components(raw: dict, kind, recipe_dir: str, problems: Problems, broken):
         else:
             fixed[key] = default
     return fixed, mutable
-
-
-def _same(a, b) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # values whose comparison fails are not the same
-        return False
 
 
 def _metric_names(raw: dict, broken) -> list[str] | None:
