@@ -374,6 +374,12 @@ class TelemetrySampler:
         for column, value in zip(self._series.values(), row):
             column.append(value)
 
+    def _threads_seen(self, counts) -> list[int]:
+        """Thread counts without the sampler's thread, which runs between the first
+        sample (taken before it starts) and the last (taken after it is joined)."""
+        last = len(counts) - 1 if self._stopping else len(counts)
+        return [int(c) - (0 < i < last) for i, c in enumerate(counts)]
+
     def _columns(self) -> dict:
         columns = {name: list(column) for name, column in self._series.items()}
         n = min(len(c) for c in columns.values())
@@ -431,7 +437,7 @@ class TelemetrySampler:
             "job_cpu_cores": job_s / span if duration > 0 else 0.0,
             "load_avg_1m": max(loads) if loads else None,
             "cpu_freq_mhz": freq,
-            "threads": max(0, int(max(s["threads"])) - 1),
+            "threads": max(self._threads_seen(s["threads"])),
             "context_switches": {
                 "voluntary": max(0, int(s["voluntary"][-1] - s["voluntary"][0]) - sampler_vol),
                 "involuntary": max(0, int(s["involuntary"][-1] - s["involuntary"][0])
@@ -461,6 +467,7 @@ class TelemetrySampler:
         out = {"started_unix": self.started_unix, "t": [], "other_cpu_cores": [],
                "own_cpu_cores": [], "job_cpu_cores": [], "load_avg_1m": [],
                "cpu_freq_mhz": [], "threads": [], "rss_bytes": []}
+        threads = self._threads_seen(s["threads"])
         for previous, i in zip(keep, keep[1:]):
             dt = s["t"][i] - s["t"][previous]
             if dt <= 0:
@@ -476,6 +483,6 @@ class TelemetrySampler:
                                       if s["load_avg_1m"][i] == s["load_avg_1m"][i] else None)
             freq = s["cpu_freq_mhz"][i]
             out["cpu_freq_mhz"].append(round(freq, 1) if freq == freq else None)
-            out["threads"].append(int(s["threads"][i]))
+            out["threads"].append(threads[i])
             out["rss_bytes"].append(int(s["rss_bytes"][i]))
         return out

@@ -382,3 +382,26 @@ def test_other_ranks_of_the_job_are_not_other_processes():
         # Two ranks of one thread fill the two cores: no spare core, the rule's floor.
         if me["usable_cpus"] == 2:
             assert me["threshold_cores"] == InterferenceRule().min_cores
+
+
+@pytest.mark.parametrize("interval_s, window_s", [(0.01, 0.15), (0.3, 0.01)])
+def test_threads_exclude_the_samplers_own(interval_s, window_s):
+    """One extra thread during the window is counted; the sampler's thread is not,
+    whether or not a sample fell between the window's ends."""
+    import threading
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs /proc/self/task to count threads independently")
+    release = threading.Event()
+    baseline = len(os.listdir("/proc/self/task"))
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    try:
+        with TelemetrySampler(interval_s=interval_s) as sampler:
+            time.sleep(window_s)
+    finally:
+        release.set()
+        worker.join()
+    summary = sampler.summary()
+    assert summary["samples"] >= (10 if interval_s < 0.1 else 2)
+    assert summary["threads"] == baseline + 1
+    assert max(sampler.series()["threads"]) == baseline + 1
