@@ -1,0 +1,378 @@
+"""The results store: one embedded SQLite database holding every run.
+
+``deep500 run`` writes each run to its folder (``results.jsonl`` + ``manifest.json``,
+:mod:`deep500.recipe.results`) and, at the end, ingests that folder here, so that runs
+can be listed (``deep500 runs``), compared (``deep500 compare``) and followed across git
+revisions (``deep500 history``). The folder stays the source of truth: ingesting it
+again replaces what the database held about it (one run per folder).
+
+Location: ``--db PATH``, else ``$DEEP500_DB``, else ``results/deep500.db`` under the
+current directory (beside the folders ``deep500 run`` writes by default).
+
+Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
+
+- ``runs``: one row per run folder (absolute path, unique): recipe, start and finish
+  time, status, git revision (the working directory's, else Deep500's own), host, CPU,
+  counts, and the whole manifest as JSON;
+- ``records``: one row per line of ``results.jsonl``: configuration index, session,
+  rank, kind, level, experiment, label, the configuration as JSON and as a canonical
+  key (sorted-key JSON, equal configurations give equal keys), the record's timing
+  metric (``WallclockTime``; for training records, which have none, ``EpochTime``:
+  the wall time of each completed epoch) with its median, CI, unit and n, and the whole
+  record as JSON;
+- ``samples``: the timing metric's raw samples of a record, one JSON array per record.
+  Samples are only ever read and written as a whole vector (a comparison needs all of
+  them), so one row per record keeps ingest fast and the table small where a row per
+  sample would multiply rows by the number of reruns; JSON keeps float64 values exactly
+  (shortest repr round-trips) and SQLite's ``json_each`` still reaches single samples.
+
+Concurrency: the database runs in WAL mode (readers never block the writer) and every
+connection waits up to :data:`BUSY_TIMEOUT_S` for a lock; an ingest is one
+``BEGIN IMMEDIATE`` transaction, so two processes storing runs at once are serialised
+and neither sees the other's half-written run (SQLite, "Write-Ahead Logging" and
+"File Locking And Concurrency In SQLite Version 3"). WAL needs a local file system.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import sqlite3
+import statistics
+
+from deep500.utils.errors import Deep500Error
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+DEFAULT_DB = os.path.join("results", "deep500.db")
+
+_SCHEMA = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    folder TEXT NOT NULL UNIQUE,
+    recipe TEXT,
+    experiment TEXT,
+    started TEXT,
+    finished TEXT,
+    status TEXT,
+    git_revision TEXT,
+    deep500_revision TEXT,
+    hostname TEXT,
+    cpu TEXT,
+    configurations INTEGER,
+    records INTEGER,
+    ingested TEXT NOT NULL,
+    manifest TEXT NOT NULL
+);
+CREATE TABLE records (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    idx INTEGER,
+    session INTEGER NOT NULL DEFAULT 0,
+    rank INTEGER NOT NULL DEFAULT 0,
+    kind TEXT NOT NULL,
+    level INTEGER,
+    experiment TEXT,
+    label TEXT,
+    configuration TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    metric TEXT,
+    median REAL,
+    ci_low REAL,
+    ci_high REAL,
+    unit TEXT,
+    n INTEGER,
+    record TEXT NOT NULL,
+    UNIQUE (run_id, position)
+);
+CREATE INDEX records_run ON records(run_id);
+CREATE INDEX records_key ON records(config_key, rank);
+CREATE TABLE samples (
+    record_id INTEGER PRIMARY KEY REFERENCES records(id) ON DELETE CASCADE,
+    metric TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    "values" TEXT NOT NULL
+);
+"""
+
+
+class StoreError(Deep500Error):
+    """The results database or a run named for it cannot be used: not a database,
+    written by a newer Deep500, an unknown run id, a folder that is not a run."""
+
+
+def default_path() -> str:
+    """``$DEEP500_DB`` if set, else ``results/deep500.db`` under the current directory."""
+    return os.environ.get("DEEP500_DB") or DEFAULT_DB
+
+
+def configuration_key(configuration: dict) -> str:
+    """The configuration as canonical text: equal configurations give equal keys (the
+    same rule as the report's :func:`deep500.report.records.configuration_key`)."""
+    return json.dumps(configuration, sort_keys=True, default=str)
+
+
+def _finite(value):
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def timing(record: dict) -> dict | None:
+    """The record's timing metric: ``{metric, samples, median, ci_low, ci_high, unit}``.
+
+    ``WallclockTime`` where the record has it (its raw samples and the median's
+    nonparametric CI as measured); otherwise, for training records, ``EpochTime``: the
+    wall time of each completed epoch (``result.details.statistics.epochs``), with the
+    median's CI computed here by the same rank rule. None when the record has neither."""
+    result = record.get("result") or {}
+    for entry in result.get("metrics") or []:
+        if entry.get("metric") == "WallclockTime" and entry.get("samples"):
+            summary = entry.get("summary") or {}
+            samples = [float(s) for s in entry["samples"] if _finite(s) is not None]
+            return {"metric": "WallclockTime", "samples": samples,
+                    "median": _finite(summary.get("median")),
+                    "ci_low": _finite(summary.get("ci_low")),
+                    "ci_high": _finite(summary.get("ci_high")),
+                    "unit": entry.get("unit") or "s"}
+    epochs = ((result.get("details") or {}).get("statistics") or {}).get("epochs") or []
+    samples = [float(e["wall_time"]) for e in epochs
+               if e.get("completed", True) and _finite(e.get("wall_time")) is not None]
+    if not samples:
+        return None
+    from deep500.utils.statistics import median_ci
+    low, high, _ = median_ci(samples)
+    return {"metric": "EpochTime", "samples": samples, "median": statistics.median(samples),
+            "ci_low": _finite(low), "ci_high": _finite(high), "unit": "s"}
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat()
+
+
+class Database:
+    """A connection to the results database at ``path`` (created on first use unless
+    ``create`` is false). Raises StoreError when the file is not a Deep500 database."""
+
+    def __init__(self, path: str | None = None, create: bool = True):
+        self.path = path or default_path()
+        if not create and not os.path.isfile(self.path):
+            raise StoreError(f"{self.path}: no results database here; 'deep500 run' "
+                             f"creates it (or give another with --db or $DEEP500_DB)")
+        folder = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            self.connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S,
+                                              isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.path}: cannot open the results database ({exc})") \
+                from None
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as exc:
+            self.connection.close()
+            raise StoreError(f"{self.path} is not a usable results database ({exc}); "
+                             f"move it away (deep500 starts a new one) or give another "
+                             f"with --db") from None
+
+    def _prepare(self) -> None:
+        c = self.connection
+        c.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        c.execute("PRAGMA foreign_keys = ON")
+        version = c.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}, written by a newer "
+                             f"Deep500 (this one reads version {SCHEMA_VERSION}); upgrade "
+                             f"Deep500 or give another database with --db")
+        c.execute("PRAGMA journal_mode = WAL")  # persistent: set once, at creation
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have created it while this one waited for the lock
+            if c.execute("PRAGMA user_version").fetchone()[0] == 0:
+                tables = c.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                if tables.fetchall():
+                    raise StoreError(f"{self.path} is an SQLite database but not Deep500's "
+                                     f"(it has tables and no schema version); give another "
+                                     f"with --db")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- writing ---------------------------------------------------------------------
+
+    def ingest(self, folder: str) -> int:
+        """Store the run in ``folder`` and return its id; a folder stored before keeps
+        its id and its rows are replaced by what the folder holds now (idempotent).
+        Raises StoreError when ``folder`` is not a readable run folder."""
+        from deep500.recipe.results import (RunFolderError, check_run_folder,
+                                            read_manifest, read_results)
+        path = os.path.realpath(folder)
+        try:
+            check_run_folder(path)
+            manifest = read_manifest(path)
+            records = read_results(path)
+        except RunFolderError as exc:
+            raise StoreError(str(exc)) from None
+        revisions = manifest.get("git_revision") or {}
+        hardware = manifest.get("hardware") or {}
+        recipe = manifest.get("recipe") or {}
+        row = {"folder": path, "recipe": recipe.get("name"),
+               "experiment": recipe.get("experiment"), "started": manifest.get("started"),
+               "finished": manifest.get("finished"), "status": manifest.get("status"),
+               "git_revision": revisions.get("working_directory") or revisions.get("deep500"),
+               "deep500_revision": revisions.get("deep500"),
+               "hostname": hardware.get("hostname"), "cpu": hardware.get("cpu_model"),
+               "configurations": len({(r.get("session", 0), r.get("index"))
+                                      for r in records}),
+               "records": len(records), "ingested": _now(),
+               "manifest": json.dumps(manifest, default=str)}
+        if row["started"] is None:
+            row["started"] = datetime.datetime.fromtimestamp(
+                os.path.getmtime(path)).astimezone().isoformat()
+        c = self.connection
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            found = c.execute("SELECT id FROM runs WHERE folder = ?", (path,)).fetchone()
+            if found:
+                run_id = found[0]
+                c.execute("DELETE FROM samples WHERE record_id IN "
+                          "(SELECT id FROM records WHERE run_id = ?)", (run_id,))
+                c.execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+                c.execute("UPDATE runs SET " + ", ".join(f"{k} = :{k}" for k in row) +
+                          " WHERE id = :id", {**row, "id": run_id})
+            else:
+                run_id = c.execute(
+                    f"INSERT INTO runs ({', '.join(row)}) VALUES "
+                    f"({', '.join(':' + k for k in row)})", row).lastrowid
+            for position, record in enumerate(records):
+                self._insert_record(run_id, position, record)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return run_id
+
+    def _insert_record(self, run_id: int, position: int, record: dict) -> None:
+        configuration = record.get("configuration") or {}
+        measured = timing(record) if record.get("kind") == "measurement" else None
+        values = {"run_id": run_id, "position": position, "idx": record.get("index"),
+                  "session": record.get("session", 0) or 0, "rank": record.get("rank", 0) or 0,
+                  "kind": record.get("kind"), "level": record.get("level"),
+                  "experiment": record.get("experiment"), "label": record.get("label"),
+                  "configuration": json.dumps(configuration, default=str),
+                  "config_key": configuration_key(configuration),
+                  "metric": measured and measured["metric"],
+                  "median": measured and measured["median"],
+                  "ci_low": measured and measured["ci_low"],
+                  "ci_high": measured and measured["ci_high"],
+                  "unit": measured and measured["unit"],
+                  "n": measured and len(measured["samples"]),
+                  "record": json.dumps(record, default=str)}
+        record_id = self.connection.execute(
+            f"INSERT INTO records ({', '.join(values)}) VALUES "
+            f"({', '.join(':' + k for k in values)})", values).lastrowid
+        if measured:
+            self.connection.execute(
+                'INSERT INTO samples (record_id, metric, n, "values") VALUES (?, ?, ?, ?)',
+                (record_id, measured["metric"], len(measured["samples"]),
+                 json.dumps(measured["samples"])))
+
+    # -- reading ---------------------------------------------------------------------
+
+    def runs(self) -> list[dict]:
+        """Every stored run, oldest first (by start time, then id)."""
+        cursor = self.connection.execute(
+            "SELECT id, folder, recipe, experiment, started, finished, status, git_revision, "
+            "deep500_revision, hostname, cpu, configurations, records, ingested FROM runs "
+            "ORDER BY started, id")
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def run(self, run_id: int) -> dict:
+        """The run with id ``run_id`` (a negative id counts from the latest: -1 is the
+        most recent run); StoreError when there is none."""
+        runs = self.runs()
+        if run_id < 0:
+            if -run_id > len(runs):
+                raise StoreError(f"run {run_id}: {self.path} holds {len(runs)} run(s); "
+                                 f"'deep500 runs' lists them")
+            return runs[run_id]
+        for run in runs:
+            if run["id"] == run_id:
+                return run
+        raise StoreError(f"no run with id {run_id} in {self.path}; 'deep500 runs "
+                         f"--db {self.path}' lists the stored runs")
+
+    def manifest(self, run_id: int) -> dict:
+        row = self.connection.execute("SELECT manifest FROM runs WHERE id = ?",
+                                      (run_id,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def records(self, run_id: int) -> list[dict]:
+        """The run's records as written to ``results.jsonl``, in order."""
+        cursor = self.connection.execute(
+            "SELECT record FROM records WHERE run_id = ? ORDER BY position", (run_id,))
+        return [json.loads(row[0]) for row in cursor.fetchall()]
+
+    def measurements(self, config_keys: list[str] | None = None, rank: int = 0) -> list[dict]:
+        """Measurement rows (joined with their run) of rank ``rank``, optionally only
+        those whose configuration key is in ``config_keys``, with their samples."""
+        query = ("SELECT r.id, r.run_id, r.idx, r.session, r.label, r.configuration, "
+                 "r.config_key, r.metric, r.median, r.ci_low, r.ci_high, r.unit, r.n, "
+                 "r.record, s.\"values\", u.started, u.git_revision, u.folder, u.recipe "
+                 "FROM records r JOIN runs u ON u.id = r.run_id "
+                 "LEFT JOIN samples s ON s.record_id = r.id "
+                 "WHERE r.kind = 'measurement' AND r.rank = ?")
+        parameters: list = [rank]
+        if config_keys is not None:
+            query += f" AND r.config_key IN ({', '.join('?' * len(config_keys))})"
+            parameters += list(config_keys)
+        cursor = self.connection.execute(query + " ORDER BY u.started, u.id, r.position",
+                                         parameters)
+        names = [d[0] for d in cursor.description]
+        rows = []
+        for row in cursor.fetchall():
+            item = dict(zip(names, row))
+            item["configuration"] = json.loads(item["configuration"])
+            item["record"] = json.loads(item["record"])
+            item["samples"] = json.loads(item.pop("values")) if item["values"] else []
+            rows.append(item)
+        return rows
+
+
+def store_run(folder: str, database: str | None = None) -> int:
+    """Ingest the run folder ``folder`` into ``database`` (default :func:`default_path`)
+    and return its run id. Raises StoreError (or sqlite3.Error) on failure."""
+    with Database(database) as db:
+        return db.ingest(folder)
+
+
+def store_run_or_warn(folder: str, database: str | None = None) -> int | None:
+    """:func:`store_run` for the end of ``deep500 run``: a failure to store warns on
+    stderr and returns None; the run folder on disk is untouched either way."""
+    import sys
+    try:
+        return store_run(folder, database)
+    except (Deep500Error, sqlite3.Error, OSError) as exc:
+        sys.stderr.write(f"deep500: warning: the run in {folder} was not stored in the "
+                         f"results database {database or default_path()} ({exc}); its "
+                         f"folder is complete: store it later with 'deep500 runs --add "
+                         f"{folder}'\n")
+        return None
