@@ -8,6 +8,13 @@
                                      again (up to N times, default 2)
     deep500 report DIR [--per-seed] [--figure-format svg|pdf|none]
                                      rebuild the report of a run folder
+    deep500 runs [--db PATH] [--add DIR...]
+                                     list the runs stored in the results database
+    deep500 compare A B [--fail-above 5%] [--json]
+                                     compare two runs (folders or run ids): ratio B/A
+                                     of each configuration with a nonparametric CI
+    deep500 history --config FILTER [--metric M.F] [--out history.html]
+                                     one configuration across git revisions (HTML)
     deep500 info [--json]            software versions and hardware
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
@@ -17,10 +24,16 @@
                                      time (otherwise built on first use)
 
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
-an acceptance threshold (results and report are still written); 2 bad input (recipe,
+an acceptance threshold (results and report are still written), or, with --baseline
+and --fail-above, a configuration significantly slower than the baseline (as for
+``deep500 compare``); 2 bad input (recipe,
 arguments, a run folder in use or not empty without --append), nothing run; 124 a
 configuration ran past the recipe's timeout; 130 and 143 stopped by SIGINT and SIGTERM
 (the manifest says interrupted).
+
+Every ``deep500 run`` also stores the run (rank 0, when it ends, however it ends) in
+the results database (``--db``, else ``$DEEP500_DB``, else ``results/deep500.db``; see
+``docs/results_store.md``).
 
 ``deep500 run --out DIR`` wants a new or empty folder and holds it for as long as it
 runs; ``--append`` adds the run to a folder as a new session.
@@ -81,13 +94,29 @@ def _run_ranks(args, comm):
     with guarded_main(comm, agreed=(RunFolderError,)):  # raised by every rank alike
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
                           remeasure_interfered=args.remeasure_interfered,
-                          append=args.append)
+                          append=args.append, database=_database(args))
+
+
+def _database(args) -> str:
+    from deep500.store import default_path
+    return args.db or default_path()
 
 
 def _run(args) -> int:
     from deep500.lv3_distributed.mpi_launch import world_communicator
     from deep500.recipe import run_recipe
     try:
+        baseline = fail_above = None
+        if args.baseline is not None:  # a bad baseline stops the run before any work
+            from deep500.store.compare import load_run
+            baseline = load_run(args.baseline, _database(args))
+        if args.fail_above is not None:
+            if baseline is None:
+                raise Deep500Error("--fail-above compares with a baseline: give "
+                                   "--baseline RUN (a run folder or an id from "
+                                   "'deep500 runs') too")
+            from deep500.store.compare import parse_threshold
+            fail_above = parse_threshold(args.fail_above)
         if args.np is not None:
             _relaunch_under_mpirun(args.np, args.argv)
         comm = world_communicator()
@@ -95,7 +124,7 @@ def _run(args) -> int:
             summary = run_recipe(args.recipe, args.out, argv=sys.argv,
                                  progress=not args.quiet,
                                  remeasure_interfered=args.remeasure_interfered,
-                                 append=args.append)
+                                 append=args.append, database=_database(args))
         else:
             summary = _run_ranks(args, comm)
     except Deep500Error:
@@ -110,7 +139,11 @@ def _run(args) -> int:
             print(f"Report:  {path}")
         print(f"{summary.measurements} configurations measured, {summary.errors} failed "
               f"to run, {summary.acceptance_failures} missed an acceptance threshold")
-    return 0 if summary.ok else 1
+    slower = 0
+    if baseline is not None and summary.report_paths:  # rank 0
+        from deep500.store.compare import compare_with_baseline
+        slower = compare_with_baseline(baseline, summary.output_dir, fail_above)
+    return 0 if summary.ok and not slower else 1
 
 
 def _report(args) -> int:
@@ -122,6 +155,23 @@ def _report(args) -> int:
                               figure_format=figure_format):
         print(path)
     return 0
+
+
+def _runs(args) -> int:
+    from deep500.store.history import runs_command
+    return runs_command(args.db, add=args.add, as_json=args.json)
+
+
+def _compare(args) -> int:
+    from deep500.store.compare import compare_command
+    return compare_command(args.a, args.b, database=args.db, fail_above=args.fail_above,
+                           confidence=args.confidence, as_json=args.json)
+
+
+def _history(args) -> int:
+    from deep500.store.history import history_command
+    return history_command(args.config, args.out, database=args.db, metric=args.metric,
+                           recipe=args.recipe, rank=args.rank)
 
 
 def _info(args) -> int:
@@ -252,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
                      "processes interfered with (see docs/measurement.md) up to N times "
                      "(default 2), keeping the last clean attempt or the least interfered; "
                      "give N as --remeasure-interfered=N or after the recipe")
+    run.add_argument("--db", metavar="PATH", help="results database to store the run in "
+                     "(default: $DEEP500_DB, else results/deep500.db)")
+    run.add_argument("--baseline", metavar="RUN", help="at the end, compare with RUN (a run "
+                     "folder or an id from 'deep500 runs') as 'deep500 compare' does")
+    run.add_argument("--fail-above", metavar="T", help="with --baseline: exit status 1 "
+                     "when a configuration is significantly slower by more than T (5%% or "
+                     "0.05)")
     run.set_defaults(handler=_run)
     report = commands.add_parser("report", help="rebuild the report of a run folder")
     report.add_argument("directory")
@@ -262,6 +319,39 @@ def build_parser() -> argparse.ArgumentParser:
                         help="every plot is written as PNG (embedded in report.html) and "
                         "also in this format (default svg)")
     report.set_defaults(handler=_report)
+    runs = commands.add_parser("runs", help="list the runs in the results database")
+    runs.add_argument("--db", metavar="PATH", help="results database (default: "
+                      "$DEEP500_DB, else results/deep500.db)")
+    runs.add_argument("--add", nargs="+", metavar="DIR", help="store these run folders "
+                      "first (again: their rows are replaced)")
+    runs.add_argument("--json", action="store_true", help="machine-readable output")
+    runs.set_defaults(handler=_runs)
+    compare = commands.add_parser("compare", help="compare two runs configuration by "
+                                  "configuration: ratio B/A with a nonparametric CI")
+    compare.add_argument("a", metavar="A", help="baseline: a run folder or a run id "
+                         "('deep500 runs'; -1 is the latest)")
+    compare.add_argument("b", metavar="B", help="the run compared with A (folder or id)")
+    compare.add_argument("--db", metavar="PATH", help="results database for run ids")
+    compare.add_argument("--fail-above", metavar="T", help="exit status 1 when a "
+                         "configuration is significantly slower by more than T (5%% or "
+                         "0.05)")
+    compare.add_argument("--confidence", type=float, default=0.95,
+                         help="confidence level of the intervals (default 0.95)")
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    compare.set_defaults(handler=_compare)
+    history = commands.add_parser("history", help="one configuration's metric across git "
+                                  "revisions, as an HTML page with a plot")
+    history.add_argument("--config", required=True, metavar="FILTER", help="which "
+                         "configuration: key=value terms joined by commas, e.g. "
+                         "framework=pytorch,operator=Relu (see docs/results_store.md)")
+    history.add_argument("--metric", default="WallclockTime.median",
+                         help="METRIC.FIELD (default WallclockTime.median)")
+    history.add_argument("--out", default="history.html", help="HTML page to write "
+                         "(default history.html)")
+    history.add_argument("--recipe", help="only runs of this recipe")
+    history.add_argument("--rank", type=int, default=0, help="MPI rank (default 0)")
+    history.add_argument("--db", metavar="PATH", help="results database")
+    history.set_defaults(handler=_history)
     info = commands.add_parser("info", help="software versions and hardware")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_info)

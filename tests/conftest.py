@@ -17,6 +17,19 @@ def _quiet_tensorflow():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _private_results_database(tmp_path_factory):
+    """Runs made by the tests are stored in a session database, not results/deep500.db
+    of the directory pytest runs in (subprocesses inherit the variable)."""
+    previous = os.environ.get("DEEP500_DB")
+    os.environ["DEEP500_DB"] = str(tmp_path_factory.mktemp("deep500_db") / "deep500.db")
+    yield
+    if previous is None:
+        os.environ.pop("DEEP500_DB", None)
+    else:
+        os.environ["DEEP500_DB"] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _private_build_cache(tmp_path_factory):
     """C++ operators built by the tests go to a session folder, not ~/.cache/deep500."""
     previous = os.environ.get("DEEP500_CACHE")

@@ -64,7 +64,7 @@ def default_output_dir(recipe: Recipe) -> str:
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
                progress: bool = True, write_report: bool = True,
                remeasure_interfered: int = 0, interference_rule=None,
-               append: bool = False) -> RunSummary:
+               append: bool = False, database: str | None = None) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
@@ -73,7 +73,11 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     Every configuration is measured under the telemetry sampler; one judged interfered
     (by ``interference_rule``, default :class:`deep500.utils.telemetry.InterferenceRule`)
     is re-measured up to ``remeasure_interfered`` times (see
-    :func:`deep500.recipe.remeasure.measure_watched`)."""
+    :func:`deep500.recipe.remeasure.measure_watched`).
+
+    With ``database`` (a path), rank 0 also stores the run in that results database
+    when the run ends, however it ends (:mod:`deep500.store`); a failure to store warns
+    and leaves the folder as it is."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
     recipe = load_recipe(path)  # every check happens before any work
     comm = world_communicator()
@@ -160,6 +164,9 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
             watchdog.close()
         if rank == 0:
             folder.finish(*_final_status(outcome, rank))
+            if database is not None:
+                from deep500.store import store_run_or_warn
+                store_run_or_warn(output_dir, database)
     if records_comm is not None:
         records_comm.Free()
     reports = []
