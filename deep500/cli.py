@@ -6,8 +6,9 @@
                                      --remeasure-interfered, configurations measured
                                      while other processes used the CPU are measured
                                      again (up to N times, default 2)
-    deep500 report DIR [--per-seed] [--figure-format svg|pdf|none]
-                                     rebuild the report of a run folder
+    deep500 report DIR [--per-seed] [--figure-format svg|pdf|none] [--mlperf]
+                                     rebuild the report of a run folder (with --mlperf,
+                                     also MLPerf-style logs of its training runs)
     deep500 runs [--db PATH] [--add DIR...]
                                      list the runs stored in the results database
     deep500 compare A B [--fail-above 5%] [--json]
@@ -154,6 +155,10 @@ def _report(args) -> int:
     for path in write_reports(args.directory, per_seed=args.per_seed,
                               figure_format=figure_format):
         print(path)
+    if args.mlperf:
+        from deep500.store.mlperf_log import write_mlperf_logs
+        for path in write_mlperf_logs(args.directory):
+            print(path)
     return 0
 
 
@@ -318,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--figure-format", choices=("svg", "pdf", "none"), default="svg",
                         help="every plot is written as PNG (embedded in report.html) and "
                         "also in this format (default svg)")
+    report.add_argument("--mlperf", action="store_true", help="also write each training "
+                        "configuration as an MLPerf-style log (:::MLLOG lines) in "
+                        "DIR/mlperf/")
     report.set_defaults(handler=_report)
     runs = commands.add_parser("runs", help="list the runs in the results database")
     runs.add_argument("--db", metavar="PATH", help="results database (default: "
