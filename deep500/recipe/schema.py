@@ -248,8 +248,8 @@ def _components(raw: dict, kind, recipe_dir: str, problems: Problems, broken):
     fixed_raw, mutable_raw = sections["fixed"], sections["mutable"]
     overlap = sorted((set(fixed_raw) & set(mutable_raw)), key=str)
     if overlap:
-        problems.add("fixed", f"{overlap} are both fixed and mutable; a component is "
-                              f"either held fixed or varied, not both")
+        problems.add("", f"{overlap} are both fixed and mutable; a component is either "
+                         f"held fixed or varied, not both")
     for section, values in sections.items():
         for key in values:
             if isinstance(key, str) and key not in table:
