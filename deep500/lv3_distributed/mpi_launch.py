@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import traceback
@@ -88,8 +89,28 @@ def mpi_fork(n: int, mpirun_args: Sequence[str] = (),
                *program]
     sys.stdout.flush()
     sys.stderr.flush()
-    status = subprocess.call(command, env={**os.environ, _FORKED_VARIABLE: "1"})
+    process = subprocess.Popen(command, env={**os.environ, _FORKED_VARIABLE: "1"})
+    try:
+        status = process.wait()
+    except KeyboardInterrupt as stop:
+        # SIGINT, or SIGTERM under deep500.utils.interrupts: mpirun passes the signal on
+        # to the ranks, which finish what they write; killing mpirun instead would
+        # leave them running.
+        _stop_mpirun(process, getattr(stop, "signum", signal.SIGINT))
+        raise
     sys.exit(status if status >= 0 else 128 - status)
+
+
+def _stop_mpirun(process: subprocess.Popen, signum: int, grace_seconds: float = 30.0):
+    try:
+        process.send_signal(signum)
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    except KeyboardInterrupt:  # a second signal: do not wait any longer
+        process.kill()
+        process.wait()
 
 
 class guarded_main(contextlib.ContextDecorator):
@@ -140,6 +161,8 @@ class guarded_main(contextlib.ContextDecorator):
         rank = comm.Get_rank()
         if issubclass(exc_type, SystemExit):
             message = f"rank {rank} failed: exited with status {exc.code}\n"
+        elif issubclass(exc_type, KeyboardInterrupt):  # a signal, not a bug: no traceback
+            message = f"rank {rank} stopped: {exc or exc_type.__name__}\n"
         else:
             message = f"rank {rank} failed: " + "".join(
                 traceback.format_exception(exc_type, exc, tb))

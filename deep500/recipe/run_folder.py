@@ -15,6 +15,7 @@ import json
 import os
 import time
 
+from deep500.utils.interrupts import deferred
 from deep500.recipe.results import (RunFolderError, ResultsWriter, read_manifest,
                                     read_results, record_counts, run_status,
                                     session_records, write_manifest)
@@ -110,11 +111,12 @@ class RunFolder:
     def write(self, records: list[dict], **manifest_fields) -> None:
         """Append ``records`` (one configuration's, every rank's) and bring the
         manifest's counts (and ``manifest_fields``) up to date."""
-        for record in records:
-            self._writer.write(record)
-            self.records.append(record)
-        self.manifest.update(manifest_fields)
-        self._write_manifest()
+        with deferred():  # a configuration's records and counts land together
+            for record in records:
+                self._writer.write(record)
+                self.records.append(record)
+            self.manifest.update(manifest_fields)
+            self._write_manifest()
 
     def finish(self, status: str, **manifest_fields) -> None:
         """The final manifest (``status``, counts, duration); releases the folder. A

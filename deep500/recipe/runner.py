@@ -268,21 +268,26 @@ def _progress(items, name, enabled):
 def configuration_label(recipe: Recipe, configuration: dict) -> str:
     """A short name of ``configuration`` for the progress bar: the values of the
     components the recipe varies, e.g. ``Relu 64x256 | pytorch | threads=2``."""
-    subject = recipe.kind.input_components
-    keys = [k for k in configuration
-            if k in recipe.mutable or k in ("framework", "executor")]
-    keys.sort(key=lambda k: 0 if k in subject else 1 if k in ("framework", "executor")
-              else 2)  # what is measured, by what, under which setting
-    parts = []
-    for key in keys:
+    runners = ("framework", "executor")
+
+    def label(key):
         value = configuration[key]
-        label = getattr(value, "label", None)
-        if label is None and isinstance(value, dict):
-            label = value.get("label")
-        if label is None:
-            label = str(value) if key in ("framework", "executor") else f"{key}={value}"
-        parts.append(str(label))
-    return " | ".join(parts)
+        named = getattr(value, "label", None)
+        if named is None and isinstance(value, dict):
+            named = value.get("label")
+        if named is not None:
+            return str(named)
+        return str(value) if key in runners else f"{key}={value}"
+
+    def order(key):  # what is measured, by what, under which setting
+        if key in runners:
+            return 2
+        if label(key) == f"{key}={configuration[key]}":
+            return 3
+        return 0 if key in recipe.kind.input_components else 1
+
+    keys = [k for k in configuration if k in recipe.mutable or k in runners]
+    return " | ".join(label(k) for k in sorted(keys, key=order))
 
 
 def _collective(kind) -> bool:

@@ -1,0 +1,61 @@
+"""Run by tests/recipe/test_run_failures_mpi.py and test_run_lifecycle.py: the
+``deep500`` command with faults that only these tests use, on the rank named by the
+environment variable ``FAULT_RANK`` (default 1; ranks as ``mpirun`` numbers them, a
+single process is rank 0):
+
+- operators: a ``Softmax`` measurement raises ``ZeroDivisionError`` (none of the error
+  types a measurement was once limited to); an ``Exp`` measurement sleeps an hour; a
+  ``Tanh`` measurement sleeps an hour inside a C call that holds Python's GIL (so no
+  Python thread of that process runs: ``ctypes.PyDLL`` keeps the GIL across the call);
+- reference schemes: ``FailsAtFirstStep`` raises ``KeyError`` in its first step (the
+  other ranks wait in the allreduce); ``HangsAtFirstStep`` sleeps an hour there.
+"""
+import ctypes
+import os
+import sys
+import time
+
+import deep500.recipe.experiments.operators as operators_experiment
+from deep500.frameworks.reference.distributed import SCHEMES, ConsistentDecentralized
+
+FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
+RANK = int(os.environ.get("PMI_RANK", "0"))
+HOUR = 3600
+
+real_test_op_forward = operators_experiment.test_op_forward
+
+
+def faulty_test_op_forward(op, *args, **kwargs):
+    if RANK == FAULT_RANK:
+        if op.name.endswith("Softmax"):
+            raise ZeroDivisionError("Softmax fails on purpose")
+        if op.name.endswith("Exp"):
+            time.sleep(HOUR)
+        if op.name.endswith("Tanh"):
+            ctypes.PyDLL(None).sleep(HOUR)
+    return real_test_op_forward(op, *args, **kwargs)
+
+
+operators_experiment.test_op_forward = faulty_test_op_forward
+
+
+class FailsAtFirstStep(ConsistentDecentralized):
+    def step(self, inputs):
+        if self.rank == FAULT_RANK:
+            raise KeyError("FailsAtFirstStep fails on purpose")
+        return super().step(inputs)
+
+
+class HangsAtFirstStep(ConsistentDecentralized):
+    def step(self, inputs):
+        if self.rank == FAULT_RANK:
+            time.sleep(HOUR)
+        return super().step(inputs)
+
+
+SCHEMES["FailsAtFirstStep"] = FailsAtFirstStep
+SCHEMES["HangsAtFirstStep"] = HangsAtFirstStep
+
+if __name__ == "__main__":
+    from deep500.cli import main
+    sys.exit(main())
