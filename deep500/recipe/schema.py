@@ -127,6 +127,10 @@ def _read_yaml(path: str):
         raise RecipeError(f"{where}: line {line}, column {column}: byte "
                           f"0x{data[exc.start]:02x} is not UTF-8 text; save the recipe "
                           f"as UTF-8") from None
+    line = _too_deep(text)
+    if line:
+        raise RecipeError(f"{where}: line {line}: brackets nested more than "
+                          f"{_MAX_NESTING} deep; a recipe needs a few levels")
     loader = None
     try:
         loader = _RecipeLoader(text)  # reads the first characters already
@@ -142,6 +146,36 @@ def _read_yaml(path: str):
     finally:
         if loader is not None:
             loader.dispose()
+
+
+_MAX_NESTING = 64
+
+
+def _too_deep(text: str) -> int | None:
+    """The line where ``[``/``{`` brackets nest more than ``_MAX_NESTING`` deep, or None.
+    PyYAML's scanner takes time quadratic in the nesting of flow collections (seconds
+    for a few hundred levels) before it runs out of recursion, so such text is refused
+    before it is parsed. Quoted text and comments are skipped (roughly: a stray quote
+    only makes the count lower)."""
+    depth, line, quote, comment = 0, 1, None, False
+    for char in text:
+        if char == "\n":
+            line, comment = line + 1, False
+        elif comment:
+            continue
+        elif quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > _MAX_NESTING:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return None
 
 
 class _RecipeLoader(yaml.SafeLoader):
@@ -288,13 +322,16 @@ def _metric_names(raw: dict, broken) -> list[str] | None:
     if broken("metrics") and not isinstance(metrics, (dict, list)):
         return None
     if not metrics:
-        return ["WallclockTime"]
+        kind = EXPERIMENTS.get(raw.get("experiment", "operators")) \
+            if isinstance(raw.get("experiment", "operators"), str) else None
+        return list(kind.default_metrics if kind else ("WallclockTime",))
     return [m for m in metrics if isinstance(m, str)]
 
 
 def _metrics(raw: dict, kind, problems: Problems, broken) -> tuple[dict, dict]:
     """``{name: parameters}`` and ``{name: factory}`` of the metrics that check out."""
-    metrics_raw = raw.get("metrics") or {"WallclockTime": {}}
+    default = kind.default_metrics if kind is not None else ("WallclockTime",)
+    metrics_raw = raw.get("metrics") or {name: {} for name in default}
     if broken("metrics"):
         return {}, {}
     if isinstance(metrics_raw, list):

@@ -187,6 +187,10 @@ def test_every_problem_is_reported_at_once_with_its_key_path():
      "acceptance[0]: 'L2Error.nosuchfield <= 1': L2Error has no field 'nosuchfield'; it "
      "has ['absolute', 'per_output', 'relative']"),
     ({"acceptance": ["L2Error.relative <= nan"]}, "compares with NaN"),
+    ({"mutable": {"framework": ["reference"],
+                  "operator": [{"op": "Relu", "shape": [2**20, 2**20]}]}},
+     "mutable.operator[0]: Relu 1048576x1048576: its inputs alone take 12288.0 GiB (in "
+     "float32, plus the float64 copy the reference computes on), more than this machine's"),
     ({"fixed": {"threads": 10**30}}, "fixed.threads: expected a positive integer (at most "
                                      "2147483647), got the number 1000000000000"),
     ({"timeout": -1}, "timeout: seconds one configuration may take, a positive number; "
@@ -223,9 +227,14 @@ def test_recipe_files_that_are_not_utf8_yaml_name_the_place(tmp_path):
                                           r"not UTF-8 text; save the recipe as UTF-8"):
         load_recipe(str(path))
     deep = tmp_path / "deep.yaml"
-    deep.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
-    with pytest.raises(RecipeError, match="deep.yaml: not valid YAML: nested too deeply"):
+    deep.write_text("# [[[[\nname: '[[[['\nfixed: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(RecipeError, match=r"^deep.yaml: line 3: brackets nested more "
+                                          r"than 64 deep; a recipe needs a few levels$"):
         load_recipe(str(deep))
+    deep.write_text("name: x\nfixed:\n" + "".join(f"{' ' * i}a{i}:\n"
+                                                   for i in range(1, 600)) + " " * 600 + "1\n")
+    with pytest.raises(RecipeError, match="deep.yaml: not valid YAML: nested too deeply"):
+        load_recipe(str(deep))  # block nesting: PyYAML's own recursion limit
     twice = tmp_path / "twice.yaml"
     twice.write_text("fixed: {framework: reference}\nmetrics: {L2Error: {}}\n"
                      "metrics: {WallclockTime: {}}\n")
@@ -332,3 +341,26 @@ def test_run_keeps_a_measurement_whose_threshold_names_a_missing_field(tmp_path,
     first, second = records[0]["acceptance"]
     assert first["passed"] is False and "has no field 'nosuchfield'" in first["error"]
     assert second["passed"] is True
+
+
+def test_training_recipes_check_dataset_options_and_default_to_training_metrics():
+    raw = {"experiment": "training",
+           "fixed": {"network": "mlp", "executor": "reference",
+                     "optimizer": {"type": "sgd", "learning_rate": 0.1},
+                     "dataset": {"name": "digits", "normalise": "standardize",
+                                 "test_fraction": "half"}}}
+    with pytest.raises(RecipeError) as error:
+        parse_recipe(raw, "t.yaml")
+    assert error.value.problems == [
+        "fixed.dataset: load_digits takes no ['normalise']; it takes ['input_node', "
+        "'label_node', 'normalize', 'seed', 'test_fraction']",
+        "fixed.dataset.test_fraction: expected a number, got the string 'half'"]
+    raw["fixed"]["dataset"] = {"name": "digits", "normalize": "standardize"}
+    raw["fixed"]["optimizer"]["learning_rate"] = "fast"
+    with pytest.raises(RecipeError, match=r"^t.yaml: fixed.optimizer.learning_rate: "
+                                          r"expected a finite number \(its default is "
+                                          r"0.1\), got the string 'fast'$"):
+        parse_recipe(raw, "t.yaml")
+    raw["fixed"]["optimizer"]["learning_rate"] = 0.1
+    assert list(parse_recipe(raw, "t.yaml").metric_params) == [
+        "TrainingAccuracy", "TestAccuracy", "LossCurve"]

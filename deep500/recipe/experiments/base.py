@@ -97,6 +97,8 @@ class Experiment:
     # components that define the inputs: varied slowest so cached inputs are reused
     input_components: tuple = ()
     metric_names: tuple = ()
+    # what a recipe without ``metrics`` measures
+    default_metrics: tuple = ("WallclockTime",)
 
     def check(self, recipe, problems) -> None:
         """Checks across components (frameworks installed, operators supported, ...),

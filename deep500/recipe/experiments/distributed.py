@@ -212,6 +212,7 @@ class DistributedExperiment(base.Experiment):
     }
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve")
+    default_metrics = ("TrainingAccuracy", "TestAccuracy", "LossCurve")
 
     def check(self, recipe, problems):
         executors_checked = False

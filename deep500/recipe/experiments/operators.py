@@ -6,6 +6,7 @@ computed in float64 on those inputs. A framework alternative may also be a C++ k
 """
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -29,6 +30,14 @@ def _framework(value, where, recipe_dir=None):
         return parse_cpp_kernel(value, where, recipe_dir)
     return base.name_in(components.FRAMEWORKS, "framework", where, value,
                         hint=", or a C++ kernel {cpp: SOURCE, op: ONNX_OPERATOR}")
+
+
+def _machine_memory() -> int | None:
+    try:
+        import psutil
+        return int(psutil.virtual_memory().total)
+    except Exception:  # no psutil, or no memory information on this system
+        return None
 
 
 def _create_operator(framework, spec: OperatorSpec, dtype: str, device):
@@ -80,15 +89,24 @@ class OperatorsExperiment(base.Experiment):
                             runnable[opath] = False
                             raise RecipeError(f"{fpath}: framework {framework!r} cannot "
                                               f"run {opath} ({spec.label}): {exc}") from None
+        dtypes = sorted({d for _, d in recipe.located("dtype")})
+        memory = _machine_memory()
         for opath, spec in operators:
             if not runnable[opath]:
                 continue  # the framework's reason is given
-            for dtype in {d for _, d in recipe.located("dtype")}:
+            for dtype in dtypes:
                 problem = inference_problem(spec, dtype)
                 if problem:
                     problems.add(opath, f"{spec.label}: ONNX shape inference rejects this "
                                         f"operator: {problem}")
                     break
+            elements = sum(math.prod(shape) for shape in spec.input_shapes)
+            need = elements * (max(np.dtype(d).itemsize for d in dtypes) + 8)
+            if memory and need > memory:
+                problems.add(opath, f"{spec.label}: its inputs alone take "
+                                    f"{need / 2**30:.1f} GiB (in {'/'.join(dtypes)}, plus the "
+                                    f"float64 copy the reference computes on), more than "
+                                    f"this machine's {memory / 2**30:.1f} GiB of memory")
 
     @staticmethod
     def _check_kernel(recipe, kernel: CppKernelSpec, where: str, problems) -> None:

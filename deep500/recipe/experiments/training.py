@@ -171,6 +171,7 @@ class TrainingExperiment(base.Experiment):
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
                     "TrajectoryDivergence")
+    default_metrics = ("TrainingAccuracy", "TestAccuracy", "LossCurve")
 
     def check(self, recipe, problems):
         for epath, name in recipe.located("executor"):
