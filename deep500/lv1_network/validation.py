@@ -11,7 +11,7 @@ from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.metrics import FrameworkOverhead, OperatorTimes, PeakMemory
 from deep500.lv1_network.network import gradient_name
-from deep500.utils.errors import Deep500Error
+from deep500.utils.errors import Deep500Error, ModelError
 from deep500.utils.metric import TestMetric, run_measured
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.threads import thread_conditions
@@ -81,10 +81,14 @@ def _run(executor, call, inputs, metrics, reference, test: str) -> TestResult:
         if reference is None and getattr(metric, "needs_reference", False):
             raise Deep500Error(f"{metric.name} compares with reference values, but "
                                f"{test} of {executor.network.name} got none")
-        compared = {k: outputs[k] for k in reference} if reference is not None else outputs
         missing = [k for k in (reference or {}) if k not in outputs]
         if missing:
-            raise Deep500Error(f"{executor.framework} executor produced no {missing}")
+            raise ModelError(f"{executor.framework} executor produced no {missing} for "
+                             f"network '{executor.network.name}' (it produced "
+                             f"{sorted(outputs)[:10]}); give reference values only for "
+                             f"tensors the network outputs, or add them with "
+                             f"network.add_output")
+        compared = {k: outputs[k] for k in reference} if reference is not None else outputs
         result = metric.measure(inputs, compared, reference)
         result.conditions = {**conditions, **result.conditions}
         results.append(result)

@@ -217,3 +217,10 @@ def test_malformed_node_is_a_model_error_naming_it(executor):
     with pytest.raises(ModelError, match="matmul") as error:
         from_onnx(executor, parsed).inference(GOOD)
     assert error.value.__cause__ is not None
+
+
+def test_validation_names_reference_outputs_the_network_lacks():
+    runner = from_onnx("reference", small())
+    with pytest.raises(ModelError, match="produced no \\['nothing'\\].*\\['y'\\]"):
+        d5.test_executor_inference(runner, GOOD, {"nothing": np.zeros(3)},
+                                   metrics=[d5.L2Error()])
