@@ -100,7 +100,8 @@ def convert(exc: Exception, framework: str, context: str, node=None) -> Deep500E
         ShapeError: "check the shapes and dtypes of the inputs fed (executor.input_specs) "
                     "and those the model gives the node's inputs",
         UnsupportedError: "run the model with another executor, or replace the node",
-        ModelError: "the model is malformed there: load it with the ONNX checker on "
-                    "(d5.parser.load_and_parse_model(path, check=True)) to see why",
+        ModelError: "the model is malformed there: for an ONNX model, load it with the "
+                    "checker on (d5.parser.load_and_parse_model(path, check=True)) to "
+                    "see why",
     }[cls]
     return cls(f"{context}{where}: {type(exc).__name__}: {text}. What to do: {advice}")
