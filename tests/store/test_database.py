@@ -69,15 +69,17 @@ for folder in sys.argv[2:]:
 
 
 def test_two_concurrent_writers(tmp_path):
-    """Two processes storing runs into one database at the same time: every run lands
-    once, whole (WAL + busy timeout + one transaction per ingest)."""
+    """Two processes storing the same runs into one database at the same time: every
+    run lands once, whole (WAL + busy timeout + one transaction per ingest)."""
     folders = [write_run(tmp_path / f"run{i}", [measurement(f"Op{j}", lognormal(i * 10 + j, 200),
                                                             index=j) for j in range(5)])
                for i in range(12)]
     db_path = str(tmp_path / "d.db")
     Database(db_path).close()
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, db_path, *folders[k::2],
-                                 *folders[k::2]]) for k in (0, 1)]
+    # both store every folder three times, in opposite orders: they contend for the
+    # same rows as well as for the file
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, db_path,
+                                 *(folders[::step] * 3)]) for step in (1, -1)]
     assert [w.wait(timeout=120) for w in writers] == [0, 0]
     with Database(db_path) as db:
         runs = db.runs()
