@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deep500.store.database import (Database, StoreError, configuration_key,
-                                    default_path, timing)
+from deep500.store.database import Database, StoreError, configuration_key, timing
 from deep500.utils.statistics import _normal_quantile
 
 # Largest m·n·min(m, n) for the exact law of U (a few tenths of a second at most).
@@ -384,7 +383,7 @@ def compare_command(a: str, b: str, database: str | None = None,
 
 
 __all__ = ["compare_command", "compare_runs", "load_run", "ratio_interval", "verdict",
-           "parse_threshold", "moses_rank", "mann_whitney_counts", "default_path"]
+           "parse_threshold", "moses_rank", "mann_whitney_counts"]
 
 
 def compare_with_baseline(baseline: Run, output_dir: str, fail_above: float | None = None,

@@ -9,7 +9,7 @@ import pytest
 
 from deep500.cli import main
 from deep500.store import Database, StoreError, store_run
-from deep500.store.compare import (compare_command, kth_difference, load_run,
+from deep500.store.compare import (kth_difference, load_run,
                                    mann_whitney_counts, moses_rank, parse_threshold,
                                    ratio_interval)
 
