@@ -138,6 +138,8 @@ def _run(args) -> int:
         print(f"Results: {summary.output_dir}/results.jsonl")
         for path in summary.report_paths:
             print(f"Report:  {path}")
+        if summary.run_id is not None:
+            print(f"Stored:  run {summary.run_id} in {_database(args)} (deep500 runs)")
         print(f"{summary.measurements} configurations measured, {summary.errors} failed "
               f"to run, {summary.acceptance_failures} missed an acceptance threshold")
     slower = 0

@@ -50,6 +50,7 @@ class RunSummary:
     errors: int
     acceptance_failures: int
     report_paths: list
+    run_id: int | None = None  # in the results database, when stored
 
     @property
     def ok(self) -> bool:
@@ -112,7 +113,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
         _timed_out, output_dir, rank, comm, recipe.timeout)) if recipe.timeout else None)
     bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
     loaded = sysinfo.loaded_frameworks()
-    outcome = None
+    outcome = stored = None
     try:
         for position, configuration in enumerate(bar):
             index = first_index + position
@@ -166,14 +167,14 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
             folder.finish(*_final_status(outcome, rank))
             if database is not None:
                 from deep500.store import store_run_or_warn
-                store_run_or_warn(output_dir, database)
+                stored = store_run_or_warn(output_dir, database)
     if records_comm is not None:
         records_comm.Free()
     reports = []
     if rank == 0 and write_report:
         from deep500.report import write_reports
         reports = write_reports(output_dir)
-    return RunSummary(output_dir, done, errors, failures, reports)
+    return RunSummary(output_dir, done, errors, failures, reports, stored)
 
 
 def _final_status(outcome: BaseException | None, rank: int) -> tuple:

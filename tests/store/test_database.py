@@ -144,10 +144,11 @@ def test_a_failure_to_store_warns_and_keeps_the_folder(real_run, tmp_path, capsy
 
 
 def test_deep500_run_stores_the_run_and_an_interrupted_one(tiny_recipe, tmp_path,
-                                                            monkeypatch):
+                                                            monkeypatch, capsys):
     db_path = str(tmp_path / "d.db")
     out = tmp_path / "complete"
     assert main(["run", tiny_recipe, "--out", str(out), "--quiet", "--db", db_path]) == 0
+    assert f"Stored:  run 1 in {db_path}" in capsys.readouterr().out
     calls = {"n": 0}
     real = operators_experiment.test_op_forward
 
