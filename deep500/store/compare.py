@@ -85,7 +85,7 @@ def moses_rank(m: int, n: int, confidence: float = 0.95) -> tuple[int, float, st
         counts = mann_whitney_counts(m, n)
         total = sum(counts)
         below, k = 0, 0  # below: arrangements with U <= k - 1
-        while k < len(counts) and 2 * (below + counts[k]) * 1.0 <= 2 * half * total:
+        while k < len(counts) and below + counts[k] <= half * total:
             below += counts[k]
             k += 1
         if k == 0:
@@ -286,7 +286,13 @@ def compare_runs(a: Run, b: Run, confidence: float = 0.95,
         if theirs is None:
             result.only_a.append(label)
             continue
-        interval = ratio_interval(mine["samples"], theirs["samples"], confidence)
+        # a zero time (a timer's resolution) has no logarithm: it is left out
+        positive = [[s for s in side["samples"] if s > 0] for side in (mine, theirs)]
+        if all(positive):
+            interval = ratio_interval(positive[0], positive[1], confidence)
+        else:
+            interval = {"ratio": None, "ci_low": None, "ci_high": None, "coverage": None,
+                        "method": None, "n_a": len(positive[0]), "n_b": len(positive[1])}
         change = verdict(interval)
         result.rows.append({
             "label": label, "configuration_key": key[0], "rank": key[1],
@@ -331,7 +337,8 @@ def format_table(comparison: Comparison) -> str:
         rows.append([label + metric,
                      f"{format_time(row['a']['median'])} (n={row['a']['n']})",
                      f"{format_time(row['b']['median'])} (n={row['b']['n']})",
-                     f"{row['ratio']:.3f} {interval}", change])
+                     f"{row['ratio']:.3f} {interval}" if row["ratio"] is not None
+                     else "—", change])
     if rows:
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         lines.append("")
@@ -382,8 +389,6 @@ def compare_command(a: str, b: str, database: str | None = None,
     return 1 if comparison.failed else 0
 
 
-__all__ = ["compare_command", "compare_runs", "load_run", "ratio_interval", "verdict",
-           "parse_threshold", "moses_rank", "mann_whitney_counts"]
 
 
 def compare_with_baseline(baseline: Run, output_dir: str, fail_above: float | None = None,

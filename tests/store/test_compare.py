@@ -180,3 +180,16 @@ def test_run_with_a_baseline(real_run, tiny_recipe, tmp_path, capsys):
                  db_path, "--baseline", str(slow_id), "--fail-above", "5%"]) == 0
     assert capsys.readouterr().out.count("faster") >= 2
     assert len(Database(db_path).runs()) == 3  # both runs stored, and the baseline
+
+
+def test_zero_times_are_left_out(tmp_path):
+    """A time of 0 (below the timer's resolution) has no logarithm: left out, and a
+    side with no positive time has no ratio."""
+    from deep500.store.compare import compare_runs
+    a = write_run(tmp_path / "a", [measurement("Zero", [0.0] * 10, 0),
+                                   measurement("Some", [0.0] + list(lognormal(1, 20)), 1)])
+    b = write_run(tmp_path / "b", [measurement("Zero", lognormal(2, 10), 0),
+                                   measurement("Some", lognormal(3, 20), 1)])
+    rows = {r["label"]: r for r in compare_runs(load_run(a), load_run(b)).rows}
+    assert rows["Zero"]["ratio"] is None and rows["Zero"]["verdict"] == "too few samples"
+    assert rows["Some"]["n_a"] == 20 and rows["Some"]["verdict"] == "same"
