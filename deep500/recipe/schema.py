@@ -17,10 +17,13 @@ what the values mean (components, frameworks, operators, files, metrics). Every 
 found is reported at once, each with its key path, in one RecipeError::
 
     recipe.yaml: 2 problems (nothing was run):
-      recipe.yaml: mutable.framework[0]: expected a framework name (a string) or a C++
-        kernel {cpp: SOURCE, op: ONNX_OPERATOR}, got a list ['reference']
       recipe.yaml: metrics.L2Error: parameters must be a mapping (e.g. {reruns: 10}) or
         empty, got the number 5
+      recipe.yaml: mutable.framework[0]: expected a framework name (a string), or a C++
+        kernel {cpp: SOURCE, op: ONNX_OPERATOR}, got a list ['reference']
+
+(each on one line). The type layer's problems come first; a part whose type is wrong is
+not checked further, so one mistake is reported once.
 """
 from __future__ import annotations
 

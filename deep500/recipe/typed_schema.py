@@ -2,17 +2,14 @@
 
 It fixes what each top-level key holds:
 
-=============  ============================================================
-``name``       text (a number is taken as text)
-``description``  text
-``experiment`` the name of an experiment kind (a string)
-``fixed``      a mapping of component names (strings) to values
-``mutable``    a mapping of component names to non-empty lists of alternatives
-``metrics``    a mapping of metric names to their parameters (a mapping, or
-               empty), or a list of metric names
-``acceptance`` a list of threshold strings
-``timeout``    seconds one configuration may take: a positive, finite number
-=============  ============================================================
+- ``name``, ``description``: text (a number is taken as text);
+- ``experiment``: the name of an experiment kind (a string);
+- ``fixed``: a mapping of component names (strings) to values;
+- ``mutable``: a mapping of component names to non-empty lists of alternatives;
+- ``metrics``: a mapping of metric names to their parameters (a mapping, or empty),
+  or a list of metric names;
+- ``acceptance``: a list of threshold strings;
+- ``timeout``: seconds one configuration may take, a positive, finite number.
 
 Whether a component, metric or framework exists, and whether a value suits it, is
 checked afterwards by the experiment's validators (``deep500.recipe.schema``);
