@@ -58,8 +58,15 @@ class RunSummary:
 
 
 def default_output_dir(recipe: Recipe) -> str:
+    """``results/<recipe>-<date>-<time>``, with ``-2``, ``-3``, ... where a run started
+    in the same second took that name (one run per folder)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return os.path.join("results", f"{recipe.name}-{stamp}")
+    base = os.path.join("results", f"{recipe.name}-{stamp}")
+    path, number = base, 1
+    while os.path.exists(path):
+        number += 1
+        path = f"{base}-{number}"
+    return path
 
 
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,

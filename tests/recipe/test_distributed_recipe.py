@@ -197,7 +197,10 @@ def test_a_rank_failing_in_training_stops_every_rank_and_keeps_what_was_written(
     assert status != 0
     assert "rank 1 failed: Traceback" in output and "rank 1 fails on purpose" in output
     records = read_results(str(out))  # the scheme measured before the failure stays
-    assert [(r["index"], r["kind"]) for r in records] == [(0, "measurement")] * 2
+    assert [(r["index"], r["kind"]) for r in records] == [(0, "measurement")] * 2 + [
+        (1, "error")]  # and rank 1 recorded its own failure before the abort
+    assert records[2]["rank"] == 1
+    assert records[2]["error"] == "RuntimeError: FailsOnRank1: rank 1 fails on purpose"
     manifest = read_manifest(str(out))  # rank 1 recorded its failure before the abort
     assert manifest["status"] == "failed" and manifest["failure"]["rank"] == 1
     assert manifest["failure"]["error"] == "RuntimeError: FailsOnRank1: rank 1 fails on purpose"
