@@ -154,8 +154,16 @@ def _report(args) -> int:
     from deep500.report import write_reports
     check_run_folder(args.directory)  # a missing or corrupt folder: a message, exit 2
     figure_format = None if args.figure_format == "none" else args.figure_format
-    for path in write_reports(args.directory, per_seed=args.per_seed,
-                              figure_format=figure_format):
+    try:
+        paths = write_reports(args.directory, per_seed=args.per_seed,
+                              figure_format=figure_format)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        from deep500.recipe.results import RunFolderError
+        raise RunFolderError(
+            f"{args.directory}: its records are not what 'deep500 run' writes "
+            f"({type(exc).__name__}: {exc}); if deep500 run wrote this folder, that is "
+            f"a bug of the report: please report it with the folder") from exc
+    for path in paths:
         print(path)
     if args.mlperf:
         from deep500.store.mlperf_log import write_mlperf_logs

@@ -139,12 +139,27 @@ def check_run_folder(output_dir: str) -> None:
                              f"{MANIFEST_FILE} nor {RESULTS_FILE}")
     read_manifest(output_dir)
     lines = list(_read_lines(output_dir))
-    bad = [number for number, record in lines if record is None]
+    bad = [number for number, record in lines
+           if record is None or not _shaped_like_a_record(record)]
     if bad and bad != [lines[-1][0]]:
         shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
         raise RunFolderError(f"{os.path.join(output_dir, RESULTS_FILE)}: line(s) {shown} "
-                             f"are not results (a JSON object with a 'kind' per line); "
+                             f"are not results (one JSON object per line, with the kind, "
+                             f"level, index and configuration of a record); "
                              f"{len(lines) - len(bad)} of {len(lines)} lines are")
+
+
+_RECORD_FIELDS = {"level": int, "index": int, "configuration": dict}
+
+
+def _shaped_like_a_record(record: dict) -> bool:
+    """What every record ``deep500 run`` writes has, and the report relies on."""
+    if record["kind"] not in ("measurement", "error", "skipped"):
+        return False
+    if any(not isinstance(record.get(k), t) or isinstance(record.get(k), bool)
+           for k, t in _RECORD_FIELDS.items()):
+        return False
+    return record["kind"] != "measurement" or isinstance(record.get("result"), dict)
 
 
 def record_counts(records: list[dict]) -> dict:

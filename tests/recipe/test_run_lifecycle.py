@@ -362,13 +362,19 @@ def _corrupt(tmp_path, case):
     if case == "manifest a list":
         (folder / "manifest.json").write_text("[1, 2]")
         return folder, "a manifest is a JSON object, got list"
+    if case == "records not deep500's":
+        (folder / "results.jsonl").write_text(json.dumps(
+            {"kind": "measurement", "level": 2, "index": 0, "configuration": {},
+             "result": {}}) + "\n")
+        return folder, "its records are not what 'deep500 run' writes (KeyError: "
     (folder / "results.jsonl").write_bytes(b"\x00\xffgarbage\n[1, 2]\n{\"no\": \"kind\"}\n"
-                                           b"{\"kind\": \"measurement\"}\n")
-    return folder, "line(s) 1, 2, 3 are not results"
+                                           b"{\"kind\": \"measurement\"}\n{}\n")
+    return folder, "line(s) 1, 2, 3, 4, 5 are not results; 0 of 5 lines are"
 
 
 @pytest.mark.parametrize("case", ["missing", "a file", "empty", "manifest not JSON",
-                                  "manifest a list", "results garbage"])
+                                  "manifest a list", "results garbage",
+                                  "records not deep500's"])
 def test_report_on_a_folder_that_is_not_a_run_exits_2(tmp_path, capsys, case):
     folder, message = _corrupt(tmp_path, case)
     assert main(["report", str(folder)]) == 2
