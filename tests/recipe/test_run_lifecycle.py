@@ -369,7 +369,7 @@ def _corrupt(tmp_path, case):
         return folder, "its records are not what 'deep500 run' writes (KeyError: "
     (folder / "results.jsonl").write_bytes(b"\x00\xffgarbage\n[1, 2]\n{\"no\": \"kind\"}\n"
                                            b"{\"kind\": \"measurement\"}\n{}\n")
-    return folder, "line(s) 1, 2, 3, 4, 5 are not results; 0 of 5 lines are"
+    return folder, "line(s) 1, 2, 3, 4, 5 are not results (one JSON object per line"
 
 
 @pytest.mark.parametrize("case", ["missing", "a file", "empty", "manifest not JSON",
