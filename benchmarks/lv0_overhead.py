@@ -27,7 +27,8 @@ thread (the worst case), and a PyTorch matrix product, which releases it. Rounds
 is ``d5.test_op_forward`` + ``d5.WallclockTime`` with the sampler started before and
 stopped after, as the runner does, on 1 thread; the cost is the median of the
 per-round ratios of mean time per call, minus one, with the 95% nonparametric CI of
-that median (Hoefler & Belli, SC'15). Target: <= 1% of a measured 1 ms call.
+that median (Hoefler & Belli, SC'15). Target: <= 1% of a measured 1 ms call, judged on
+the CI (MET: all of it below 1%; NOT MET: all above; else UNRESOLVED).
 
 Run:  python benchmarks/lv0_overhead.py [--rounds 30] [--threads 2] [--telemetry]
 """
@@ -172,19 +173,26 @@ def print_sampler_rows(args) -> bool:
           f"{args.sampler_rounds} paired rounds of {args.sampler_round_seconds:g} s, "
           f"1 thread:")
     print(f"{'call':<36} {'off':>9} {'on':>9} {'calls':>6} {'cost':>8} {'95% CI':>18}")
-    met = True
+    verdicts = []
     for label, call in rows:
         pairs, calls = sampler_cost(call, args.sampler_rounds, args.sampler_round_seconds,
                                     args.sampler_interval)
         ratios = [on / off for on, off in pairs]
         cost = statistics.median(ratios) - 1.0
         low, high, _ = median_ci(ratios)
-        met &= cost <= 0.01
+        # Judged on the CI: a machine noisier than the target cannot show either way.
+        verdict = "MET" if high - 1 <= 0.01 else "NOT MET" if low - 1 > 0.01 else \
+            "UNRESOLVED"
+        verdicts.append(verdict)
         print(f"{label:<36} {statistics.median(p[1] for p in pairs) * 1e6:>7.1f}µs "
               f"{statistics.median(p[0] for p in pairs) * 1e6:>7.1f}µs {calls:>6} "
-              f"{cost:>+7.2%} [{low - 1:+.2%}, {high - 1:+.2%}]")
-    print(f"sampler cost (target <= +1.00% of a 1 ms call): {'MET' if met else 'NOT MET'}")
-    return met
+              f"{cost:>+7.2%} [{low - 1:+.2%}, {high - 1:+.2%}] {verdict}")
+    overall = "NOT MET" if "NOT MET" in verdicts else "UNRESOLVED" \
+        if "UNRESOLVED" in verdicts else "MET"
+    print(f"sampler cost (target <= +1.00% of a 1 ms call, judged on the 95% CI; "
+          f"UNRESOLVED: the CI straddles it, rerun on a quieter machine or with more "
+          f"--sampler-rounds): {overall}")
+    return overall == "MET"
 
 
 def main() -> int:
