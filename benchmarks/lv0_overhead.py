@@ -28,7 +28,8 @@ is ``d5.test_op_forward`` + ``d5.WallclockTime`` with the sampler started before
 stopped after, as the runner does, on 1 thread; the cost is the median of the
 per-round ratios of mean time per call, minus one, with the 95% nonparametric CI of
 that median (Hoefler & Belli, SC'15). Target: <= 1% of a measured 1 ms call, judged on
-the CI (MET: all of it below 1%; NOT MET: all above; else UNRESOLVED).
+the CI (MET: all of it below 1%; NOT MET: all above; else UNRESOLVED). As a direct
+bound for GIL-bound calls, the time one sample holds the GIL is printed too.
 
 Run:  python benchmarks/lv0_overhead.py [--rounds 30] [--threads 2] [--telemetry]
 """
@@ -163,6 +164,29 @@ def sampler_cost(call, rounds: int, round_seconds: float, interval_s: float):
     return pairs, calls
 
 
+def sampler_gil_share(interval_s: float, seconds: float = 2.0):
+    """(median, mean) seconds one sample holds the GIL, and the mean's share of the
+    interval, measured while this thread runs Python: the time a GIL-bound measured
+    thread loses per sample, hand-overs aside. A direct bound where the A/B rows are too
+    noisy to resolve 1%."""
+    import time
+    from deep500.utils.telemetry import TelemetrySampler
+    held = []
+
+    class Timed(TelemetrySampler):
+        def _sample(self, force_freq=False):
+            start = time.perf_counter()
+            super()._sample(force_freq)
+            held.append(time.perf_counter() - start)
+    with Timed(interval_s=interval_s):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    inner = held[1:-1] or held  # the first and last are taken outside the thread
+    mean = statistics.mean(inner)
+    return statistics.median(inner), mean, mean / interval_s
+
+
 def print_sampler_rows(args) -> bool:
     """The telemetry sampler's cost on ~1 ms calls; True when every row meets 1%."""
     from deep500.utils.statistics import median_ci
@@ -187,6 +211,10 @@ def print_sampler_rows(args) -> bool:
         print(f"{label:<36} {statistics.median(p[1] for p in pairs) * 1e6:>7.1f}µs "
               f"{statistics.median(p[0] for p in pairs) * 1e6:>7.1f}µs {calls:>6} "
               f"{cost:>+7.2%} [{low - 1:+.2%}, {high - 1:+.2%}] {verdict}")
+    median, mean, share = sampler_gil_share(args.sampler_interval)
+    print(f"GIL held per sample while Python runs: median {median * 1e6:.0f} µs, mean "
+          f"{mean * 1e6:.0f} µs = {share:.2%} of the {args.sampler_interval * 1e3:g} ms "
+          f"interval (what a GIL-bound call loses, hand-overs aside)")
     overall = "NOT MET" if "NOT MET" in verdicts else "UNRESOLVED" \
         if "UNRESOLVED" in verdicts else "MET"
     print(f"sampler cost (target <= +1.00% of a 1 ms call, judged on the 95% CI; "
