@@ -280,7 +280,8 @@ class TelemetrySampler:
             at 20 ms it was up to 2% on a busy 2-core machine.
         threads: threads the measurement uses per rank (None: unknown, may use all).
         rule: the :class:`InterferenceRule` that judges the window.
-        freq_every_s: how often to read the CPU frequency (it can be slow).
+        freq_every_s: how often to read the CPU frequency (it can be slow, and its file
+            reads release the GIL: one more hand-over for a GIL-bound measured thread).
         mpi_job: this process is a rank of an MPI job: the job's other ranks on this
             node (the other children of this rank's parent) are not "other processes",
             and the rule expects ``threads`` cores for each of them. The caller says so
@@ -291,7 +292,7 @@ class TelemetrySampler:
               "threads", "rss_bytes", "voluntary", "involuntary")
 
     def __init__(self, interval_s: float = 0.05, threads: int | None = None,
-                 rule: InterferenceRule | None = None, freq_every_s: float = 0.25,
+                 rule: InterferenceRule | None = None, freq_every_s: float = 1.0,
                  mpi_job: bool = False):
         if not interval_s > 0:
             raise ValueError(f"TelemetrySampler.interval_s must be > 0, got {interval_s}")
