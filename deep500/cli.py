@@ -140,8 +140,7 @@ def _run(args) -> int:
             print(f"Report:  {path}")
         if summary.run_id is not None:
             print(f"Stored:  run {summary.run_id} in {_database(args)} (deep500 runs)")
-        print(f"{summary.measurements} configurations measured, {summary.errors} failed "
-              f"to run, {summary.acceptance_failures} missed an acceptance threshold")
+        print(summary.sentence())
     slower = 0
     if baseline is not None and summary.report_paths:  # rank 0
         from deep500.store.compare import compare_with_baseline

@@ -36,6 +36,7 @@ from deep500.recipe.results import (RunFolderError, configuration_in_progress,
 from deep500.recipe.run_folder import RunFolder
 from deep500.recipe.schema import Recipe, load_recipe
 from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS, Watchdog
+from deep500.report.records import Counts, count_outcomes
 from deep500.utils import sysinfo
 from deep500.utils.allocator import fix_allocator_thresholds
 from deep500.utils.errors import Deep500Error
@@ -51,10 +52,18 @@ class RunSummary:
     acceptance_failures: int
     report_paths: list
     run_id: int | None = None  # in the results database, when stored
+    counts: Counts | None = None  # as the report counts them (rank 0)
 
     @property
     def ok(self) -> bool:
         return self.errors == 0 and self.acceptance_failures == 0
+
+    def sentence(self) -> str:
+        """The counts line ``deep500 run`` prints, the report's own first line."""
+        if self.counts is not None:
+            return self.counts.sentence()
+        return (f"{self.measurements} configurations measured, {self.errors} failed to "
+                f"run, {self.acceptance_failures} missed an acceptance threshold")
 
 
 def default_output_dir(recipe: Recipe) -> str:
@@ -116,6 +125,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
 
     state = recipe.kind.new_state()
     errors = failures = done = 0
+    written = []  # (kind, index, session, passed) of each record on disk, for the counts
     watchdog = (Watchdog(recipe.timeout, functools.partial(
         _timed_out, output_dir, rank, comm, recipe.timeout)) if recipe.timeout else None)
     bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
@@ -158,6 +168,8 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
                     folder.manifest["threads"]["in_force_after_loading"] = \
                         sysinfo.framework_threads(imported_only=True)
                 folder.write(records)
+                written += [{key: item.get(key) for key in
+                             ("kind", "index", "session", "passed")} for item in records]
                 # per configuration, not per rank: one failed scheme is one failure
                 errors += any(item["kind"] == "error" for item in records)
                 failures += any(item["kind"] == "measurement" and not item["passed"]
@@ -181,7 +193,13 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     if rank == 0 and write_report:
         from deep500.report import write_reports
         reports = write_reports(output_dir)
-    return RunSummary(output_dir, done, errors, failures, reports, stored)
+    if rank != 0:
+        return RunSummary(output_dir, done, errors, failures, reports, stored)
+    # One definition of the counts for the command line and the report, per
+    # configuration: skipped ones are not "measured".
+    counts = count_outcomes(written)
+    return RunSummary(output_dir, counts.measured, counts.failed,
+                      counts.acceptance_failures, reports, stored, counts)
 
 
 def _final_status(outcome: BaseException | None, rank: int) -> tuple:

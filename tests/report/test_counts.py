@@ -1,6 +1,7 @@
 """The report counts outcomes per configuration (not per rank), skipped ones apart, with
 the same words ``deep500 run`` prints."""
 import copy
+import pathlib
 import textwrap
 
 from deep500.cli import main
@@ -8,6 +9,8 @@ from deep500.recipe.results import read_results
 from deep500.report import write_reports
 from deep500.report.records import Counts, count_outcomes
 from tests.report.conftest import copy_run
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_skipped_configurations_are_counted_apart(training_run, tmp_path):
@@ -38,14 +41,16 @@ def test_counts_are_per_configuration_not_per_rank(distributed_run):
 
 
 def test_report_and_command_line_say_the_same(tmp_path, capsys):
-    """A recipe where some configurations miss a threshold: ``deep500 run`` and the
-    report it writes give the same line."""
+    """A recipe where some configurations miss a threshold and one does not apply (a
+    C++ Relu kernel asked for Gemm): ``deep500 run`` and the report it writes give the
+    same line."""
     recipe = tmp_path / "strict.yaml"
+    kernel = REPO / "recipes" / "kernels" / "relu.cpp"
     recipe.write_text(textwrap.dedent("""
         name: strict
         fixed: {dtype: float32, threads: 1, seed: 0}
         mutable:
-          framework: [reference, pytorch]
+          framework: [reference, pytorch, {cpp: KERNEL, op: Relu}]
           operator:
             - {op: Relu, shape: [8, 16]}
             - {op: Gemm, inputs: [[8, 16], [16, 4]]}
@@ -53,13 +58,14 @@ def test_report_and_command_line_say_the_same(tmp_path, capsys):
           WallclockTime: {reruns: 6, warmup: 1}
           L2Error: {}
         acceptance: ["L2Error.relative <= 1e-30"]
-    """))
+    """).replace("KERNEL", str(kernel)))
     out = tmp_path / "run"
     status = main(["run", str(recipe), "--out", str(out), "--quiet"])
     printed = capsys.readouterr().out.splitlines()[-1]
     records = read_results(str(out))
     counts = count_outcomes(records)
-    assert counts.measured == 4 and counts.acceptance_failures >= 1
+    assert counts.measured == 5 and counts.skipped == 1
+    assert counts.acceptance_failures >= 1
     assert status == 1
     assert printed == counts.sentence()
     assert (out / "report.md").read_text().splitlines()[2] == counts.sentence() + "."
