@@ -51,6 +51,11 @@ class WallclockTime(TestMetric):
     timer wants until it answers 0 (``deep500.utils.metric.run_together`` does).
     """
     measures_time = True
+    # The summary's keys (recipe thresholds are checked against them at load); the last
+    # five only when target_ci or max_time asks for adaptive reruns.
+    fields = ("median", "mean", "std", "min", "max", "n", "ci_low", "ci_high",
+              "ci_confidence", "ci_relative_width", "warmup", "target_ci", "max_time",
+              "target_reached", "stopped_by", "extra_runs")
     default_max_time = 10.0
 
     def __init__(self, reruns: int = 30, warmup: int = 3,
