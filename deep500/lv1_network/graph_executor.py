@@ -48,14 +48,7 @@ class GraphExecutor:
         self._check_inputs(inputs)
         for event in self.events:
             event.before_executor(inputs)
-        try:
-            outputs = self._inference(inputs)
-        except Deep500Error as exc:
-            raise name_node(exc)
-        except NOT_CONVERTED:
-            raise
-        except Exception as exc:
-            raise self._framework_error(exc, "inference") from exc
+        outputs = self._converting_errors(self._inference, "inference", inputs)
         for event in self.events:
             event.after_inference(outputs)
         return outputs
@@ -71,17 +64,23 @@ class GraphExecutor:
         self._check_inputs(inputs)
         for event in self.events:
             event.before_executor(inputs)
+        outputs = self._converting_errors(self._inference_and_backprop,
+                                          "inference and backpropagation", inputs, y)
+        for event in self.events:
+            event.after_backprop(outputs)
+        return outputs
+
+    def _converting_errors(self, run, doing: str, *args):
+        """``run(*args)``, a framework's exception turned into a Deep500 error that
+        names the node (see ``_framework_error``)."""
         try:
-            outputs = self._inference_and_backprop(inputs, y)
+            return run(*args)
         except Deep500Error as exc:
             raise name_node(exc)
         except NOT_CONVERTED:
             raise
         except Exception as exc:
-            raise self._framework_error(exc, "inference and backpropagation") from exc
-        for event in self.events:
-            event.after_backprop(outputs)
-        return outputs
+            raise self._framework_error(exc, doing) from exc
 
     # -- memory ---------------------------------------------------------------------
     def peak_memory_bytes(self) -> int | None:

@@ -16,7 +16,7 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
     measurement_warnings, metric, of_level, summary, verdict
-from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, \
+from deep500.report.seeds import fmt_mean_ci, mean_curve, seed_groups, seeds_text, \
     time_to_target_plot, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
 
@@ -267,18 +267,6 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
             "acceptance_failures": sum(1 for r in measured if not r.get("passed", True))}
 
 
-def _mean_curve(curves: list[list]) -> tuple[list, list, list]:
-    """Per index: mean, min and max over the curves that have a value there."""
-    length = max((len(c) for c in curves), default=0)
-    means, lows, highs = [], [], []
-    for i in range(length):
-        values = [c[i] for c in curves if i < len(c) and c[i] is not None]
-        means.append(sum(values) / len(values) if values else None)
-        lows.append(min(values) if values else None)
-        highs.append(max(values) if values else None)
-    return means, lows, highs
-
-
 def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels: dict,
            context: ReportContext) -> list[tuple[str, str]]:
     """One series per row of the table: the executor, the optimizer and every other
@@ -301,7 +289,7 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
         def series(key):
             out, bands = {}, {}
             for group in curves:
-                means, lows, highs = _mean_curve([[e.get(key) for e in _epochs(r)]
+                means, lows, highs = mean_curve([[e.get(key) for e in _epochs(r)]
                                                   for r in group])
                 name = name_of[id(group[0])]
                 out[name] = (list(range(1, len(means) + 1)), means)
@@ -322,7 +310,7 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
         plots.append(("Accuracy and loss curves", path))
         step_losses = {}
         for group in curves:
-            means, _, _ = _mean_curve([[loss for e in _epochs(r)
+            means, _, _ = mean_curve([[loss for e in _epochs(r)
                                         for loss in e.get("step_losses", [])]
                                        for r in group])
             step_losses[name_of[id(group[0])]] = (list(range(1, len(means) + 1)), means)

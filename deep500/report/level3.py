@@ -17,7 +17,7 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
     measurement_warnings, of_level, summary, verdict
-from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, \
+from deep500.report.seeds import fmt_mean_ci, mean_curve, seed_groups, seeds_text, \
     time_to_target_plot, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
 
@@ -358,18 +358,6 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
             "acceptance_failures": sum(1 for r in measured_all if not r.get("passed", True))}
 
 
-def _mean_curve(curves: list[list]) -> tuple[list, list, list]:
-    """Per index: mean, min and max over the curves that have a value there."""
-    length = max((len(c) for c in curves), default=0)
-    means, lows, highs = [], [], []
-    for i in range(length):
-        values = [c[i] for c in curves if i < len(c) and c[i] is not None]
-        means.append(sum(values) / len(values) if values else None)
-        lows.append(min(values) if values else None)
-        highs.append(max(values) if values else None)
-    return means, lows, highs
-
-
 def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels: dict,
            context: ReportContext) -> list[tuple[str, str]]:
     """One series per row of the main table (scheme and every other varied setting);
@@ -387,7 +375,7 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
     def per_epoch(key):
         series, bands = {}, {}
         for group in groups:
-            means, lows, highs = _mean_curve([[e.get(key) for e in _global_epochs(r)]
+            means, lows, highs = mean_curve([[e.get(key) for e in _global_epochs(r)]
                                               for r in group])
             series[names[id(group[0])]] = (list(range(1, len(means) + 1)), means)
             if len(group) > 1:
@@ -413,8 +401,8 @@ def _plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels
             elapsed_curves.append(seconds)
             accuracy_curves.append([e.get("test_accuracy")
                                     for e in _global_epochs(record)][:len(seconds)])
-        xs, _, _ = _mean_curve(elapsed_curves)
-        ys, _, _ = _mean_curve(accuracy_curves)
+        xs, _, _ = mean_curve(elapsed_curves)
+        ys, _, _ = mean_curve(accuracy_curves)
         against_time[names[id(group[0])]] = (xs, ys[:len(xs)])
     path = line_panels(os.path.join(folder, "level3_accuracy_time.png"),
                        "Test accuracy (rank 0) against training time",

@@ -98,6 +98,18 @@ def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def mean_curve(curves: list[list]) -> tuple[list, list, list]:
+    """Per index: mean, min and max over the curves (one per seed) that have a value there."""
+    length = max((len(c) for c in curves), default=0)
+    means, lows, highs = [], [], []
+    for i in range(length):
+        values = [c[i] for c in curves if i < len(c) and c[i] is not None]
+        means.append(sum(values) / len(values) if values else None)
+        lows.append(min(values) if values else None)
+        highs.append(max(values) if values else None)
+    return means, lows, highs
+
+
 def seed_groups(records: list[dict], per_seed: bool = False) -> list[list[dict]]:
     """Records grouped by their configuration without ``seed`` and their session
     (each group ordered by seed), or one group per record with ``per_seed``."""
