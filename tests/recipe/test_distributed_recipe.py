@@ -117,7 +117,8 @@ def test_np_2_runs_every_scheme_on_two_ranks_and_reports(tmp_path):
     status, output, _ = deep500("run", "--np", 2, path, "--out", out, "--quiet")
     # the parameter server rooted at rank 5 cannot be set up: an error, the rest run
     assert status == 1, output
-    assert "4 configurations measured," in output and "0 missed" in output, output
+    assert "3 configurations measured, 1 failed to run" in output, output
+    assert "0 missed" in output, output
     assert output.count("Results:") == 1  # rank 0 alone reports
     assert read_manifest(str(out))["mpi_ranks"] == 2
     records = read_results(str(out))
