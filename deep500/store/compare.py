@@ -220,7 +220,9 @@ def _collect(run: Run, records: list[dict]) -> Run:
             continue
         key = (configuration_key(record.get("configuration") or {}), record.get("rank", 0))
         run.repeated[key] = run.repeated.get(key, 0) + 1
-        run.measurements[key] = {**measured, "label": record.get("label") or key[0]}
+        run.measurements[key] = {**measured, "label": record.get("label") or key[0],
+                                 "interfered": bool((record.get("telemetry") or {})
+                                                    .get("interfered"))}
     return run
 
 
@@ -302,6 +304,9 @@ def compare_runs(a: Run, b: Run, confidence: float = 0.95,
             "b": {"median": float(np.median(theirs["samples"])),
                   "n": len(theirs["samples"]), "times_measured": b.repeated[key]},
             **interval, "verdict": change,
+            # a difference measured while other processes used the CPU may be theirs
+            "interfered": [side for side, m in (("A", mine), ("B", theirs))
+                           if m.get("interfered")],
             "fails": bool(fail_above is not None and change == "slower"
                           and interval["ratio"] > 1.0 + fail_above)})
     result.only_b = [m["label"] + (f" [rank {k[1]}]" if len(ranks) > 1 else "")
@@ -331,6 +336,8 @@ def format_table(comparison: Comparison) -> str:
                     if row["ci_low"] is not None else "[—]")
         change = row["verdict"] + (f" > {comparison.fail_above:.0%}: FAIL"
                                    if row["fails"] else "")
+        if row.get("interfered"):
+            change += f" (⚠ interference in {' and '.join(row['interfered'])})"
         repeated = max(row["a"]["times_measured"], row["b"]["times_measured"])
         label = row["label"] + (f" (latest of {repeated})" if repeated > 1 else "")
         metric = "" if row["metric"] == "WallclockTime" else f" ({row['metric']})"

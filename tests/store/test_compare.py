@@ -193,3 +193,18 @@ def test_zero_times_are_left_out(tmp_path):
     rows = {r["label"]: r for r in compare_runs(load_run(a), load_run(b)).rows}
     assert rows["Zero"]["ratio"] is None and rows["Zero"]["verdict"] == "too few samples"
     assert rows["Some"]["n_a"] == 20 and rows["Some"]["verdict"] == "same"
+
+
+def test_a_row_measured_under_interference_says_so(tmp_path, capsys):
+    """A difference measured while other processes used the CPU may be theirs: the row
+    says on which side (the sampler's flag, ``telemetry.interfered``)."""
+    busy = measurement("Relu", lognormal(2, N))
+    busy["telemetry"] = {"interfered": True, "reason": "other processes used 1.7 cores"}
+    a = write_run(tmp_path / "a", [measurement("Relu", lognormal(1, N))])
+    b = write_run(tmp_path / "b", [busy], started="2026-01-02T00:00:00+00:00")
+    assert main(["compare", a, b]) == 0
+    relu = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("Relu"))
+    assert relu.rstrip().endswith("(⚠ interference in B)")
+    assert main(["compare", a, b, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["interfered"] == ["B"]
