@@ -211,9 +211,10 @@ def print_sampler_rows(args) -> bool:
           f"on the GIL time a GIL-bound call loses, hand-overs aside)")
     overall = "NOT MET" if "NOT MET" in verdicts else "UNRESOLVED" \
         if "UNRESOLVED" in verdicts else "MET"
-    print(f"sampler cost (target <= +1.00% of a 1 ms call, judged on the 95% CI; "
-          f"UNRESOLVED: the CI straddles it, rerun on a quieter machine or with more "
-          f"--sampler-rounds): {overall}")
+    advice = (" (the CI straddles the target: rerun on a quieter machine or with more "
+              "--sampler-rounds)" if overall == "UNRESOLVED" else "")
+    print(f"sampler cost (target <= +1.00% of a 1 ms call, judged on the 95% CI): "
+          f"{overall}{advice}")
     return overall == "MET"
 
 
