@@ -1,0 +1,318 @@
+"""The machine model every level reads: network (Hockney α-β), reduction rate γ, memory
+bandwidth and peak FLOP/s, loaded from a YAML machine file.
+
+A machine file holds, with units in every key name::
+
+    name: my-host
+    source: "calibrated on host X at 2026-11-25T00:40:00Z by deep500 calibrate"
+    network:
+      alpha_s: {value: 2.1e-6, ci: [1.9e-6, 2.4e-6]}
+      segments:                    # beta piecewise in message size (Hockney per segment)
+        - {min_bytes: 0, max_bytes: 65536, alpha_s: 2.1e-6,
+           beta_s_per_byte: 1.2e-10, ci_beta: [1.1e-10, 1.3e-10]}
+        - {min_bytes: 65536, max_bytes: null, alpha_s: 9.0e-6,
+           beta_s_per_byte: 8.0e-11, ci_beta: [7.8e-11, 8.3e-11]}
+    reduction:
+      gamma_cache_s_per_byte: {value: 1.0e-10, ci: [...], buffer_bytes: 65536}
+      gamma_memory_s_per_byte: {value: 3.0e-10, ci: [...], buffer_bytes: 67108864}
+    memory:
+      bandwidth_bytes_per_s: {value: 1.2e10, ci: [...]}
+    compute:
+      peak_flops_per_s:
+        gemm: {1: {value: 9.0e10, ci: [...]}, 2: {value: 1.7e11, ci: [...]}}
+        conv: {1: {value: 6.0e10, ci: [...]}}
+    samples_file: machine.samples.jsonl   # raw samples, optional, beside the YAML
+
+The cost model is Hockney's, t(n) = α + β·n (R. W. Hockney, "The communication challenge
+for MPP: Intel Paragon and Meiko CS-2", Parallel Computing 20(3), 1994), with α and β
+taken from the segment whose ``[min_bytes, max_bytes)`` holds n: one straight line does
+not fit an MPI library that switches from an eager to a rendezvous protocol at some
+size. γ (seconds per byte reduced) is the rate of an in-place sum, as in Thakur,
+Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
+IJHPCA 19(1), 2005.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from deep500.utils.errors import Deep500Error
+
+
+class MachineError(Deep500Error):
+    """A machine file or machine description that cannot be used."""
+
+
+_FIX = "fix the machine file, or re-create it with 'deep500 calibrate --out FILE'"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One Hockney line t(n) = alpha_s + beta_s_per_byte * n for min_bytes <= n < max_bytes."""
+    min_bytes: float
+    max_bytes: float  # math.inf for the last segment
+    alpha_s: float
+    beta_s_per_byte: float
+    ci_beta: tuple = (math.nan, math.nan)
+    ci_alpha: tuple = (math.nan, math.nan)
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """A loaded, validated, immutable machine description (see the module docstring)."""
+    name: str
+    source: str
+    alpha: float                         # s, point-to-point latency of the first segment
+    segments: tuple                      # of Segment, sorted by min_bytes, contiguous
+    gamma_cache: float                   # s/byte, in-place sum of a cache-resident buffer
+    gamma_memory: float                  # s/byte, in-place sum of a memory-resident buffer
+    gamma_cache_bytes: float             # buffer size at which gamma_cache was measured
+    gamma_memory_bytes: float            # buffer size at which gamma_memory was measured
+    memory_bandwidth: float              # bytes/s, STREAM-like triad
+    peak: Mapping[str, Mapping[int, float]] = field(default_factory=dict)  # kind -> threads -> FLOP/s
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    path: str | None = None
+
+    def segment(self, nbytes: float) -> Segment:
+        """The Hockney segment that holds a message of ``nbytes``."""
+        for seg in self.segments:
+            if seg.min_bytes <= nbytes < seg.max_bytes:
+                return seg
+        return self.segments[-1] if nbytes >= self.segments[-1].min_bytes else self.segments[0]
+
+    def alpha_at(self, nbytes: float) -> float:
+        """α (s) of the segment holding ``nbytes``."""
+        return self.segment(nbytes).alpha_s
+
+    def beta(self, nbytes: float) -> float:
+        """β (s/byte) at message size ``nbytes``."""
+        return self.segment(nbytes).beta_s_per_byte
+
+    def p2p_time(self, nbytes: float) -> float:
+        """Hockney time α(n) + β(n)·n (s) of one point-to-point message of ``nbytes``."""
+        seg = self.segment(nbytes)
+        return seg.alpha_s + seg.beta_s_per_byte * float(nbytes)
+
+    def gamma(self, nbytes: float) -> float:
+        """γ (s/byte) to sum ``nbytes`` into a buffer in place.
+
+        The cache-resident rate up to the size it was measured at, the memory-resident
+        rate from the size it was measured at, linear in log(size) between the two.
+        """
+        n = float(nbytes)
+        lo, hi = self.gamma_cache_bytes, self.gamma_memory_bytes
+        if n <= lo or hi <= lo:
+            return self.gamma_cache
+        if n >= hi:
+            return self.gamma_memory
+        w = (math.log(n) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return self.gamma_cache + w * (self.gamma_memory - self.gamma_cache)
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth
+
+    def peak_flops(self, threads: int = 1, kind: str = "gemm") -> float:
+        """Peak FLOP/s of ``kind`` ('gemm' or 'conv') at ``threads`` threads.
+
+        The value measured at the nearest thread count (ties: the smaller count); 'conv'
+        falls back to 'gemm' when the file has no convolution measurement.
+        """
+        table = self.peak.get(kind) or (self.peak.get("gemm") if kind == "conv" else None)
+        if not table:
+            known = sorted(self.peak) or ["none"]
+            raise MachineError(f"machine '{self.name}' has no peak FLOP/s for kind '{kind}' "
+                               f"(has: {', '.join(known)}); {_FIX}")
+        counts = sorted(table)
+        best = min(counts, key=lambda t: (abs(t - int(threads)), t))
+        return table[best]
+
+
+# --- loading and validation -------------------------------------------------------------
+
+def _where(path):
+    return f"machine file {path}" if path else "machine description"
+
+
+def _number(value, field_name, path, positive=True, allow_zero=False):
+    if isinstance(value, Mapping):
+        if "value" not in value:
+            raise MachineError(f"{_where(path)}: field '{field_name}' has no 'value'; {_FIX}")
+        value = value["value"]
+    if isinstance(value, bool) or value is None:
+        raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}, not a number; {_FIX}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}, not a number; "
+                           f"{_FIX}") from None
+    if math.isnan(number) or math.isinf(number):
+        raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}; it must be a "
+                           f"finite number; {_FIX}")
+    if number < 0 or (number == 0 and not allow_zero and positive):
+        raise MachineError(f"{_where(path)}: field '{field_name}' is {number!r}; it must be "
+                           f"{'non-negative' if allow_zero else 'positive'}; {_FIX}")
+    return number
+
+
+def _get(mapping, key, prefix, path):
+    if not isinstance(mapping, Mapping) or key not in mapping or mapping[key] is None:
+        raise MachineError(f"{_where(path)}: field '{prefix}{key}' is missing; {_FIX}")
+    return mapping[key]
+
+
+def _ci(value):
+    if isinstance(value, Mapping) and isinstance(value.get("ci"), (list, tuple)) and len(value["ci"]) == 2:
+        try:
+            return (float(value["ci"][0]), float(value["ci"][1]))
+        except (TypeError, ValueError):
+            return (math.nan, math.nan)
+    return (math.nan, math.nan)
+
+
+def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
+    """Validate a machine description (the YAML's content) and build a MachineModel."""
+    if not isinstance(data, Mapping):
+        raise MachineError(f"{_where(path)}: the top level must be a mapping, not "
+                           f"{type(data).__name__}; {_FIX}")
+    name = str(data.get("name") or (os.path.splitext(os.path.basename(path))[0] if path else "machine"))
+    source = str(data.get("source") or "unknown")
+    network = _get(data, "network", "", path)
+    raw_segments = network.get("segments") if isinstance(network, Mapping) else None
+    segments = []
+    if raw_segments:
+        if not isinstance(raw_segments, list):
+            raise MachineError(f"{_where(path)}: field 'network.segments' must be a list; {_FIX}")
+        for i, seg in enumerate(raw_segments):
+            prefix = f"network.segments[{i}]."
+            alpha = _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path, allow_zero=True)
+            beta = _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte", path)
+            lo = _number(seg.get("min_bytes", 0), prefix + "min_bytes", path, allow_zero=True)
+            hi_raw = seg.get("max_bytes")
+            hi = math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path)
+            if hi <= lo:
+                raise MachineError(f"{_where(path)}: field '{prefix}max_bytes' ({hi}) is not above "
+                                   f"min_bytes ({lo}); {_FIX}")
+            segments.append(Segment(lo, hi, alpha, beta,
+                                    ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
+                                    ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
+        segments.sort(key=lambda s: s.min_bytes)
+        alpha = _number(network.get("alpha_s", segments[0].alpha_s), "network.alpha_s", path,
+                        allow_zero=True)
+    else:
+        alpha = _number(_get(network, "alpha_s", "network.", path), "network.alpha_s", path,
+                        allow_zero=True)
+        beta = _number(_get(network, "beta_s_per_byte", "network.", path),
+                       "network.beta_s_per_byte", path)
+        segments = [Segment(0.0, math.inf, alpha, beta, ci_beta=_ci(network["beta_s_per_byte"]),
+                            ci_alpha=_ci(network["alpha_s"]))]
+    reduction = _get(data, "reduction", "", path)
+    g_cache_raw = _get(reduction, "gamma_cache_s_per_byte", "reduction.", path)
+    g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path)
+    g_mem_raw = reduction.get("gamma_memory_s_per_byte", g_cache_raw)
+    g_mem = _number(g_mem_raw, "reduction.gamma_memory_s_per_byte", path)
+    g_cache_bytes = float(g_cache_raw.get("buffer_bytes", 65536)) if isinstance(g_cache_raw, Mapping) else 65536.0
+    g_mem_bytes = float(g_mem_raw.get("buffer_bytes", 64 << 20)) if isinstance(g_mem_raw, Mapping) else float(64 << 20)
+    memory = _get(data, "memory", "", path)
+    bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
+                        "memory.bandwidth_bytes_per_s", path)
+    peak = {}
+    compute = data.get("compute") or {}
+    table = compute.get("peak_flops_per_s") if isinstance(compute, Mapping) else None
+    if table is not None:
+        if not isinstance(table, Mapping):
+            raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s' must map a kind "
+                               f"('gemm', 'conv') to thread counts; {_FIX}")
+        for kind, per_threads in table.items():
+            if not isinstance(per_threads, Mapping) or not per_threads:
+                raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s.{kind}' must "
+                                   f"map thread counts to FLOP/s; {_FIX}")
+            peak[str(kind)] = {}
+            for threads, value in per_threads.items():
+                fname = f"compute.peak_flops_per_s.{kind}.{threads}"
+                try:
+                    t = int(threads)
+                except (TypeError, ValueError):
+                    raise MachineError(f"{_where(path)}: field '{fname}': thread count "
+                                       f"{threads!r} is not an integer; {_FIX}") from None
+                if t < 1:
+                    raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
+                                       f">= 1; {_FIX}")
+                peak[str(kind)][t] = _number(value, fname, path)
+    return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
+                        gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
+                        gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
+                        raw=dict(data), path=path)
+
+
+def load_machine(source) -> MachineModel:
+    """A MachineModel from a YAML machine file's path, a dict, or a MachineModel."""
+    if isinstance(source, MachineModel):
+        return source
+    if isinstance(source, Mapping):
+        return machine_from_dict(source)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise MachineError(f"machine file {path} does not exist; give the path of a machine "
+                               f"file, or create one with 'deep500 calibrate --out {path}'")
+        import yaml
+        try:
+            with open(path) as f:
+                data = yaml.safe_load(f)
+        except yaml.YAMLError as error:
+            raise MachineError(f"machine file {path} is not valid YAML ({error}); {_FIX}") from None
+        return machine_from_dict(data, path=path)
+    raise MachineError(f"a machine is a machine file's path, a dict or a MachineModel, not "
+                       f"{type(source).__name__}")
+
+
+def _plain(value):
+    """YAML-safe plain Python values (tuples to lists, inf to None)."""
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, (str, int)) else str(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return _plain(value.item())
+    return value
+
+
+def machine_to_dict(machine: MachineModel) -> dict:
+    """The machine file's content for ``machine`` (the raw description when it came from one)."""
+    if machine.raw:
+        return _plain(machine.raw)
+    return _plain({
+        "name": machine.name,
+        "source": machine.source,
+        "network": {"alpha_s": machine.alpha,
+                    "segments": [{"min_bytes": s.min_bytes, "max_bytes": s.max_bytes,
+                                  "alpha_s": s.alpha_s, "beta_s_per_byte": s.beta_s_per_byte,
+                                  "ci_alpha": list(s.ci_alpha), "ci_beta": list(s.ci_beta)}
+                                 for s in machine.segments]},
+        "reduction": {"gamma_cache_s_per_byte": {"value": machine.gamma_cache,
+                                                 "buffer_bytes": machine.gamma_cache_bytes},
+                      "gamma_memory_s_per_byte": {"value": machine.gamma_memory,
+                                                  "buffer_bytes": machine.gamma_memory_bytes}},
+        "memory": {"bandwidth_bytes_per_s": machine.memory_bandwidth},
+        "compute": {"peak_flops_per_s": {k: dict(v) for k, v in machine.peak.items()}},
+    })
+
+
+def save_machine(machine, path: str) -> str:
+    """Write ``machine`` (a MachineModel or a dict, validated first) as a YAML machine file."""
+    model = load_machine(machine)
+    data = machine_to_dict(model) if not isinstance(machine, Mapping) else _plain(machine)
+    import yaml
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"# Deep500 machine file ({model.source})\n")
+        yaml.safe_dump(data, f, sort_keys=False)
+    os.replace(tmp, path)
+    return path
