@@ -17,6 +17,9 @@
     deep500 history --config FILTER [--metric M.F] [--out history.html]
                                      one configuration across git revisions (HTML)
     deep500 info [--json]            software versions and hardware
+    deep500 calibrate --out machine.yaml [--np 2 | --no-network] [--quick]
+                                     measure this machine's alpha, beta, gamma, memory
+                                     bandwidth and peak FLOP/s into a machine file
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
                                      build a C++ operator ahead of time
@@ -186,6 +189,21 @@ def _history(args) -> int:
     from deep500.store.history import history_command
     return history_command(args.config, args.out, database=args.db, metric=args.metric,
                            recipe=args.recipe, rank=args.rank)
+
+
+def _calibrate(args) -> int:
+    """Measure this machine into a machine file (deep500.utils.calibration)."""
+    from deep500.utils.calibration import run_calibration, samples_path_for
+    try:
+        data = run_calibration(args.out, np_ranks=args.np, network=not args.no_network,
+                               quick=args.quick, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(f"deep500: calibration stopped; samples measured so far are in "
+              f"{samples_path_for(args.out)}", file=sys.stderr)
+        raise
+    if data is not None:  # rank 0
+        print(f"Machine file: {args.out} (raw samples: {samples_path_for(args.out)})")
+    return 0
 
 
 def _info(args) -> int:
@@ -369,6 +387,19 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--rank", type=int, default=0, help="MPI rank (default 0)")
     history.add_argument("--db", metavar="PATH", help="results database")
     history.set_defaults(handler=_history)
+    calibrate = commands.add_parser("calibrate", help="measure this machine (ping-pong "
+                                    "alpha-beta, reduction gamma, memory bandwidth, peak "
+                                    "FLOP/s) into a machine file (docs/performance_models.md)")
+    calibrate.add_argument("--out", required=True, help="machine file (YAML) to write; raw "
+                           "samples go beside it in OUT.samples.jsonl as they are measured")
+    calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong on N >= 2 "
+                           "MPI ranks (under the mpirun beside the Python interpreter)")
+    calibrate.add_argument("--no-network", action="store_true", help="skip the ping-pong "
+                           "(one rank): the file then has no network model")
+    calibrate.add_argument("--quick", action="store_true", help="small sizes and few "
+                           "repeats (seconds; for tests, not for predictions)")
+    calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    calibrate.set_defaults(handler=_calibrate)
     info = commands.add_parser("info", help="software versions and hardware")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_info)

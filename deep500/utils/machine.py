@@ -77,6 +77,11 @@ class MachineModel:
 
     def segment(self, nbytes: float) -> Segment:
         """The Hockney segment that holds a message of ``nbytes``."""
+        if not self.segments:
+            skipped = (self.raw.get("network") or {}).get("skipped", "")
+            raise MachineError(f"machine '{self.name}'{' (' + self.path + ')' if self.path else ''} "
+                               f"has no network measurements ({skipped}); calibrate it with "
+                               f"'deep500 calibrate --np 2 --out FILE'")
         for seg in self.segments:
             if seg.min_bytes <= nbytes < seg.max_bytes:
                 return seg
@@ -182,13 +187,16 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     network = _get(data, "network", "", path)
     raw_segments = network.get("segments") if isinstance(network, Mapping) else None
     segments = []
-    if raw_segments:
+    if isinstance(network, Mapping) and network.get("skipped"):
+        alpha = math.nan  # 'deep500 calibrate --no-network': network predictions refuse
+    elif raw_segments:
         if not isinstance(raw_segments, list):
             raise MachineError(f"{_where(path)}: field 'network.segments' must be a list; {_FIX}")
         for i, seg in enumerate(raw_segments):
             prefix = f"network.segments[{i}]."
             alpha = _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path, allow_zero=True)
-            beta = _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte", path)
+            beta = _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte",
+                           path, allow_zero=True)
             lo = _number(seg.get("min_bytes", 0), prefix + "min_bytes", path, allow_zero=True)
             hi_raw = seg.get("max_bytes")
             hi = math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path)

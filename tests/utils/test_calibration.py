@@ -1,0 +1,101 @@
+"""Calibration: the piecewise Hockney fit on synthetic times, the measured phases, the
+one-rank error, and samples kept on disk when a calibration is stopped."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from deep500.utils import calibration
+from deep500.utils.machine import load_machine
+
+DEEP500 = [sys.executable, "-m", "deep500"]
+
+
+def test_one_line_recovered_exactly():
+    sizes = [2 ** k for k in range(0, 24, 2)]
+    times = [3e-6 + 2e-10 * n for n in sizes]
+    segments = calibration.fit_hockney(sizes, times)
+    assert len(segments) == 1
+    assert segments[0]["alpha_s"] == pytest.approx(3e-6, rel=1e-6)
+    assert segments[0]["beta_s_per_byte"] == pytest.approx(2e-10, rel=1e-6)
+    assert segments[0]["min_bytes"] == 0 and segments[0]["max_bytes"] is None
+
+
+def test_protocol_switch_found_and_both_lines_recovered():
+    sizes = [2 ** k for k in range(0, 27)]
+    # eager below 64 KB, rendezvous (higher α, lower β) from it
+    times = [1e-6 + 5e-10 * n if n < 65536 else 2e-5 + 1e-10 * n for n in sizes]
+    rng = np.random.default_rng(1)
+    noisy = [t * (1 + 0.01 * rng.standard_normal()) for t in times]
+    segments = calibration.fit_hockney(sizes, noisy)
+    assert len(segments) == 2
+    first, second = segments
+    assert first["max_bytes"] == 65536 and second["min_bytes"] == 65536
+    assert first["alpha_s"] == pytest.approx(1e-6, rel=0.1)
+    assert first["beta_s_per_byte"] == pytest.approx(5e-10, rel=0.1)
+    assert second["beta_s_per_byte"] == pytest.approx(1e-10, rel=0.05)
+    lo, hi = second["ci_beta"]
+    assert lo <= second["beta_s_per_byte"] <= hi and hi - lo < 0.2e-10
+    assert max(s["max_relative_residual"] for s in segments) < 0.05
+
+
+def test_no_network_calibration_writes_a_loadable_file(tmp_path):
+    out = str(tmp_path / "m.yaml")
+    data = calibration.run_calibration(out, network=False, quick=True, progress=False)
+    machine = load_machine(out)
+    assert data["network"]["skipped"]
+    assert machine.gamma_cache > 0 and machine.gamma_memory > 0
+    # a NumPy triad on any current CPU moves between 100 MB/s and 1 TB/s
+    assert 1e8 < machine.memory_bandwidth < 1e12
+    assert set(machine.peak) == {"gemm", "conv"}
+    assert 1 in machine.peak["gemm"] and 1e7 < machine.peak_flops(1) < 1e13
+    phases = [json.loads(line)["phase"] for line in open(calibration.samples_path_for(out))]
+    assert phases[:3] == ["gamma", "gamma", "triad"] and "gemm" in phases and "conv" in phases
+
+
+def test_one_rank_is_refused_with_what_to_do(tmp_path):
+    result = subprocess.run([*DEEP500, "calibrate", "--out", str(tmp_path / "m.yaml"), "--quick"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "ping-pong between two ranks" in result.stderr and "--np 2" in result.stderr
+    assert not (tmp_path / "m.yaml").exists()
+
+
+def test_two_ranks_quick_calibration(tmp_path):
+    out = tmp_path / "m.yaml"
+    result = subprocess.run([*DEEP500, "calibrate", "--np", "2", "--out", str(out), "--quick",
+                             "--quiet"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    machine = load_machine(str(out))
+    # shared-memory MPI on one host: latency between 50 ns and 1 ms, 1 MB in under 1 s
+    assert 5e-8 < machine.p2p_time(1) < 1e-3
+    assert machine.p2p_time(1 << 20) < 1.0
+    assert machine.p2p_time(1 << 20) > machine.p2p_time(1)
+    sizes = [m["nbytes"] for m in machine.raw["network"]["measurements"]]
+    assert sizes == calibration.Plan.make(quick=True).pingpong_sizes
+
+
+@pytest.mark.slow
+def test_stopped_calibration_keeps_its_samples(tmp_path):
+    out = tmp_path / "m.yaml"
+    samples = tmp_path / "m.samples.jsonl"
+    process = subprocess.Popen([*DEEP500, "calibrate", "--np", "2", "--out", str(out), "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if samples.exists() and samples.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert "samples measured so far" in stderr
+    assert not out.exists()
+    lines = [json.loads(line) for line in samples.read_text().splitlines() if line.endswith("}")]
+    assert len(lines) >= 3 and all(line["phase"] == "pingpong" for line in lines)
+    assert calibration.read_pingpong_samples(str(samples))
