@@ -42,15 +42,38 @@ import math
 
 import numpy as np
 
+import os
+
+from deep500.lv3_distributed import allreduce_algorithms
+from deep500.lv3_distributed.allreduce_algorithms import DEFAULT_SEGMENT_BYTES
 from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume,
+                                            allreduce_traffic,
                                             binomial_broadcast_traffic,
                                             binomial_gather_traffic,
                                             binomial_scatter_traffic,
                                             dissemination_barrier_traffic, modelled,
                                             ring_allreduce_traffic)
-from deep500.utils.errors import ShapeError, UnsupportedError, require
+from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 
-ALLREDUCE_ALGORITHMS = ("ring", "mpi")
+#: Every allreduce algorithm of ``CommunicationNetwork.allreduce`` (the first is the
+#: default); all but ``"mpi"`` send their messages themselves and count them exactly.
+ALLREDUCE_ALGORITHMS = ("ring", "linear", "binomial", "recursive_doubling",
+                        "rabenseifner", "segmented_ring", "mpi")
+#: MPICH's control variable choosing ``MPI_Allreduce``'s algorithm, read at
+#: ``MPI_Init`` from the environment (also spelled ``MPICH_ALLREDUCE_INTRA_ALGORITHM``
+#: and ``MPIR_PARAM_ALLREDUCE_INTRA_ALGORITHM``), and the values MPICH 5.0 documents
+#: for it (the CVAR's description in libmpi; ``auto`` is MPICH's own selection).
+MPICH_ALLREDUCE_CVAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
+MPICH_ALLREDUCE_ALGORITHMS = ("auto", "nb", "smp", "recursive_doubling",
+                              "recursive_multiplying", "reduce_scatter_allgather", "tree",
+                              "recexch", "ring", "k_reduce_scatter_allgather", "ccl")
+_MPICH_CVAR_NAMES = (MPICH_ALLREDUCE_CVAR, "MPICH_ALLREDUCE_INTRA_ALGORITHM",
+                     "MPIR_PARAM_ALLREDUCE_INTRA_ALGORITHM")
+# How the volume of MPI_Allreduce is modelled for each MPICH choice: the algorithms
+# Deep500 also implements move the same bytes; the others (and auto, whose choice
+# depends on size and tuning files) are modelled as the ring, the lower bound.
+_MPICH_MODELS = {"recursive_doubling": "recursive_doubling",
+                 "reduce_scatter_allgather": "rabenseifner", "ring": "ring"}
 BROADCAST_ALGORITHMS = ("binomial", "mpi")
 GATHER_ALGORITHMS = ("linear", "mpi")
 OPS = ("sum", "average", "max", "min")
@@ -69,6 +92,44 @@ def _mpi():
     require("mpi4py", "mpi", "Deep500's CommunicationNetwork")
     from mpi4py import MPI
     return MPI
+
+
+def mpich_allreduce_algorithm(environ=None) -> str:
+    """The ``MPI_Allreduce`` algorithm MPICH was told to use: the value of
+    ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` (or its two aliases) in ``environ``
+    (default ``os.environ``), ``"auto"`` if unset. MPICH reads it once, at
+    ``MPI_Init``; it must be in the environment of every rank before MPI starts (set
+    it in the shell before ``mpirun`` / ``deep500 run --np N``, which pass the
+    environment on). An unknown value raises ``Deep500Error``."""
+    environ = os.environ if environ is None else environ
+    for name in _MPICH_CVAR_NAMES:
+        value = environ.get(name)
+        if value:
+            return check_mpich_allreduce_algorithm(value.strip().lower(), name)
+    return "auto"
+
+
+def check_mpich_allreduce_algorithm(value, where: str = "mpi_algorithm") -> str:
+    """``value`` if it is one of ``MPICH_ALLREDUCE_ALGORITHMS``, else a ``Deep500Error``
+    naming ``where``."""
+    if value not in MPICH_ALLREDUCE_ALGORITHMS:
+        raise Deep500Error(f"{where}={value!r} is not an MPICH allreduce algorithm; "
+                           f"choose one of {', '.join(MPICH_ALLREDUCE_ALGORITHMS)} "
+                           f"(MPICH's {MPICH_ALLREDUCE_CVAR})")
+    return value
+
+
+def check_segment_bytes(value, where: str = "segment_bytes") -> int:
+    """``value`` if it is a positive integer number of bytes, else a ``Deep500Error``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
+                           f"(the default is {DEFAULT_SEGMENT_BYTES})")
+    return int(value)
+
+
+class UnknownAlgorithmError(Deep500Error, ValueError):
+    """An ``algorithm=`` that the collective does not have (also a ``ValueError``, as
+    before this error had a class of its own)."""
 
 
 def torus_shape(size: int) -> tuple[int, int]:
@@ -120,14 +181,18 @@ class CommunicationNetwork:
     Args:
         comm: an mpi4py communicator; ``None`` is ``MPI.COMM_WORLD``.
         volume: where to record traffic; a fresh ``CommunicationVolume`` if ``None``.
-        allreduce_algorithm: the default of ``allreduce`` (``"ring"`` or ``"mpi"``).
+        allreduce_algorithm: the default of ``allreduce`` (one of
+            ``ALLREDUCE_ALGORITHMS``).
+        segment_bytes: the default segment size of ``"segmented_ring"``.
 
     Attributes: ``rank``, ``size``, ``comm``, ``volume``, ``grid`` (the 2-D torus,
-    ``torus_shape(size)``).
+    ``torus_shape(size)``), ``mpi_allreduce_algorithm`` (MPICH's ``MPI_Allreduce``
+    algorithm as set in the environment, ``mpich_allreduce_algorithm()``).
     """
 
     def __init__(self, comm=None, volume: CommunicationVolume | None = None,
-                 allreduce_algorithm: str = "ring"):
+                 allreduce_algorithm: str = "ring",
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES):
         MPI = _mpi()
         self._MPI = MPI
         self.comm = MPI.COMM_WORLD if comm is None else comm
@@ -135,6 +200,13 @@ class CommunicationNetwork:
         self.size = self.comm.Get_size()
         self.allreduce_algorithm = self._choose(allreduce_algorithm, ALLREDUCE_ALGORITHMS,
                                                 "allreduce")
+        self.segment_bytes = check_segment_bytes(segment_bytes)
+        self.mpi_allreduce_algorithm = mpich_allreduce_algorithm()
+        model = _MPICH_MODELS.get(self.mpi_allreduce_algorithm, "ring")
+        self._mpi_model = (model, _RING_MODEL if self.mpi_allreduce_algorithm == "auto"
+                           else modelled(f"{model.replace('_', ' ')}; MPICH "
+                                         f"{MPICH_ALLREDUCE_CVAR}="
+                                         f"{self.mpi_allreduce_algorithm}"))
         self._own = self.comm.Dup()
         self.volume = volume if volume is not None else CommunicationVolume(self.rank,
                                                                             self.size)
@@ -207,7 +279,7 @@ class CommunicationNetwork:
 
     def _choose(self, algorithm, allowed, what):
         if algorithm not in allowed:
-            raise ValueError(f"rank {self.rank} of {self.size}: {what}: "
+            raise UnknownAlgorithmError(f"rank {self.rank} of {self.size}: {what}: "
                              f"algorithm={algorithm!r}; choose one of "
                              f"{', '.join(map(repr, allowed))}")
         return algorithm
@@ -220,15 +292,24 @@ class CommunicationNetwork:
 
     # -- allreduce ------------------------------------------------------------------
     def allreduce(self, array: np.ndarray, op: str = "sum", out: np.ndarray | None = None,
-                  algorithm: str | None = None) -> np.ndarray:
+                  algorithm: str | None = None, segment_bytes: int | None = None,
+                  mpi_algorithm: str | None = None) -> np.ndarray:
         """Reduce ``array`` over all ranks; every rank gets the result.
 
         ``op``: ``"sum"``, ``"average"`` (sum / size; float and complex only), ``"max"``,
         ``"min"``. ``out`` (same shape and dtype; may be ``array`` itself for in place)
-        receives the result, else a new array is returned. All ranks end with
-        bit-identical results under the ring (each chunk is reduced once, then copied).
-        With one rank it is a copy, recorded as zero traffic (exact) for either
-        algorithm.
+        receives the result, else a new array is returned. ``algorithm``: one of
+        ``ALLREDUCE_ALGORITHMS`` (default ``self.allreduce_algorithm``); Deep500's own
+        (all but ``"mpi"``, see ``allreduce_algorithms``) leave bit-identical results on
+        all ranks and record their traffic exactly, under their own name.
+        ``segment_bytes``: the segment size of ``"segmented_ring"`` (default
+        ``self.segment_bytes``). ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm
+        this call expects (one of ``MPICH_ALLREDUCE_ALGORITHMS``); MPICH takes it from
+        ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` at ``MPI_Init``, so it cannot be changed
+        here: a value other than the one in effect raises ``Deep500Error`` saying how
+        to set it. The ``"mpi"`` entry of ``volume`` is modelled: as MPICH's forced
+        algorithm where Deep500 has the same one, else as the ring, and says which.
+        With one rank it is a copy, recorded as zero traffic (exact).
         """
         ufunc, mpi_op = self._reduction(array, op, "allreduce")
         if out is None:
@@ -240,6 +321,8 @@ class CommunicationNetwork:
                              "to reduce in place, or no out")
         algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
             algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
+        if mpi_algorithm is not None:
+            self.check_mpi_algorithm(mpi_algorithm)
         if self.size == 1:
             if out is not array:
                 np.copyto(out, array)
@@ -247,6 +330,9 @@ class CommunicationNetwork:
             return out
         if algorithm == "ring":
             return self._ring_allreduce(array, out, ufunc, op == "average")
+        if algorithm != "mpi":
+            return self._own_allreduce(algorithm, array, out, ufunc, op == "average",
+                                       segment_bytes)
         try:
             if out is array:
                 self.comm.Allreduce(self._MPI.IN_PLACE, out, mpi_op)
@@ -256,8 +342,43 @@ class CommunicationNetwork:
             raise self._truncated(exc, "allreduce") from exc
         if op == "average":
             np.true_divide(out, self.size, out=out)
-        self.volume.record_traffic("allreduce", "mpi", _RING_MODEL, ring_allreduce_traffic(
-            array.size, array.itemsize, self.size, self.rank))
+        model, counted = self._mpi_model
+        self.volume.record_traffic("allreduce", "mpi", counted, allreduce_traffic(
+            model, array.size, array.itemsize, self.size, self.rank))
+        return out
+
+    def check_mpi_algorithm(self, mpi_algorithm: str) -> str:
+        """``mpi_algorithm`` if it is MPICH's allreduce algorithm in effect, else a
+        ``Deep500Error``: unknown names list the known ones; a known one that is not in
+        effect says to set ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` before MPI starts."""
+        check_mpich_allreduce_algorithm(mpi_algorithm)
+        if mpi_algorithm != self.mpi_allreduce_algorithm:
+            raise Deep500Error(
+                f"rank {self.rank} of {self.size}: mpi_algorithm={mpi_algorithm!r}, but "
+                f"MPICH started with {MPICH_ALLREDUCE_CVAR}="
+                f"{self.mpi_allreduce_algorithm!r}. MPICH reads it once, at MPI_Init: "
+                f"set it in the environment before starting MPI, e.g. "
+                f"'{MPICH_ALLREDUCE_CVAR}={mpi_algorithm} deep500 run --np N ...' or "
+                f"'... mpirun -np N ...'")
+        return mpi_algorithm
+
+    def _own_allreduce(self, algorithm, array, out, ufunc, average, segment_bytes):
+        """One of ``allreduce_algorithms``, reducing in ``out`` (a copy of ``array``
+        unless in place), its traffic recorded exactly."""
+        if out is not array:
+            np.copyto(out, array)
+        target = out.reshape(-1)
+        run = allreduce_algorithms.ALGORITHMS[algorithm]
+        try:
+            if algorithm == "segmented_ring":
+                segment_bytes = (self.segment_bytes if segment_bytes is None
+                                 else check_segment_bytes(segment_bytes))
+                traffic = run(self, target, ufunc, average, segment_bytes)
+            else:
+                traffic = run(self, target, ufunc, average)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "allreduce") from exc
+        self.volume.record_traffic("allreduce", algorithm, EXACT, traffic)
         return out
 
     def _reduction(self, array, op, what):
