@@ -19,7 +19,13 @@ closed forms quoted in each docstring (p ranks, n bytes per rank, lg = log2):
 
 The models assume what the textbook does: one message in flight per rank and
 direction, a full-duplex link (a ``Sendrecv`` of m bytes each way costs one α + β·m),
-no contention, no overlap of the reduction with communication.
+no contention, no overlap of the reduction with communication. Steps in which two
+ranks ``Sendrecv`` to each other at once (ring, recursive doubling and halving,
+Rabenseifner, ring allgather, the neighbour exchanges) are priced by the machine's
+exchange fit when it has one (``MachineModel.exchange_time``): on one host the two
+directions share CPUs and memory, and the full-duplex assumption underestimates them.
+Linear and binomial steps (one direction at a time) and the fold use the one-way
+ping-pong fit.
 """
 from __future__ import annotations
 
@@ -48,12 +54,19 @@ def _check(nbytes, ranks, what):
     return n, p
 
 
-def _step(m: MachineModel, nbytes: float, reduce: bool = False) -> float:
-    """One message of nbytes (α + β·n), plus the sum of nbytes into a buffer (γ·n)."""
+def _step(m: MachineModel, nbytes: float, reduce: bool = False,
+          exchange: bool = False) -> float:
+    """One message of nbytes (α + β·n), plus the sum of nbytes into a buffer (γ·n).
+    ``exchange``: a ``Sendrecv`` of nbytes each way at once, priced by the machine's
+    exchange fit when it has one (else as one message: full duplex)."""
     if nbytes <= 0:
         return 0.0
-    t = m.p2p_time(nbytes)
+    t = m.exchange_time(nbytes) if exchange else m.p2p_time(nbytes)
     return t + m.gamma(nbytes) * nbytes if reduce else t
+
+
+def _swap(m, nbytes, reduce=False):
+    return _step(m, nbytes, reduce=reduce, exchange=True)
 
 
 def _lg(p: int) -> int:
@@ -89,7 +102,7 @@ def _recursive_doubling(m, n, p, **_):
     """Recursive doubling (Thakur et al. 2005, 4.4): lg p' exchanges of the full
     vector, each summed. T = lg p'(α + nβ + nγ), plus the fold for p ≠ p'."""
     q = _pof2(p)
-    return _lg(q) * _step(m, n, reduce=True) + _fold(m, n, p)
+    return _lg(q) * _swap(m, n, reduce=True) + _fold(m, n, p)
 
 
 def _rabenseifner(m, n, p, **_):
@@ -97,7 +110,7 @@ def _rabenseifner(m, n, p, **_):
     doubling (Thakur et al. 2005, 4.4): step k moves n/2^k bytes.
     T = 2 lg p' α + 2(p'-1)/p' nβ + (p'-1)/p' nγ, plus the fold for p ≠ p'."""
     q = _pof2(p)
-    t = sum(_step(m, n / 2 ** k, reduce=True) + _step(m, n / 2 ** k)
+    t = sum(_swap(m, n / 2 ** k, reduce=True) + _swap(m, n / 2 ** k)
             for k in range(1, _lg(q) + 1))
     return t + _fold(m, n, p)
 
@@ -106,7 +119,7 @@ def _ring(m, n, p, **_):
     """Ring (Patarasuk & Yuan 2009; Chan et al. 2007): p - 1 reduce-scatter steps and
     p - 1 allgather steps on chunks of n/p. T = 2(p-1)α + 2(p-1)/p nβ + (p-1)/p nγ."""
     c = n / p
-    return (p - 1) * (_step(m, c, reduce=True) + _step(m, c))
+    return (p - 1) * (_swap(m, c, reduce=True) + _swap(m, c))
 
 
 def _segmented_ring(m, n, p, segment_bytes=None, **_):
@@ -121,8 +134,8 @@ def _segmented_ring(m, n, p, segment_bytes=None, **_):
     c = n / p
     k = max(1, math.ceil(c / s))
     last = c - (k - 1) * s
-    per_chunk_reduce = (k - 1) * _step(m, s, reduce=True) + _step(m, last, reduce=True)
-    per_chunk_copy = (k - 1) * _step(m, s) + _step(m, last)
+    per_chunk_reduce = (k - 1) * _swap(m, s, reduce=True) + _swap(m, last, reduce=True)
+    per_chunk_copy = (k - 1) * _swap(m, s) + _swap(m, last)
     return (p - 1) * (per_chunk_reduce + per_chunk_copy)
 
 
@@ -184,7 +197,7 @@ def _bcast_scatter_allgather(m, n, p):
     """Van de Geijn's long-message broadcast (Thakur et al. 2005, 4.1): binomial
     scatter then ring allgather. T = (lg p + p - 1)α + 2(p-1)/p nβ."""
     scatter = sum(_step(m, n / 2 ** k) for k in range(1, _lg(p) + 1))
-    return scatter + (p - 1) * _step(m, n / p)
+    return scatter + (p - 1) * _swap(m, n / p)
 
 
 BROADCAST_MODELS = {"binomial": _bcast_binomial, "linear": _bcast_linear,
@@ -204,14 +217,14 @@ def predict_broadcast(algorithm: str, nbytes: float, ranks: int, machine) -> flo
 
 def _rs_ring(m, n, p):
     """Ring reduce-scatter: T = (p-1)α + (p-1)/p nβ + (p-1)/p nγ."""
-    return (p - 1) * _step(m, n / p, reduce=True)
+    return (p - 1) * _swap(m, n / p, reduce=True)
 
 
 def _rs_recursive_halving(m, n, p):
     """Recursive halving (Thakur et al. 2005, 4.5; p a power of two, else folded):
     T = lg p α + (p-1)/p nβ + (p-1)/p nγ."""
     q = _pof2(p)
-    t = sum(_step(m, n / 2 ** k, reduce=True) for k in range(1, _lg(q) + 1))
+    t = sum(_swap(m, n / 2 ** k, reduce=True) for k in range(1, _lg(q) + 1))
     return t + (0.0 if p == q else _step(m, n, reduce=True))
 
 
@@ -228,14 +241,14 @@ def predict_reduce_scatter(algorithm: str, nbytes: float, ranks: int, machine) -
 
 def _ag_ring(m, n, p):
     """Ring allgather (Thakur et al. 2005, 4.3): T = (p-1)α + (p-1)/p nβ."""
-    return (p - 1) * _step(m, n / p)
+    return (p - 1) * _swap(m, n / p)
 
 
 def _ag_recursive_doubling(m, n, p):
     """Recursive doubling (Thakur et al. 2005, 4.3; p a power of two, else the
     result is sent to the extra ranks): T = lg p α + (p-1)/p nβ."""
     q = _pof2(p)
-    t = sum(_step(m, n / 2 ** k) for k in range(1, _lg(q) + 1))
+    t = sum(_swap(m, n / 2 ** k) for k in range(1, _lg(q) + 1))
     return t + (0.0 if p == q else _step(m, n))
 
 
@@ -256,11 +269,11 @@ def predict_ring_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.ring_exchange``: two ``Sendrecv`` of ``nbytes`` each way
     (to the left and to the right neighbour): T = 2(α + nβ); 0 on one rank."""
     n, p = _check(nbytes, ranks, "predict_ring_exchange")
-    return 0.0 if p == 1 or n == 0 else 2 * _step(load_machine(machine), n)
+    return 0.0 if p == 1 or n == 0 else 2 * _swap(load_machine(machine), n)
 
 
 def predict_torus_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.torus_exchange``: four ``Sendrecv`` of ``nbytes`` each way
     (north, south, east, west on the 2-D torus): T = 4(α + nβ); 0 on one rank."""
     n, p = _check(nbytes, ranks, "predict_torus_exchange")
-    return 0.0 if p == 1 or n == 0 else 4 * _step(load_machine(machine), n)
+    return 0.0 if p == 1 or n == 0 else 4 * _swap(load_machine(machine), n)

@@ -14,6 +14,11 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
   segment starts at its smallest measured size. This finds MPICH's switch from the
   eager to the rendezvous protocol, and shared memory's switch between copy paths.
   CIs of α and β: 2.5 and 97.5 percentiles of a bootstrap over the segment's sizes.
+* **exchange**: both ranks ``Sendrecv`` n bytes to each other at once, fitted the same
+  way (``exchange_segments``). The textbook costs assume a full-duplex link, where an
+  exchange costs what a one-way message does; between two processes on one host both
+  directions are copies by the same CPUs and memory, and an exchange is slower. The
+  models price ``Sendrecv`` steps with this fit.
 * **γ**: ``numpy.add(a, b, out=a)`` on float32 buffers, cache-resident (64 KB) and
   memory-resident (64 MB); seconds per byte of ``a``.
 * **memory bandwidth**: a STREAM-like triad ``a = b + s·c`` on float64 arrays
@@ -67,7 +72,7 @@ class Plan:
         if quick:
             return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, (64 << 10, 4 << 20),
                        1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2))
-        return cls([2 ** k for k in range(0, 27)], 0.4, 10, 1000, (64 << 10, 64 << 20),
+        return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000, (64 << 10, 64 << 20),
                    1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus)
 
 
@@ -109,9 +114,13 @@ def _summary(samples) -> dict:
 # --- ping-pong and the Hockney fit --------------------------------------------------
 
 def pingpong(comm, sizes, plan: Plan, log: SampleLog | None = None,
-             progress: bool = True) -> dict | None:
+             progress: bool = True, exchange: bool = False) -> dict | None:
     """Ping-pong between ranks 0 and 1 of ``comm``; on rank 0 returns
-    {nbytes: one-way seconds samples}, elsewhere None (ranks above 1 only wait)."""
+    {nbytes: one-way seconds samples}, elsewhere None (ranks above 1 only wait).
+
+    ``exchange``: instead, both ranks ``Sendrecv`` n bytes to each other at once (the
+    step of the ring, recursive doubling and Rabenseifner); a sample is the time of
+    one ``Sendrecv`` on rank 0."""
     from mpi4py import MPI
     rank = comm.Get_rank()
     pair = comm.Split(0 if rank < 2 else MPI.UNDEFINED, rank)
@@ -120,9 +129,34 @@ def pingpong(comm, sizes, plan: Plan, log: SampleLog | None = None,
         return None
     buf = np.zeros(max(sizes), dtype=np.uint8)
     results = {}
-    bar = _progress(len(sizes), "ping-pong", progress and rank == 0)
+    incoming = np.zeros(max(sizes), dtype=np.uint8) if exchange else None
+    phase = "exchange" if exchange else "pingpong"
+    bar = _progress(len(sizes), "exchange (Sendrecv)" if exchange else "ping-pong",
+                    progress and rank == 0)
     for size in sizes:
         view = buf[:size]
+        if exchange:
+            other = incoming[:size]
+            peer = 1 - rank
+            for _ in range(2):
+                pair.Sendrecv(view, peer, 3, other, peer, 3)
+            pair.Barrier()
+            start = time.perf_counter()
+            pair.Sendrecv(view, peer, 3, other, peer, 3)
+            estimate = pair.bcast(time.perf_counter() - start, root=0)
+            repeats = int(min(plan.pingpong_max_repeats,
+                              max(plan.pingpong_min_repeats, plan.pingpong_budget_s / estimate)))
+            samples = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                pair.Sendrecv(view, peer, 3, other, peer, 3)
+                samples.append(time.perf_counter() - start)
+            if rank == 0:
+                results[size] = samples
+                if log is not None:
+                    log.write({"phase": phase, "nbytes": size, "seconds": samples})
+            bar.update(1)
+            continue
         repeats = None
         if rank == 0:
             start = time.perf_counter()
@@ -151,7 +185,7 @@ def pingpong(comm, sizes, plan: Plan, log: SampleLog | None = None,
         if rank == 0:
             results[size] = samples
             if log is not None:
-                log.write({"phase": "pingpong", "nbytes": size, "one_way_s": samples})
+                log.write({"phase": phase, "nbytes": size, "seconds": samples})
         bar.update(1)
     bar.close()
     pair.Free()
@@ -226,6 +260,32 @@ def fit_hockney(sizes, medians, seed: int = 0) -> list[dict]:
             "fitted_sizes": [int(x) for x in s],
         })
     return segments
+
+
+def _measurements(samples):
+    return [{"nbytes": int(n), "median_s": float(np.median(samples[n])),
+             "ci_s": list(median_ci(samples[n])[:2]), "n": len(samples[n])}
+            for n in sorted(samples)]
+
+
+def network_section(pingpong_samples: dict, exchange_samples: dict | None = None) -> dict:
+    """The machine file's ``network``: Hockney segments fitted to the ping-pong medians
+    and, if measured, ``exchange_segments`` fitted to the ``Sendrecv`` medians."""
+    sizes = sorted(pingpong_samples)
+    segments = fit_hockney(sizes, [float(np.median(pingpong_samples[n])) for n in sizes])
+    section = {
+        "method": "MPI ping-pong between ranks 0 and 1, one-way = round trip / 2; "
+                  "exchange: both ranks Sendrecv at once",
+        "alpha_s": {"value": segments[0]["alpha_s"], "ci": segments[0]["ci_alpha"]},
+        "segments": segments,
+        "measurements": _measurements(pingpong_samples),
+    }
+    if exchange_samples:
+        sizes = sorted(exchange_samples)
+        section["exchange_segments"] = fit_hockney(
+            sizes, [float(np.median(exchange_samples[n])) for n in sizes])
+        section["exchange_measurements"] = _measurements(exchange_samples)
+    return section
 
 
 # --- γ, triad, peak FLOP/s -------------------------------------------------------------
@@ -308,7 +368,8 @@ def samples_path_for(out: str) -> str:
 
 
 def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
-              progress: bool = True, pingpong_samples: dict | None = None) -> dict | None:
+              progress: bool = True, pingpong_samples: dict | None = None,
+              exchange_samples: dict | None = None) -> dict | None:
     """Measure every phase and write the machine file ``out`` (rank 0; returns its
     content). ``comm``: a communicator of two or more ranks for the ping-pong, or
     ``pingpong_samples`` measured elsewhere; ``network=False`` skips the network part
@@ -324,6 +385,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
     try:
         if network and pingpong_samples is None and comm is not None:
             pingpong_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress)
+            exchange_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress,
+                                        exchange=True)
         if rank != 0:
             return None
         data = {
@@ -334,18 +397,7 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
             "samples_file": os.path.basename(samples_path),
         }
         if network:
-            sizes = sorted(pingpong_samples)
-            medians = [float(np.median(pingpong_samples[s])) for s in sizes]
-            segments = fit_hockney(sizes, medians)
-            data["network"] = {
-                "method": "MPI ping-pong between ranks 0 and 1, one-way = round trip / 2",
-                "alpha_s": {"value": segments[0]["alpha_s"], "ci": segments[0]["ci_alpha"]},
-                "segments": segments,
-                "measurements": [{"nbytes": int(s), "median_s": m,
-                                  "ci_s": list(median_ci(pingpong_samples[s])[:2]),
-                                  "n": len(pingpong_samples[s])}
-                                 for s, m in zip(sizes, medians)],
-            }
+            data["network"] = network_section(pingpong_samples, exchange_samples)
         else:
             data["network"] = {"skipped": "calibrated with --no-network: no ping-pong; "
                                           "re-run 'deep500 calibrate --np 2' to measure it"}
@@ -407,15 +459,17 @@ def _pingpong_main(argv) -> int:
     comm = MPI.COMM_WORLD
     log = SampleLog(path if comm.Get_rank() == 0 else None)
     try:
-        pingpong(comm, Plan.make(quick).pingpong_sizes, Plan.make(quick), log,
-                 progress="--quiet" not in argv)
+        for exchange in (False, True):
+            pingpong(comm, Plan.make(quick).pingpong_sizes, Plan.make(quick), log,
+                     progress="--quiet" not in argv, exchange=exchange)
     finally:
         log.close()
     return 0
 
 
-def read_pingpong_samples(path: str) -> dict:
-    """{nbytes: samples} from the ping-pong lines of a samples file."""
+def read_pingpong_samples(path: str, phase: str = "pingpong") -> dict:
+    """{nbytes: samples} from the lines of ``phase`` ("pingpong" or "exchange") of a
+    samples file."""
     samples = {}
     with open(path) as f:
         for line in f:
@@ -423,8 +477,8 @@ def read_pingpong_samples(path: str) -> dict:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
-            if record.get("phase") == "pingpong":
-                samples[int(record["nbytes"])] = record["one_way_s"]
+            if record.get("phase") == phase:
+                samples[int(record["nbytes"])] = record["seconds"]
     return samples
 
 
@@ -467,7 +521,8 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
                 raise Deep500Error(f"the ping-pong under mpirun failed (exit status {status}); "
                                    f"its samples so far are in {samples_path}")
             return calibrate(out, network=True, quick=quick, progress=progress,
-                             pingpong_samples=read_pingpong_samples(samples_path))
+                             pingpong_samples=read_pingpong_samples(samples_path),
+                             exchange_samples=read_pingpong_samples(samples_path, "exchange"))
     return calibrate(out, comm=comm, network=network, quick=quick, progress=progress)
 
 

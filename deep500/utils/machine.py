@@ -12,6 +12,7 @@ A machine file holds, with units in every key name::
            beta_s_per_byte: 1.2e-10, ci_beta: [1.1e-10, 1.3e-10]}
         - {min_bytes: 65536, max_bytes: null, alpha_s: 9.0e-6,
            beta_s_per_byte: 8.0e-11, ci_beta: [7.8e-11, 8.3e-11]}
+      exchange_segments: [...]     # optional: both ranks Sendrecv at once, same form
     reduction:
       gamma_cache_s_per_byte: {value: 1.0e-10, ci: [...], buffer_bytes: 65536}
       gamma_memory_s_per_byte: {value: 3.0e-10, ci: [...], buffer_bytes: 67108864}
@@ -74,6 +75,19 @@ class MachineModel:
     peak: Mapping[str, Mapping[int, float]] = field(default_factory=dict)  # kind -> threads -> FLOP/s
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     path: str | None = None
+    exchange_segments: tuple = ()        # of Segment: both ranks Sendrecv at once
+
+    def exchange_time(self, nbytes: float) -> float:
+        """Seconds of a ``Sendrecv`` of ``nbytes`` each way between two ranks at once:
+        the ``exchange_segments`` fit when the file has one, else ``p2p_time`` (the
+        textbook's full-duplex assumption)."""
+        if not self.exchange_segments:
+            return self.p2p_time(nbytes)
+        n = float(nbytes)
+        seg = next((s for s in self.exchange_segments if s.min_bytes <= n < s.max_bytes),
+                   self.exchange_segments[-1] if n >= self.exchange_segments[-1].min_bytes
+                   else self.exchange_segments[0])
+        return seg.alpha_s + seg.beta_s_per_byte * n
 
     def segment(self, nbytes: float) -> Segment:
         """The Hockney segment that holds a message of ``nbytes``."""
@@ -216,6 +230,21 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                        "network.beta_s_per_byte", path)
         segments = [Segment(0.0, math.inf, alpha, beta, ci_beta=_ci(network["beta_s_per_byte"]),
                             ci_alpha=_ci(network["alpha_s"]))]
+    exchange = []
+    raw_exchange = network.get("exchange_segments") if isinstance(network, Mapping) else None
+    for i, seg in enumerate(raw_exchange or []):
+        prefix = f"network.exchange_segments[{i}]."
+        hi_raw = seg.get("max_bytes") if isinstance(seg, Mapping) else None
+        exchange.append(Segment(
+            _number(seg.get("min_bytes", 0) if isinstance(seg, Mapping) else None,
+                    prefix + "min_bytes", path, allow_zero=True),
+            math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path),
+            _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path, allow_zero=True),
+            _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte",
+                    path, allow_zero=True),
+            ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
+            ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
+    exchange.sort(key=lambda s: s.min_bytes)
     reduction = _get(data, "reduction", "", path)
     g_cache_raw = _get(reduction, "gamma_cache_s_per_byte", "reduction.", path)
     g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path)
@@ -252,7 +281,7 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
-                        raw=dict(data), path=path)
+                        raw=dict(data), path=path, exchange_segments=tuple(exchange))
 
 
 def load_machine(source) -> MachineModel:

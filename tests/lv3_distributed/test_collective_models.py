@@ -100,3 +100,20 @@ def test_unknown_algorithm_lists_the_known_ones():
         cm.predict_broadcast("tree", N, 2, M)
     with pytest.raises(Deep500Error, match="ranks"):
         cm.predict_allreduce("ring", N, 0, M)
+
+
+def test_exchange_fit_prices_sendrecv_steps_only():
+    data = {"name": "x", "network": {"alpha_s": A, "beta_s_per_byte": B,
+                                     "exchange_segments": [{"min_bytes": 0, "max_bytes": None,
+                                                            "alpha_s": 3e-6, "beta_s_per_byte": 4e-9}]},
+            "reduction": {"gamma_cache_s_per_byte": G, "gamma_memory_s_per_byte": G},
+            "memory": {"bandwidth_bytes_per_s": 1e10}}
+    m = load_machine(data)
+    p, c = 4, N / 4
+    assert cm.predict_allreduce("ring", N, p, m) == pytest.approx(
+        2 * (p - 1) * (3e-6 + c * 4e-9) + (p - 1) * c * G)
+    assert cm.predict_allreduce("recursive_doubling", N, p, m) == pytest.approx(
+        2 * (3e-6 + N * 4e-9 + N * G))
+    # one direction at a time: the ping-pong fit
+    assert cm.predict_allreduce("binomial", N, p, m) == cm.predict_allreduce("binomial", N, p, M)
+    assert cm.predict_ring_exchange(N, p, m) == pytest.approx(2 * (3e-6 + N * 4e-9))

@@ -1,0 +1,254 @@
+"""Allreduce time models against measurement: ``d5.predict_allreduce`` (α-β-γ, Thakur,
+Rabenseifner & Gropp 2005) for every algorithm of ``CommunicationNetwork.allreduce``,
+predicted and measured side by side.
+
+Target: the median relative error |predicted - measured| / measured over every
+(algorithm, size >= 64 KB) row at most 15%.
+
+Under ``mpirun -np 2`` (started by ``mpi_fork`` when run as a plain script):
+
+1. **Machine**: ``--machine FILE`` (a machine file, e.g. from ``deep500 calibrate``),
+   else calibrated here, in the conditions the allreduce runs in: the ping-pong of
+   ``deep500 calibrate`` between ranks 0 and 1 (Hockney α, β piecewise in size), its
+   exchange (both ranks ``Sendrecv`` at once: the step of the ring, recursive doubling
+   and Rabenseifner, which the models price with this second fit) and γ
+   from ``numpy.add`` measured on both ranks at once (as both reduce at once in an
+   allreduce), the median of the two. ``--save-machine FILE`` keeps it.
+2. **Measured**: for each algorithm in ``ALLREDUCE_ALGORITHMS`` (a name the models do
+   not know is skipped with a note) and float32 sums of 1 KB … 64 MB (powers of 4):
+   result checked against NumPy's sum, then timed in place on a buffer of zeros (so
+   no local copy of the input, which the textbook costs leave out, and no growth of the
+   values call after call), warm-up, then repetitions, each call timed on
+   each rank after a ``Barrier`` outside the clock; a call's time is the slower rank's
+   (a collective is done when every rank is), the row's time the median over calls,
+   with repetitions filling about ``--budget-ms`` per row. One thread per rank.
+3. **Table**: size, algorithm, predicted, measured, predicted/measured; last line
+   ``allreduce model median relative error (>= 64 KB): X%``.
+
+Run:  python benchmarks/lv3_models.py [--np 2] [--machine FILE] [--save-machine FILE]
+        [--budget-ms 300] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
+from deep500.lv3_distributed import communication  # noqa: E402
+from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,  # noqa: E402
+                                                       predict_allreduce)
+from deep500.utils import calibration  # noqa: E402
+from deep500.utils.machine import load_machine, save_machine  # noqa: E402
+
+KB = 1 << 10
+TARGET = 0.15
+ERROR_FROM = 64 * KB
+
+
+def _label(nbytes: int) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} us" if seconds < 1e-2 else f"{seconds * 1e3:,.2f} ms"
+
+
+def say(comm, *args) -> None:
+    if comm.Get_rank() == 0:
+        print(*args, flush=True)
+
+
+def calibrate_here(comm, smoke: bool) -> dict:
+    """The network and γ parts of a machine file, measured under this mpirun (rank 0
+    returns the description, other ranks None)."""
+    plan = calibration.Plan.make(quick=smoke)
+    samples = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False)
+    exchange = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False,
+                                    exchange=True)
+    gamma = {}
+    for key, nbytes in (("gamma_cache_s_per_byte", plan.gamma_bytes[0]),
+                        ("gamma_memory_s_per_byte", plan.gamma_bytes[1])):
+        comm.Barrier()
+        mine = float(np.median(calibration.measure_gamma(nbytes, plan.repeats * 2)))
+        both = comm.gather(mine, root=0)
+        if comm.Get_rank() == 0:
+            gamma[key] = {"value": float(np.median(both)), "buffer_bytes": nbytes,
+                          "per_rank": both}
+    triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
+        if comm.Get_rank() == 0 else None
+    if comm.Get_rank() != 0:
+        return None
+    return {
+        "name": platform.node(),
+        "source": f"calibrated on host {platform.node()} at "
+                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by "
+                  f"benchmarks/lv3_models.py (network and gamma only)",
+        "network": calibration.network_section(samples, exchange),
+        "reduction": {"method": "numpy.add(a, b, out=a), float32, on both ranks at once",
+                      **gamma},
+        "memory": {"bandwidth_bytes_per_s": triad},
+    }
+
+
+def time_calls(comm, call, budget_s: float, min_reps: int, max_reps: int) -> float:
+    """Median over calls of the slower rank's time of one call."""
+    from mpi4py import MPI
+    for _ in range(2):
+        comm.Barrier()
+        call()
+    comm.Barrier()
+    start = time.perf_counter()
+    call()
+    estimate = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    reps = int(max(min_reps, min(max_reps, budget_s / max(estimate, 1e-7))))
+    spent = np.empty(reps)
+    clock, barrier = time.perf_counter, comm.Barrier
+    gc.disable()
+    try:
+        for i in range(reps):
+            barrier()
+            start = clock()
+            call()
+            spent[i] = clock() - start
+    finally:
+        gc.enable()
+    slowest = np.empty_like(spent)
+    comm.Allreduce(spent, slowest, op=MPI.MAX)
+    return float(np.median(slowest))
+
+
+def segment_bytes_of(net) -> int | None:
+    """The segment size ``segmented_ring`` uses by default, if the implementation says."""
+    for name in ("segment_bytes", "allreduce_segment_bytes"):
+        value = getattr(net, name, None)
+        if isinstance(value, (int, float)) and value > 0:
+            return int(value)
+    for name in ("SEGMENT_BYTES", "DEFAULT_SEGMENT_BYTES", "SEGMENTED_RING_SEGMENT_BYTES"):
+        value = getattr(communication, name, None)
+        if isinstance(value, (int, float)) and value > 0:
+            return int(value)
+    try:
+        parameter = inspect.signature(net.allreduce).parameters.get("segment_bytes")
+        if parameter is not None and isinstance(parameter.default, (int, float)):
+            return int(parameter.default)
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--machine", help="machine file to predict with (default: "
+                        "calibrate the network and gamma here)")
+    parser.add_argument("--save-machine", help="write the machine calibrated here")
+    parser.add_argument("--budget-ms", type=float, default=300.0,
+                        help="time spent measuring each row (default 300)")
+    parser.add_argument("--smoke", action="store_true", help="1, 4 and 64 KB, short budgets")
+    args = parser.parse_args()
+    mpi_fork(args.np)
+
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    with guarded_main(comm):
+        p, rank = comm.Get_size(), comm.Get_rank()
+        sizes = [KB << (2 * i) for i in range(9)]  # 1 KB .. 64 MB
+        if args.smoke:
+            sizes = [KB, 4 * KB, 64 * KB]
+            args.budget_ms = min(args.budget_ms, 20.0)
+        say(comm, f"# {platform.platform()}, {os.cpu_count()} cores, {p} ranks, "
+            f"{MPI.Get_library_version().splitlines()[0].strip()}, float32 sum, "
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+        if args.machine:
+            description = load_machine(args.machine) if rank == 0 else None
+            say(comm, f"# machine: {args.machine} ({description.source if rank == 0 else ''})")
+        else:
+            description = calibrate_here(comm, args.smoke)
+            if rank == 0 and args.save_machine:
+                save_machine(description, args.save_machine)
+        machine = load_machine(description) if rank == 0 else None
+        if rank == 0:
+            for seg in machine.segments:
+                hi = "inf" if seg.max_bytes == float("inf") else _label(int(seg.max_bytes))
+                say(comm, f"# Hockney segment [{_label(int(seg.min_bytes))}, {hi}): "
+                    f"alpha = {seg.alpha_s * 1e6:.2f} us, 1/beta = "
+                    f"{1 / seg.beta_s_per_byte / 1e9 if seg.beta_s_per_byte else float('inf'):.2f} GB/s")
+            for seg in machine.exchange_segments:
+                hi = "inf" if seg.max_bytes == float("inf") else _label(int(seg.max_bytes))
+                say(comm, f"# exchange segment [{_label(int(seg.min_bytes))}, {hi}): "
+                    f"alpha = {seg.alpha_s * 1e6:.2f} us, 1/beta = "
+                    f"{1 / seg.beta_s_per_byte / 1e9 if seg.beta_s_per_byte else float('inf'):.2f} GB/s")
+            say(comm, f"# gamma: {machine.gamma_cache * 1e9:.3f} ns/B (cache-resident), "
+                f"{machine.gamma_memory * 1e9:.3f} ns/B (memory-resident)")
+
+        net = CommunicationNetwork(comm)
+        segment = segment_bytes_of(net)
+        algorithms = []
+        for name in communication.ALLREDUCE_ALGORITHMS:
+            if name in ALLREDUCE_MODELS:
+                algorithms.append(name)
+            else:
+                say(comm, f"# note: no time model for allreduce algorithm '{name}': skipped")
+        say(comm, f"\n== Allreduce, {p} ranks: predicted (alpha-beta-gamma) vs measured "
+            f"(median over calls of the slower rank) ==")
+        say(comm, f"{'size':>7} {'algorithm':<20} {'predicted':>12} {'measured':>12} "
+            f"{'pred/meas':>9}")
+        rows = []
+        for nbytes in sizes:
+            count = nbytes // 4
+            x = np.random.default_rng([7, rank]).random(count, dtype=np.float32)
+            expected = sum(np.random.default_rng([7, r]).random(count, dtype=np.float32)
+                           .astype(np.float64) for r in range(p))
+            out = np.empty_like(x)
+            for name in algorithms:
+                net.allreduce(x, out=out, algorithm=name)
+                if not np.allclose(out, expected, rtol=1e-5, atol=1e-5):
+                    raise AssertionError(f"rank {rank}: {name} allreduce of {_label(nbytes)} "
+                                         f"differs from NumPy's sum")
+                zeros = np.zeros_like(x)  # in place; 0 + 0 stays 0 call after call
+                measured = time_calls(comm, lambda: net.allreduce(zeros, out=zeros,
+                                                                  algorithm=name),
+                                      args.budget_ms / 1e3, 5, 5000)
+                if rank == 0:
+                    predicted = predict_allreduce(name, nbytes, p, machine,
+                                                  segment_bytes=segment)
+                    rows.append((nbytes, name, predicted, measured))
+                    say(comm, f"{_label(nbytes):>7} {name:<20} {_us(predicted):>12} "
+                        f"{_us(measured):>12} {predicted / measured:>9.3f}")
+        net.close()
+        if rank == 0:
+            errors = [abs(pr - me) / me for n, _, pr, me in rows if n >= ERROR_FROM]
+            worst = sorted(rows, key=lambda r: -abs(r[2] - r[3]) / r[3])[:3]
+            say(comm, "\n# furthest off: " + "; ".join(
+                f"{name} at {_label(n)}: {pr / me:.2f}x" for n, name, pr, me in worst))
+            if segment is not None:
+                say(comm, f"# segmented_ring predicted with segments of {_label(segment)}")
+            if errors:
+                median = float(np.median(errors))
+                verdict = "MET" if median <= TARGET else "NOT MET"
+                say(comm, f"# target: <= {TARGET:.0%}  {verdict}")
+                say(comm, f"allreduce model median relative error (>= 64 KB): "
+                    f"{100 * median:.1f}%")
+            else:
+                say(comm, "allreduce model median relative error (>= 64 KB): n/a "
+                    "(no size >= 64 KB measured)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""benchmarks/lv3_models.py runs end to end under ``mpirun -np 2``: ``--smoke`` calibrates
+the network and γ, checks and times every allreduce algorithm at 1, 4 and 64 KB, prints
+predicted, measured and their ratio per row and the error line last; with ``--machine``
+it predicts from that file. The 15% target is not asserted (timings belong to the
+benchmark)."""
+import re
+
+import pytest
+import yaml
+
+from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS
+from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
+from tests.lv3_distributed.mpi_helpers import mpirun
+
+LAST = re.compile(r"allreduce model median relative error \(>= 64 KB\): (\d+\.\d)%$")
+
+
+def _rows(out):
+    return re.findall(r"^\s*(\d+ [KM]B) (\w+)\s+([\d.,]+ [um]s)\s+([\d.,]+ [um]s)\s+(\d+\.\d{3})$",
+                      out, flags=re.M)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
+    script = repo_root / "benchmarks" / "lv3_models.py"
+    saved = tmp_path / "machine.yaml"
+    status, out, _ = mpirun(2, script, "--smoke", "--save-machine", str(saved), timeout=300)
+    assert status == 0, out[-3000:]
+    rows = _rows(out)
+    modelled = [a for a in ALLREDUCE_ALGORITHMS if a in ALLREDUCE_MODELS]
+    assert {(size, name) for size, name, *_ in rows} == {
+        (size, name) for size in ("1 KB", "4 KB", "64 KB") for name in modelled}, out
+    for name in set(ALLREDUCE_ALGORITHMS) - set(ALLREDUCE_MODELS):
+        assert f"no time model for allreduce algorithm '{name}'" in out
+    assert LAST.search(out.strip().splitlines()[-1]), out[-500:]
+    machine = yaml.safe_load(saved.read_text())
+    assert machine["network"]["segments"] and machine["network"]["exchange_segments"]
+
+    status, again, _ = mpirun(2, script, "--smoke", "--machine", str(saved), timeout=300)
+    assert status == 0, again[-3000:]
+    assert f"# machine: {saved}" in again
+    assert LAST.search(again.strip().splitlines()[-1])
