@@ -46,7 +46,7 @@ import os
 
 from deep500.lv3_distributed import allreduce_algorithms
 from deep500.lv3_distributed.allreduce_algorithms import DEFAULT_SEGMENT_BYTES
-from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume,
+from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
                                             allreduce_traffic,
                                             binomial_broadcast_traffic,
                                             binomial_gather_traffic,
@@ -346,6 +346,20 @@ class CommunicationNetwork:
         self.volume.record_traffic("allreduce", "mpi", counted, allreduce_traffic(
             model, array.size, array.itemsize, self.size, self.rank))
         return out
+
+    def allreduce_traffic(self, count: int, itemsize: int, algorithm: str | None = None,
+                          segment_bytes: int | None = None) -> Traffic:
+        """What one ``allreduce`` of ``count`` elements of ``itemsize`` bytes records
+        for this rank: the exact formula of Deep500's algorithm (``volume.py``), or for
+        ``"mpi"`` the model it records (the MPICH choice's, else the ring)."""
+        algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
+            algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
+        if algorithm == "mpi":
+            algorithm = self._mpi_model[0]
+        if algorithm == "segmented_ring" and segment_bytes is None:
+            segment_bytes = self.segment_bytes
+        return allreduce_traffic(algorithm, count, itemsize, self.size, self.rank,
+                                 segment_bytes)
 
     def check_mpi_algorithm(self, mpi_algorithm: str) -> str:
         """``mpi_algorithm`` if it is MPICH's allreduce algorithm in effect, else a

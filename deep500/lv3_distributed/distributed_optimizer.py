@@ -178,13 +178,16 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     #: The allreduce of the default step (``None``: ``comm.allreduce_algorithm``).
     allreduce_algorithm: str | None = None
+    #: Further keywords of that allreduce (``segment_bytes``, ``mpi_algorithm``).
+    allreduce_options: dict = {}
 
     def step(self, inputs: dict) -> dict:
         """Data-parallel SGD: average the gradients over the ranks, update everywhere."""
         outputs, fused, buffer = self.packed_gradients(inputs)
         with self.phase("communication"):
             self.comm.allreduce(buffer, op="average", out=buffer,
-                                algorithm=self.allreduce_algorithm)
+                                algorithm=self.allreduce_algorithm,
+                                **self.allreduce_options)
         self.apply_gradients(fused.unpack())
         return self._finish_step(inputs, outputs)
 

@@ -41,7 +41,18 @@ def test_a_checked_recipe_lists_its_schemes():
     (_with_schemes("NoSuchScheme"), "unknown reference scheme 'NoSuchScheme'; "
                                     "available: ['ConsistentDecentralized'"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "period": 3}),
-     "ConsistentDecentralized takes no options ['period']; it takes ['algorithm']"),
+     "ConsistentDecentralized takes no options ['period']; it takes ['algorithm', "
+     "'mpi_algorithm', 'segment_bytes']"),
+    (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "tree"}),
+     "ConsistentDecentralized: algorithm='tree' is not an allreduce algorithm; choose one "
+     "of ring, linear, binomial, recursive_doubling, rabenseifner, segmented_ring, mpi"),
+    (_with_schemes({"scheme": "ConsistentDecentralized", "segment_bytes": 4096}),
+     "segment_bytes=4096 applies to algorithm='segmented_ring' only"),
+    (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "segmented_ring",
+                    "segment_bytes": 0}), "segment_bytes=0: give a positive integer"),
+    (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "mpi",
+                    "mpi_algorithm": "fastest"}),
+     "mpi_algorithm='fastest' is not an MPICH allreduce algorithm; choose one of auto, "),
     (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": {"a": 1}}),
      "scheme options are numbers"),
     (_with_schemes({"algorithm": "ring"}), "a scheme is a class name or a mapping"),

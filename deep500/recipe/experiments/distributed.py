@@ -130,6 +130,13 @@ def _check_options(cls, options: dict, where: str) -> None:
                           f"{sorted(accepted) or 'none'}")
     for key, value in options.items():
         base.check_like_default(parameters[key].default, value, key_path(where, key))
+    # A scheme may check its option values up front (e.g. the allreduce algorithm's name).
+    check = getattr(cls, "check_options", None)
+    if check is not None:
+        try:
+            check(**options)
+        except Deep500Error as exc:
+            raise RecipeError(f"{where}: {exc}") from None
 
 
 def parse_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:

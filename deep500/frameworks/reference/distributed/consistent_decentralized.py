@@ -12,28 +12,102 @@ parameters after every step.
 """
 from __future__ import annotations
 
-from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
+import os
+
+from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
+                                                   check_mpich_allreduce_algorithm,
+                                                   check_segment_bytes,
+                                                   mpich_allreduce_algorithm)
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.utils.errors import Deep500Error
+
+
+def check_allreduce_options(owner: str, algorithm, segment_bytes=None,
+                            mpi_algorithm=None, environ=None) -> None:
+    """Raise ``Deep500Error`` naming the option if ``algorithm`` is not one of
+    ``ALLREDUCE_ALGORITHMS``, if ``segment_bytes`` is given to another algorithm than
+    ``"segmented_ring"`` or is not a positive integer, or if ``mpi_algorithm`` is given
+    to another algorithm than ``"mpi"``, is not an MPICH algorithm, or is not the one
+    MPICH will start with (``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` in ``environ``,
+    default ``os.environ``, which ``mpirun`` passes to the ranks)."""
+    if algorithm not in ALLREDUCE_ALGORITHMS:
+        raise Deep500Error(f"{owner}: algorithm={algorithm!r} is not an allreduce "
+                           f"algorithm; choose one of {', '.join(ALLREDUCE_ALGORITHMS)}")
+    if segment_bytes is not None:
+        if algorithm != "segmented_ring":
+            raise Deep500Error(f"{owner}: segment_bytes={segment_bytes!r} applies to "
+                               f"algorithm='segmented_ring' only (algorithm is "
+                               f"{algorithm!r}); remove it or change the algorithm")
+        check_segment_bytes(segment_bytes, f"{owner}: segment_bytes")
+    if mpi_algorithm is not None:
+        if algorithm != "mpi":
+            raise Deep500Error(f"{owner}: mpi_algorithm={mpi_algorithm!r} applies to "
+                               f"algorithm='mpi' only (algorithm is {algorithm!r}); "
+                               f"remove it or change the algorithm")
+        check_mpich_allreduce_algorithm(mpi_algorithm, f"{owner}: mpi_algorithm")
+        in_effect = mpich_allreduce_algorithm(os.environ if environ is None else environ)
+        if mpi_algorithm != in_effect:
+            raise Deep500Error(
+                f"{owner}: mpi_algorithm={mpi_algorithm!r}, but MPICH starts with "
+                f"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM={in_effect!r} (read once, at "
+                f"MPI_Init). Set it in the environment before MPI starts, e.g. "
+                f"'MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM={mpi_algorithm} deep500 run --np N "
+                f"recipe.yaml'; mpi_algorithm then checks that it is in effect")
 
 
 class ConsistentDecentralized(DistributedOptimizer):
     """Allreduce-average the fused gradients each step, then update on every rank (the
     step of :class:`d5.DistributedOptimizer`, with the allreduce chosen here).
 
-    ``algorithm``: the allreduce of :class:`d5.CommunicationNetwork` (``"ring"``,
-    Deep500's own, counted exactly; ``"mpi"``, MPI's, counted by the ring model)."""
+    ``algorithm``: the allreduce of :class:`d5.CommunicationNetwork`, one of
+    ``ALLREDUCE_ALGORITHMS``: Deep500's own (``"ring"``, ``"linear"``, ``"binomial"``,
+    ``"recursive_doubling"``, ``"rabenseifner"``, ``"segmented_ring"``; counted
+    exactly) or ``"mpi"`` (MPI's, counted by a model). ``segment_bytes``: the segment
+    size of ``"segmented_ring"`` (default ``allreduce_algorithms.DEFAULT_SEGMENT_BYTES``).
+    ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm expected
+    (``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``, which must be set in the environment
+    before MPI starts; this option checks it is in effect and records it).
+    Bad values raise ``Deep500Error`` naming the option (``check_allreduce_options``).
+    """
 
-    def __init__(self, base_optimizer, comm=None, algorithm: str = "ring"):
+    def __init__(self, base_optimizer, comm=None, algorithm: str = "ring",
+                 segment_bytes: int | None = None, mpi_algorithm: str | None = None):
+        check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
+                                mpi_algorithm)
         super().__init__(base_optimizer, comm)
-        if algorithm not in ALLREDUCE_ALGORITHMS:
-            raise Deep500Error(f"ConsistentDecentralized: algorithm={algorithm!r}; choose "
-                               f"one of {', '.join(ALLREDUCE_ALGORITHMS)}")
         self.allreduce_algorithm = algorithm
+        self.allreduce_options = {k: v for k, v in (("segment_bytes", segment_bytes),
+                                                    ("mpi_algorithm", mpi_algorithm))
+                                  if v is not None}
+
+    @staticmethod
+    def check_options(algorithm: str = "ring", segment_bytes=None,
+                      mpi_algorithm=None) -> None:
+        """The checks of the constructor, without one (a recipe calls this up front)."""
+        check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
+                                mpi_algorithm)
 
     @property
     def algorithm(self) -> str:
         return self.allreduce_algorithm
 
     def scheme_hyperparameters(self) -> dict:
-        return {"allreduce": self.allreduce_algorithm}
+        chosen = {"allreduce": self.allreduce_algorithm}
+        if self.allreduce_algorithm == "segmented_ring":
+            chosen["segment_bytes"] = self.allreduce_options.get(
+                "segment_bytes", self.comm.segment_bytes)
+        if self.allreduce_algorithm == "mpi":
+            chosen["mpi_algorithm"] = self.comm.mpi_allreduce_algorithm
+        return chosen
+
+    def analytic_traffic(self, steps: int) -> dict:
+        """``steps`` allreduces of the fused gradients by the chosen algorithm: its
+        exact per-rank formula (``volume.py``), or for ``"mpi"`` the model recorded."""
+        fused = self.fused()
+        one = self.comm.allreduce_traffic(
+            fused.buffer.size, fused.buffer.itemsize, self.allreduce_algorithm,
+            self.allreduce_options.get("segment_bytes"))
+        return {"bytes_sent": steps * one.bytes_sent,
+                "bytes_received": steps * one.bytes_received,
+                "model": f"the gradients, every step: {self.allreduce_algorithm} "
+                         f"allreduce of {fused.nbytes} B (volume.py)"}
