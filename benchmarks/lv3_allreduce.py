@@ -13,6 +13,9 @@ output ``out`` allocated once:
   (Patarasuk & Yuan 2009), ``Sendrecv`` on chunks and a NumPy reduction, bytes counted.
 * ``d5 mpi``: ``net.allreduce(x, out=out, algorithm="mpi")``: the library call behind
   Deep500's checks and (modelled) counting.
+* ``d5 linear``, ``d5 binomial``, ``d5 recursive_doubling``, ``d5 rabenseifner``,
+  ``d5 segmented_ring``: Deep500's other algorithms (``--algorithms`` picks; all of
+  ``ALLREDUCE_ALGORITHMS`` by default), same call with ``algorithm=<name>``.
 * ``gloo``: ``torch.distributed.all_reduce`` of ``torch.from_numpy(out)`` in place
   (gloo has no out-of-place allreduce; the values grow each call, which costs nothing
   in IEEE arithmetic), process group from MPI's rank and size with a ``TCPStore`` on
@@ -62,7 +65,8 @@ import numpy as np  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,  # noqa: E402
+from deep500.lv3_distributed import (ALLREDUCE_ALGORITHMS,  # noqa: E402
+                                     CommunicationNetwork, CommunicationVolume,
                                      guarded_main, mpi_fork)
 
 TARGET = 1.05
@@ -191,11 +195,11 @@ def measure(comm, variants: dict, x, out, expected, nbytes: int,
 
 def measure_mpi(comm, net, nbytes: int, args) -> dict[str, list[float]]:
     x, out, expected = buffers(comm, nbytes)
-    return measure(comm, {
-        "mpi4py": lambda: comm.Allreduce(x, out),
-        "d5 ring": lambda: net.allreduce(x, out=out, algorithm="ring"),
-        "d5 mpi": lambda: net.allreduce(x, out=out, algorithm="mpi"),
-    }, x, out, expected, nbytes, args)
+    variants = {"mpi4py": lambda: comm.Allreduce(x, out)}
+    for name in args.algorithms:
+        variants[f"d5 {name}"] = (lambda name: lambda: net.allreduce(
+            x, out=out, algorithm=name))(name)
+    return measure(comm, variants, x, out, expected, nbytes, args)
 
 
 def measure_gloo(comm, dist, nbytes: int, args) -> dict[str, list[float]]:
@@ -223,7 +227,7 @@ def counting_cost() -> float:
 
 
 def report(comm, results, p: int, default: str) -> list[tuple[int, float]]:
-    say(comm, f"{'size':>7} {'variant':<8} {'median/call':>12} {'ratio':>7} "
+    say(comm, f"{'size':>7} {'variant':<21} {'median/call':>12} {'ratio':>7} "
         f"{'IQR of rounds':>16} {'algbw GB/s':>10} {'busbw GB/s':>10} {'reps':>5}")
     default_ratios = []
     for nbytes, times in results.items():
@@ -240,7 +244,7 @@ def report(comm, results, p: int, default: str) -> list[tuple[int, float]]:
             busbw = 2 * (p - 1) / p * algbw
             iqr = "-" if name == "mpi4py" else f"[{low:.3f}, {high:.3f}]"
             shown = "1" if name == "mpi4py" else f"{ratio:.3f}"
-            say(comm, f"{_label(nbytes):>7} {name:<8} {_us(median):>12} {shown:>7} "
+            say(comm, f"{_label(nbytes):>7} {name:<21} {_us(median):>12} {shown:>7} "
                 f"{iqr:>16} {algbw:>10.2f} {busbw:>10.2f} {reps:>5}")
             if name == f"d5 {default}" and nbytes >= TARGET_FROM:
                 default_ratios.append((nbytes, ratio))
@@ -258,8 +262,18 @@ def main() -> int:
     parser.add_argument("--min-size", type=_size, default=KB)
     parser.add_argument("--max-size", type=_size, default=64 * KB * KB)
     parser.add_argument("--no-gloo", action="store_true")
+    parser.add_argument("--algorithms", default=",".join(ALLREDUCE_ALGORITHMS),
+                        help="Deep500 allreduce algorithms to time, comma-separated "
+                             f"(default: all, {','.join(ALLREDUCE_ALGORITHMS)})")
     parser.add_argument("--smoke", action="store_true", help="3 sizes, 3 rounds")
     args = parser.parse_args()
+    args.algorithms = [a for a in args.algorithms.split(",") if a]
+    unknown = sorted(set(args.algorithms) - set(ALLREDUCE_ALGORITHMS))
+    if unknown:
+        parser.error(f"--algorithms: unknown {unknown}; known: "
+                     f"{', '.join(ALLREDUCE_ALGORITHMS)}")
+    if "ring" not in args.algorithms:   # the target line is about the default
+        args.algorithms.insert(0, "ring")
     if args.smoke:
         args.rounds, args.warmup, args.round_ms = 3, 1, 10.0
         args.min_size, args.max_size = min(args.min_size, KB), min(args.max_size, KB * KB)

@@ -252,3 +252,14 @@ def test_consistent_decentralized_with_an_algorithm_is_data_parallel_sgd(tmp_pat
     expected = single_process("momentum", ranks * BATCH)
     for name, value in expected.items():
         assert_allclose(params[0][name], value, rtol=1e-5, atol=2e-6, err_msg=name)
+
+
+def test_model_averaging_counts_its_algorithm_exactly(tmp_path):
+    """ModelAverageDecentralized's analytic traffic follows the chosen algorithm (here
+    with the fold of p = 3), and equals what was counted."""
+    results, _ = run_scheme(tmp_path, 3, "ModelAverageDecentralized", period=2,
+                            algorithm="recursive_doubling")
+    assert_measured_equals_analytic(results)
+    # per averaging the folded rank 0 sends n (its vector), rank 1 2n (one exchange
+    # with rank 2, then the result back to rank 0)
+    assert results[1]["measured"]["bytes_sent"] == 2 * results[0]["measured"]["bytes_sent"]

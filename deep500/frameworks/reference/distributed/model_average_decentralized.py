@@ -71,5 +71,14 @@ class ModelAverageDecentralized(DistributedOptimizer):
 
     def analytic_traffic(self, steps: int) -> dict:
         # steps counted from the start of training (the averaging period's phase)
-        return self.ring_allreduce_traffic(steps // self.period,
-                                           f"the parameters, every {self.period} steps")
+        calls = steps // self.period
+        if self.algorithm == "ring":
+            return self.ring_allreduce_traffic(calls,
+                                               f"the parameters, every {self.period} steps")
+        fused = self.fused()
+        one = self.comm.allreduce_traffic(fused.buffer.size, fused.buffer.itemsize,
+                                          self.algorithm)
+        return {"bytes_sent": calls * one.bytes_sent,
+                "bytes_received": calls * one.bytes_received,
+                "model": f"the parameters, every {self.period} steps: {self.algorithm} "
+                         f"allreduce of {fused.nbytes} B (volume.py)"}
