@@ -11,10 +11,13 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
 * ``allreduce``: ``"ring"``, Deep500's bandwidth-optimal ring (Patarasuk & Yuan, JPDC
   2009): reduce-scatter then allgather, p - 1 ``Sendrecv`` steps each on chunks of the
   flattened array, reduced in place with NumPy; any p, any element count (chunks differ
-  by at most one element). ``"mpi"``: ``MPI_Allreduce``, modelled as the ring (its
-  volume is the lower bound of any allreduce; MPICH's Rabenseifner algorithm sends the
-  same bytes for power-of-two p in fewer messages, Thakur, Rabenseifner & Gropp,
-  IJHPCA 2005). The ring is the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
+  by at most one element). ``"linear"``, ``"binomial"``, ``"recursive_doubling"``,
+  ``"rabenseifner"``, ``"segmented_ring"``: Deep500's other algorithms, in
+  :mod:`~deep500.lv3_distributed.allreduce_algorithms` (Thakur, Rabenseifner & Gropp,
+  IJHPCA 2005), counted exactly. ``"mpi"``: ``MPI_Allreduce``, modelled as the ring
+  (its volume is the lower bound of any allreduce), or as the algorithm MPICH was told
+  to use through ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` where Deep500 has the same
+  one (``mpich_allreduce_algorithm``; the entry's ``counted`` names it). The ring is the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
   0.77-0.94x the time of ``MPI_Allreduce`` from 256 KB to 16 MB and 0.39x at 64 MB;
   below 64 KB its two Python-driven steps cost more (about 13 us against 5 us at
   1 KB); see ``benchmarks/lv3_allreduce.py``.

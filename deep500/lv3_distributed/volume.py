@@ -4,7 +4,8 @@
 calls, bytes sent, bytes received, messages sent, messages received, and how the
 numbers were obtained:
 
-* ``"exact"``: Deep500 sent the messages itself (the ring allreduce, the binomial
+* ``"exact"``: Deep500 sent the messages itself (its allreduce algorithms, whose
+  per-rank traffic the ``*_allreduce_traffic`` functions below state, the binomial
   broadcast, the linear gather and scatter, point-to-point, neighbour exchanges), and
   the counts are the sizes of the buffers it handed to MPI, added up as it sent them.
   A message is one MPI send (zero-byte messages of empty ring chunks included);
