@@ -54,15 +54,31 @@ def _check(nbytes, ranks, what):
     return n, p
 
 
-def _step(m: MachineModel, nbytes: float, reduce: bool = False,
-          exchange: bool = False) -> float:
+class _Priced:
+    """A machine and the size of the buffer of the collective being priced."""
+    __slots__ = ("machine", "resident")
+
+    def __init__(self, machine: MachineModel, resident: float):
+        self.machine, self.resident = machine, resident
+
+
+def _step(m: _Priced, nbytes: float, reduce: bool = False, exchange: bool = False) -> float:
     """One message of nbytes (α + β·n), plus the sum of nbytes into a buffer (γ·n).
     ``exchange``: a ``Sendrecv`` of nbytes each way at once, priced by the machine's
-    exchange fit when it has one (else as one message: full duplex)."""
+    exchange fit when it has one (else as one message: full duplex). β and γ are taken
+    at the size of the collective's whole buffer when it is larger than the message:
+    pieces of a buffer that does not fit in the caches move and are summed at the
+    memory-resident rates."""
     if nbytes <= 0:
         return 0.0
-    t = m.exchange_time(nbytes) if exchange else m.p2p_time(nbytes)
-    return t + m.gamma(nbytes) * nbytes if reduce else t
+    machine, resident = m.machine, max(nbytes, m.resident)
+    t = (machine.exchange_time(nbytes, resident) if exchange
+         else machine.p2p_time(nbytes, resident))
+    return t + machine.gamma(resident) * nbytes if reduce else t
+
+
+def _priced(model, machine, n, p, **options):
+    return model(_Priced(machine, n), n, p, **options)
 
 
 def _swap(m, nbytes, reduce=False):
@@ -178,7 +194,7 @@ def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
     n, p = _check(nbytes, ranks, "predict_allreduce")
     if p == 1 or n == 0:
         return 0.0
-    return model(load_machine(machine), n, p, segment_bytes=segment_bytes)
+    return _priced(model, load_machine(machine), n, p, segment_bytes=segment_bytes)
 
 
 # --- broadcast, reduce-scatter, allgather --------------------------------------------
@@ -212,7 +228,7 @@ def predict_broadcast(algorithm: str, nbytes: float, ranks: int, machine) -> flo
     if algorithm == "mpi":
         algorithm = "binomial" if n < 12288 else "scatter_allgather"
     model = _model(BROADCAST_MODELS, algorithm, "predict_broadcast")
-    return 0.0 if p == 1 or n == 0 else model(load_machine(machine), n, p)
+    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
 
 
 def _rs_ring(m, n, p):
@@ -236,7 +252,7 @@ def predict_reduce_scatter(algorithm: str, nbytes: float, ranks: int, machine) -
     sum (``algorithm`` in ``REDUCE_SCATTER_MODELS``)."""
     model = _model(REDUCE_SCATTER_MODELS, algorithm, "predict_reduce_scatter")
     n, p = _check(nbytes, ranks, "predict_reduce_scatter")
-    return 0.0 if p == 1 or n == 0 else model(load_machine(machine), n, p)
+    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
 
 
 def _ag_ring(m, n, p):
@@ -260,7 +276,7 @@ def predict_allgather(algorithm: str, nbytes: float, ranks: int, machine) -> flo
     rank (``algorithm`` in ``ALLGATHER_MODELS``)."""
     model = _model(ALLGATHER_MODELS, algorithm, "predict_allgather")
     n, p = _check(nbytes, ranks, "predict_allgather")
-    return 0.0 if p == 1 or n == 0 else model(load_machine(machine), n, p)
+    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
 
 
 # --- neighbour exchanges ---------------------------------------------------------------
@@ -269,11 +285,11 @@ def predict_ring_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.ring_exchange``: two ``Sendrecv`` of ``nbytes`` each way
     (to the left and to the right neighbour): T = 2(α + nβ); 0 on one rank."""
     n, p = _check(nbytes, ranks, "predict_ring_exchange")
-    return 0.0 if p == 1 or n == 0 else 2 * _swap(load_machine(machine), n)
+    return 0.0 if p == 1 or n == 0 else 2 * _swap(_Priced(load_machine(machine), n), n)
 
 
 def predict_torus_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.torus_exchange``: four ``Sendrecv`` of ``nbytes`` each way
     (north, south, east, west on the 2-D torus): T = 4(α + nβ); 0 on one rank."""
     n, p = _check(nbytes, ranks, "predict_torus_exchange")
-    return 0.0 if p == 1 or n == 0 else 4 * _swap(load_machine(machine), n)
+    return 0.0 if p == 1 or n == 0 else 4 * _swap(_Priced(load_machine(machine), n), n)

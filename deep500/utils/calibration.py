@@ -47,8 +47,8 @@ from deep500.utils.errors import Deep500Error
 from deep500.utils.statistics import median_ci
 
 SPLIT_TOLERANCE = 0.10
-MIN_SEGMENT_POINTS = 4
-MAX_SEGMENTS = 3
+MIN_SEGMENT_POINTS = 3
+MAX_SEGMENTS = 5
 BOOTSTRAP_RESAMPLES = 200
 
 
@@ -127,9 +127,11 @@ def pingpong(comm, sizes, plan: Plan, log: SampleLog | None = None,
     if pair == MPI.COMM_NULL:
         comm.Barrier()
         return None
-    buf = np.zeros(max(sizes), dtype=np.uint8)
+    # written, not np.zeros: untouched calloc pages all map the one zero page, and
+    # sending from it measures the cache, not the copy
+    buf = np.ones(max(sizes), dtype=np.uint8)
     results = {}
-    incoming = np.zeros(max(sizes), dtype=np.uint8) if exchange else None
+    incoming = np.ones(max(sizes), dtype=np.uint8) if exchange else None
     phase = "exchange" if exchange else "pingpong"
     bar = _progress(len(sizes), "exchange (Sendrecv)" if exchange else "ping-pong",
                     progress and rank == 0)

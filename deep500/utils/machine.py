@@ -77,17 +77,22 @@ class MachineModel:
     path: str | None = None
     exchange_segments: tuple = ()        # of Segment: both ranks Sendrecv at once
 
-    def exchange_time(self, nbytes: float) -> float:
+    def exchange_time(self, nbytes: float, resident_bytes: float | None = None) -> float:
         """Seconds of a ``Sendrecv`` of ``nbytes`` each way between two ranks at once:
         the ``exchange_segments`` fit when the file has one, else ``p2p_time`` (the
-        textbook's full-duplex assumption)."""
+        textbook's full-duplex assumption); ``resident_bytes`` as for ``p2p_time``."""
         if not self.exchange_segments:
-            return self.p2p_time(nbytes)
+            return self.p2p_time(nbytes, resident_bytes)
+
+        def find(n):
+            return next((s for s in self.exchange_segments if s.min_bytes <= n < s.max_bytes),
+                        self.exchange_segments[-1] if n >= self.exchange_segments[-1].min_bytes
+                        else self.exchange_segments[0])
         n = float(nbytes)
-        seg = next((s for s in self.exchange_segments if s.min_bytes <= n < s.max_bytes),
-                   self.exchange_segments[-1] if n >= self.exchange_segments[-1].min_bytes
-                   else self.exchange_segments[0])
-        return seg.alpha_s + seg.beta_s_per_byte * n
+        seg = find(n)
+        beta = (seg.beta_s_per_byte if resident_bytes is None or resident_bytes <= n
+                else find(float(resident_bytes)).beta_s_per_byte)
+        return seg.alpha_s + beta * n
 
     def segment(self, nbytes: float) -> Segment:
         """The Hockney segment that holds a message of ``nbytes``."""
@@ -109,10 +114,19 @@ class MachineModel:
         """β (s/byte) at message size ``nbytes``."""
         return self.segment(nbytes).beta_s_per_byte
 
-    def p2p_time(self, nbytes: float) -> float:
-        """Hockney time α(n) + β(n)·n (s) of one point-to-point message of ``nbytes``."""
+    def p2p_time(self, nbytes: float, resident_bytes: float | None = None) -> float:
+        """Hockney time α(n) + β(n)·n (s) of one point-to-point message of ``nbytes``.
+
+        ``resident_bytes``: the bytes the sender's and receiver's data occupy (e.g. the
+        whole buffer a collective sends pieces of); β is then taken at
+        max(n, resident_bytes). The ping-pong measured β(m) on an m-byte buffer, so β
+        at a size is the rate for data of that footprint: pieces of a buffer that does
+        not fit in the caches move at the memory-resident rate.
+        """
         seg = self.segment(nbytes)
-        return seg.alpha_s + seg.beta_s_per_byte * float(nbytes)
+        beta = (seg.beta_s_per_byte if resident_bytes is None or resident_bytes <= nbytes
+                else self.segment(resident_bytes).beta_s_per_byte)
+        return seg.alpha_s + beta * float(nbytes)
 
     def gamma(self, nbytes: float) -> float:
         """γ (s/byte) to sum ``nbytes`` into a buffer in place.

@@ -78,11 +78,13 @@ def test_other_collectives_and_exchanges():
     assert cm.predict_torus_exchange(N, p, M) == pytest.approx(4 * (A + N * B))
 
 
-def test_piecewise_beta_prices_each_step_by_its_message_size():
+def test_piecewise_alpha_by_message_beta_by_buffer_size():
     m = _machine([{"min_bytes": 0, "max_bytes": 4096, "alpha_s": 1e-6, "beta_s_per_byte": 1e-9},
                   {"min_bytes": 4096, "max_bytes": None, "alpha_s": 5e-6, "beta_s_per_byte": 2e-10}])
-    # ring at p = 2 on 4096 bytes sends 2048-byte chunks: first segment
-    assert cm.predict_allreduce("ring", 4096, 2, m) == pytest.approx(2 * (1e-6 + 2048e-9) + 2048 * G)
+    # ring at p = 2 on 4096 bytes sends 2048-byte chunks: α of the first segment, β of
+    # the segment of the 4096-byte buffer they are cut from
+    assert cm.predict_allreduce("ring", 4096, 2, m) == pytest.approx(2 * (1e-6 + 2048 * 2e-10) + 2048 * G)
+    assert cm.predict_allreduce("ring", 2048, 2, m) == pytest.approx(2 * (1e-6 + 1024e-9) + 1024 * G)
     # recursive doubling sends all 4096 bytes: second segment
     assert cm.predict_allreduce("recursive_doubling", 4096, 2, m) == pytest.approx(5e-6 + 4096 * (2e-10 + G))
 
