@@ -306,7 +306,8 @@ class CommunicationNetwork:
         (all but ``"mpi"``, see ``allreduce_algorithms``) leave bit-identical results on
         all ranks and record their traffic exactly, under their own name.
         ``segment_bytes``: the segment size of ``"segmented_ring"`` (default
-        ``self.segment_bytes``). ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm
+        ``self.segment_bytes``; the other algorithms ignore it, so one call can sweep
+        every name). ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm
         this call expects (one of ``MPICH_ALLREDUCE_ALGORITHMS``); MPICH takes it from
         ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` at ``MPI_Init``, so it cannot be changed
         here: a value other than the one in effect raises ``Deep500Error`` saying how
