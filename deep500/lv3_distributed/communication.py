@@ -17,7 +17,8 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
   IJHPCA 2005), counted exactly. ``"mpi"``: ``MPI_Allreduce``, modelled as the ring
   (its volume is the lower bound of any allreduce), or as the algorithm MPICH was told
   to use through ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` where Deep500 has the same
-  one (``mpich_allreduce_algorithm``; the entry's ``counted`` names it). The ring is the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
+  one (``mpich_allreduce_algorithm``; the entry's ``counted`` names it). The ring is
+  the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
   0.77-0.94x the time of ``MPI_Allreduce`` from 256 KB to 16 MB and 0.39x at 64 MB;
   below 64 KB its two Python-driven steps cost more (about 13 us against 5 us at
   1 KB); see ``benchmarks/lv3_allreduce.py``.
