@@ -127,18 +127,18 @@ def pingpong(comm, sizes, plan: Plan, log: SampleLog | None = None,
     if pair == MPI.COMM_NULL:
         comm.Barrier()
         return None
-    # written, not np.zeros: untouched calloc pages all map the one zero page, and
-    # sending from it measures the cache, not the copy
-    buf = np.ones(max(sizes), dtype=np.uint8)
     results = {}
-    incoming = np.ones(max(sizes), dtype=np.uint8) if exchange else None
     phase = "exchange" if exchange else "pingpong"
     bar = _progress(len(sizes), "exchange (Sendrecv)" if exchange else "ping-pong",
                     progress and rank == 0)
     for size in sizes:
-        view = buf[:size]
+        # A buffer of its own per size, as an application has: slices of one large
+        # buffer sit on its (transparent huge) pages, which shared-memory MPI maps
+        # faster than small buffers' pages. Written, not np.zeros: untouched pages all
+        # map the kernel's one zero page, and sending from it measures the cache.
+        view = np.ones(size, dtype=np.uint8)
         if exchange:
-            other = incoming[:size]
+            other = np.ones(size, dtype=np.uint8)
             peer = 1 - rank
             for _ in range(2):
                 pair.Sendrecv(view, peer, 3, other, peer, 3)
