@@ -80,15 +80,14 @@ def calibrate_here(comm, smoke: bool) -> dict:
     samples = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False)
     exchange = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False,
                                     exchange=True)
-    gamma = {}
-    for key, nbytes in (("gamma_cache_s_per_byte", plan.gamma_bytes[0]),
-                        ("gamma_memory_s_per_byte", plan.gamma_bytes[1])):
+    curve = []
+    for nbytes in plan.gamma_sizes:
         comm.Barrier()
         mine = float(np.median(calibration.measure_gamma(nbytes, plan.repeats * 2)))
         both = comm.gather(mine, root=0)
         if comm.Get_rank() == 0:
-            gamma[key] = {"value": float(np.median(both)), "buffer_bytes": nbytes,
-                          "per_rank": both}
+            curve.append({"buffer_bytes": nbytes, "value": float(np.median(both)),
+                          "per_rank": both})
     triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
         if comm.Get_rank() == 0 else None
     if comm.Get_rank() != 0:
@@ -99,8 +98,8 @@ def calibrate_here(comm, smoke: bool) -> dict:
                   f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by "
                   f"benchmarks/lv3_models.py (network and gamma only)",
         "network": calibration.network_section(samples, exchange),
-        "reduction": {"method": "numpy.add(a, b, out=a), float32, on both ranks at once",
-                      **gamma},
+        "reduction": calibration.reduction_section(
+            curve, "numpy.add(a, b, out=a), float32, on both ranks at once"),
         "memory": {"bandwidth_bytes_per_s": triad},
     }
 
@@ -193,8 +192,8 @@ def main() -> int:
                 say(comm, f"# exchange segment [{_label(int(seg.min_bytes))}, {hi}): "
                     f"alpha = {seg.alpha_s * 1e6:.2f} us, 1/beta = "
                     f"{1 / seg.beta_s_per_byte / 1e9 if seg.beta_s_per_byte else float('inf'):.2f} GB/s")
-            say(comm, f"# gamma: {machine.gamma_cache * 1e9:.3f} ns/B (cache-resident), "
-                f"{machine.gamma_memory * 1e9:.3f} ns/B (memory-resident)")
+            say(comm, "# gamma: " + ", ".join(f"{_label(int(n))} {g * 1e9:.3f} ns/B"
+                                             for n, g in machine.gamma_curve))
 
         net = CommunicationNetwork(comm)
         segment = segment_bytes_of(net)
@@ -233,9 +232,12 @@ def main() -> int:
         net.close()
         if rank == 0:
             errors = [abs(pr - me) / me for n, _, pr, me in rows if n >= ERROR_FROM]
-            worst = sorted(rows, key=lambda r: -abs(r[2] - r[3]) / r[3])[:3]
-            say(comm, "\n# furthest off: " + "; ".join(
-                f"{name} at {_label(n)}: {pr / me:.2f}x" for n, name, pr, me in worst))
+            for title, chosen in (("", rows), (" (>= 64 KB)", [r for r in rows
+                                                               if r[0] >= ERROR_FROM])):
+                worst = sorted(chosen, key=lambda r: -abs(r[2] - r[3]) / r[3])[:3]
+                say(comm, (f"\n# furthest off{title}: " if not title else
+                           f"# furthest off{title}: ") + "; ".join(
+                    f"{name} at {_label(n)}: {pr / me:.2f}x" for n, name, pr, me in worst))
             if segment is not None:
                 say(comm, f"# segmented_ring predicted with segments of {_label(segment)}")
             if errors:

@@ -19,8 +19,9 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
   exchange costs what a one-way message does; between two processes on one host both
   directions are copies by the same CPUs and memory, and an exchange is slower. The
   models price ``Sendrecv`` steps with this fit.
-* **γ**: ``numpy.add(a, b, out=a)`` on float32 buffers, cache-resident (64 KB) and
-  memory-resident (64 MB); seconds per byte of ``a``.
+* **γ**: ``numpy.add(a, b, out=a)`` on float32 buffers of 64 KB (cache-resident),
+  256 KB, 1, 4, 16 and 64 MB (memory-resident); seconds per byte of ``a``; the model
+  interpolates in log(size) between them.
 * **memory bandwidth**: a STREAM-like triad ``a = b + s·c`` on float64 arrays
   (J. D. McCalpin, "Memory Bandwidth and Machine Balance in Current High Performance
   Computers", IEEE TCCA Newsletter, 1995), counted as STREAM counts it, 3 arrays × 8
@@ -59,7 +60,7 @@ class Plan:
     pingpong_budget_s: float     # per size
     pingpong_min_repeats: int
     pingpong_max_repeats: int
-    gamma_bytes: tuple           # (cache-resident, memory-resident)
+    gamma_sizes: list            # buffer sizes of γ, cache-resident first, memory-resident last
     triad_elements: int
     gemm_n: int
     conv_shape: tuple            # (N, C, H, W, K), 3x3 kernel, padding 1
@@ -70,9 +71,10 @@ class Plan:
     def make(cls, quick: bool = False) -> "Plan":
         cpus = usable_cpus()
         if quick:
-            return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, (64 << 10, 4 << 20),
+            return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, [64 << 10, 1 << 20, 4 << 20],
                        1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2))
-        return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000, (64 << 10, 64 << 20),
+        return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000,
+                   [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
                    1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus)
 
 
@@ -290,6 +292,14 @@ def network_section(pingpong_samples: dict, exchange_samples: dict | None = None
     return section
 
 
+def reduction_section(curve: list, method: str) -> dict:
+    """The machine file's ``reduction``: γ at the smallest (cache-resident) and largest
+    (memory-resident) buffer, and the whole curve."""
+    return {"method": method,
+            "gamma_cache_s_per_byte": curve[0], "gamma_memory_s_per_byte": curve[-1],
+            "gamma_curve": curve}
+
+
 # --- γ, triad, peak FLOP/s -------------------------------------------------------------
 
 def _time(function, repeats: int, warmup: int = 1) -> list:
@@ -403,17 +413,15 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
         else:
             data["network"] = {"skipped": "calibrated with --no-network: no ping-pong; "
                                           "re-run 'deep500 calibrate --np 2' to measure it"}
-        cache_bytes, memory_bytes = plan.gamma_bytes
-        bar = _progress(2, "gamma (numpy add)", progress)
-        gammas = {}
-        for key, nbytes in (("gamma_cache_s_per_byte", cache_bytes),
-                            ("gamma_memory_s_per_byte", memory_bytes)):
+        bar = _progress(len(plan.gamma_sizes), "gamma (numpy add)", progress)
+        curve = []
+        for nbytes in plan.gamma_sizes:
             samples = measure_gamma(nbytes, plan.repeats * 2)
             log.write({"phase": "gamma", "nbytes": nbytes, "s_per_byte": samples})
-            gammas[key] = {**_summary(samples), "buffer_bytes": nbytes}
+            curve.append({"buffer_bytes": nbytes, **_summary(samples)})
             bar.update(1)
         bar.close()
-        data["reduction"] = {"method": "numpy.add(a, b, out=a), float32", **gammas}
+        data["reduction"] = reduction_section(curve, "numpy.add(a, b, out=a), float32")
         bar = _progress(1, "memory (triad)", progress)
         samples = measure_triad(plan.triad_elements, plan.repeats)
         log.write({"phase": "triad", "elements": plan.triad_elements,

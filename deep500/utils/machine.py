@@ -16,6 +16,8 @@ A machine file holds, with units in every key name::
     reduction:
       gamma_cache_s_per_byte: {value: 1.0e-10, ci: [...], buffer_bytes: 65536}
       gamma_memory_s_per_byte: {value: 3.0e-10, ci: [...], buffer_bytes: 67108864}
+      gamma_curve:                 # optional: gamma at more buffer sizes
+        - {buffer_bytes: 1048576, value: 1.5e-10, ci: [...]}
     memory:
       bandwidth_bytes_per_s: {value: 1.2e10, ci: [...]}
     compute:
@@ -76,6 +78,7 @@ class MachineModel:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     path: str | None = None
     exchange_segments: tuple = ()        # of Segment: both ranks Sendrecv at once
+    gamma_curve: tuple = ()              # of (buffer_bytes, s/byte), sorted by size
 
     def exchange_time(self, nbytes: float, resident_bytes: float | None = None) -> float:
         """Seconds of a ``Sendrecv`` of ``nbytes`` each way between two ranks at once:
@@ -132,9 +135,12 @@ class MachineModel:
         """γ (s/byte) to sum ``nbytes`` into a buffer in place.
 
         The cache-resident rate up to the size it was measured at, the memory-resident
-        rate from the size it was measured at, linear in log(size) between the two.
+        rate from the size it was measured at, linear in log(size) between the two; with
+        a ``gamma_curve``, linear in log(size) between its neighbouring points.
         """
         n = float(nbytes)
+        if self.gamma_curve:
+            return _log_interpolate(self.gamma_curve, n)
         lo, hi = self.gamma_cache_bytes, self.gamma_memory_bytes
         if n <= lo or hi <= lo:
             return self.gamma_cache
@@ -161,6 +167,17 @@ class MachineModel:
         counts = sorted(table)
         best = min(counts, key=lambda t: (abs(t - int(threads)), t))
         return table[best]
+
+
+def _log_interpolate(points, n: float) -> float:
+    """Piecewise linear in log(size) through (size, value) points, constant outside."""
+    if n <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if n <= x1:
+            w = (math.log(n) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + w * (y1 - y0)
+    return points[-1][1]
 
 
 # --- loading and validation -------------------------------------------------------------
@@ -266,6 +283,12 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     g_mem = _number(g_mem_raw, "reduction.gamma_memory_s_per_byte", path)
     g_cache_bytes = float(g_cache_raw.get("buffer_bytes", 65536)) if isinstance(g_cache_raw, Mapping) else 65536.0
     g_mem_bytes = float(g_mem_raw.get("buffer_bytes", 64 << 20)) if isinstance(g_mem_raw, Mapping) else float(64 << 20)
+    curve = []
+    for i, point in enumerate(reduction.get("gamma_curve") or []):
+        prefix = f"reduction.gamma_curve[{i}]."
+        curve.append((_number(_get(point, "buffer_bytes", prefix, path), prefix + "buffer_bytes", path),
+                      _number(_get(point, "value", prefix, path), prefix + "value", path)))
+    curve.sort()
     memory = _get(data, "memory", "", path)
     bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
                         "memory.bandwidth_bytes_per_s", path)
@@ -295,7 +318,8 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
-                        raw=dict(data), path=path, exchange_segments=tuple(exchange))
+                        raw=dict(data), path=path, exchange_segments=tuple(exchange),
+                        gamma_curve=tuple(curve))
 
 
 def load_machine(source) -> MachineModel:

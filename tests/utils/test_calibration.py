@@ -55,7 +55,10 @@ def test_no_network_calibration_writes_a_loadable_file(tmp_path):
     assert set(machine.peak) == {"gemm", "conv"}
     assert 1 in machine.peak["gemm"] and 1e7 < machine.peak_flops(1) < 1e13
     phases = [json.loads(line)["phase"] for line in open(calibration.samples_path_for(out))]
-    assert phases[:3] == ["gamma", "gamma", "triad"] and "gemm" in phases and "conv" in phases
+    gammas = len(calibration.Plan.make(quick=True).gamma_sizes)
+    assert phases[:gammas + 1] == ["gamma"] * gammas + ["triad"]
+    assert "gemm" in phases and "conv" in phases
+    assert [n for n, _ in machine.gamma_curve] == calibration.Plan.make(quick=True).gamma_sizes
 
 
 def test_one_rank_is_refused_with_what_to_do(tmp_path):

@@ -91,3 +91,17 @@ def test_single_line_network_and_skipped_network():
     assert math.isnan(m.alpha)
     with pytest.raises(MachineError, match="no network measurements.*--np 2"):
         m.p2p_time(10)
+
+
+def test_gamma_curve_interpolates_in_log_size():
+    data = _data()
+    data["reduction"]["gamma_curve"] = [{"buffer_bytes": 1 << 16, "value": 1e-10},
+                                        {"buffer_bytes": 1 << 20, "value": 1e-10},
+                                        {"buffer_bytes": 1 << 24, "value": 5e-10}]
+    m = load_machine(data)
+    assert m.gamma(1 << 10) == 1e-10 and m.gamma(1 << 18) == 1e-10
+    assert m.gamma(1 << 22) == pytest.approx(3e-10)
+    assert m.gamma(1 << 30) == 5e-10
+    data["reduction"]["gamma_curve"][1]["value"] = -1
+    with pytest.raises(MachineError, match=r"'reduction.gamma_curve\[1\].value'"):
+        load_machine(data)
