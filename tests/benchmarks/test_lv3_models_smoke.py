@@ -16,7 +16,8 @@ LAST = re.compile(r"allreduce model median relative error \(>= 64 KB\): (\d+\.\d
 
 
 def _rows(out):
-    return re.findall(r"^\s*(\d+ [KM]B) (\w+)\s+([\d.,]+ [um]s)\s+([\d.,]+ [um]s)\s+(\d+\.\d{3})$",
+    return re.findall(r"^\s*(\d+ [KM]B) (\w+)\s+([\d.,]+ [um]s)\s+([\d.,]+ [um]s)\s+(\d+\.\d{3})"
+                      r"\s+(\d+\.\d{3})$",
                       out, flags=re.M)
 
 
@@ -34,6 +35,8 @@ def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
     for name in set(ALLREDUCE_ALGORITHMS) - set(ALLREDUCE_MODELS):
         assert f"no time model for allreduce algorithm '{name}'" in out
     assert LAST.search(out.strip().splitlines()[-1]), out[-500:]
+    assert "# per-call overhead o (4-byte allreduce minus its model): " in out
+    assert "# without the per-call overhead o: median relative error (>= 64 KB)" in out
     machine = yaml.safe_load(saved.read_text())
     assert machine["network"]["segments"] and machine["network"]["exchange_segments"]
 
