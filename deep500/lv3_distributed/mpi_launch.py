@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from typing import Sequence
 
@@ -113,6 +114,9 @@ def _stop_mpirun(process: subprocess.Popen, signum: int, grace_seconds: float = 
         process.wait()
 
 
+_FORWARD_SECONDS = 0.2  # see guarded_main.__exit__
+
+
 class guarded_main(contextlib.ContextDecorator):
     """Stop every rank when one fails, instead of leaving the others waiting forever.
 
@@ -176,6 +180,10 @@ class guarded_main(contextlib.ContextDecorator):
                 except Exception as problem:  # the failure itself matters more
                     sys.stderr.write(f"rank {rank}: on_failure raised {problem!r}\n")
             sys.stderr.flush()
+            # The message sits in the launcher's pipe; MPI_Abort can end the launcher's
+            # proxy before it forwards it (seen under load: an empty job output). A
+            # moment on a path that ends the job anyway lets the message through.
+            time.sleep(_FORWARD_SECONDS)
             comm.Abort(code)
             # MPICH's MPI_Abort can return before mpirun's kill arrives; go no further.
             os._exit(code)
@@ -218,7 +226,6 @@ def gather_to_root(comm, value, deadline: float | None = None,
     raises :class:`LateRanks` naming the ranks whose value had not arrived by then,
     rather than waiting forever for a rank that hangs. Give ``comm`` a communicator of
     its own (``Dup``), so that no other receive matches these messages."""
-    import time
     if deadline is None:
         return comm.gather(value, root=0)
     rank, size = comm.Get_rank(), comm.Get_size()
