@@ -1,0 +1,62 @@
+"""Analytic operator costs and roofline times against hand computation."""
+import pytest
+
+from deep500.lv0_operators.cost_model import network_costs, operator_cost, roofline_time
+from deep500.utils.errors import Deep500Error
+
+
+class FakeMachine:
+    memory_bandwidth = 10e9
+
+    def peak_flops(self, threads=1, kind="gemm"):
+        return {"gemm": 100e9, "conv": 50e9}[kind] * threads
+
+
+def test_gemm_forward_backward_by_hand():
+    # Y[8,16] = X[8,32] W[32,16] + b[16]
+    cost = operator_cost("Gemm", [(8, 32), (32, 16), (16,)], [(8, 16)], {}, node="fc")
+    assert cost.forward_flops == 2 * 8 * 16 * 32 + 8 * 16
+    assert cost.backward_flops == 2 * cost.forward_flops
+    ins = 8 * 32 + 32 * 16 + 16
+    assert cost.forward_bytes == 4 * (ins + 8 * 16)
+    assert cost.backward_bytes == 4 * (8 * 16 + 2 * ins)
+
+
+def test_conv_and_elementwise_by_hand():
+    conv = operator_cost("Conv", [(2, 3, 8, 8), (4, 3, 3, 3)], [(2, 4, 6, 6)], {}, node="c")
+    assert conv.forward_flops == 2 * (2 * 4 * 6 * 6) * 3 * 9
+    assert conv.kind == "conv"
+    relu = operator_cost("Relu", [(2, 4, 6, 6)], [(2, 4, 6, 6)], node="r")
+    assert relu.forward_flops == relu.backward_flops == 288
+    assert relu.forward_bytes == 4 * 576
+    pool = operator_cost("MaxPool", [(2, 4, 6, 6)], [(2, 4, 3, 3)], {"kernel_shape": [2, 2]})
+    assert pool.forward_flops == 72 * 4
+
+
+def test_roofline_picks_the_bound():
+    m = FakeMachine()
+    gemm = operator_cost("Gemm", [(256, 256), (256, 256)], [(256, 256)], {})
+    flops_t = gemm.forward_flops / 100e9
+    bytes_t = gemm.forward_bytes / 10e9
+    assert roofline_time(gemm, m) == pytest.approx(max(flops_t, bytes_t), rel=1e-12)
+    assert roofline_time(gemm, m, threads=2, direction="backward") == pytest.approx(
+        max(2 * gemm.forward_flops / 200e9, gemm.backward_bytes / 10e9), rel=1e-12)
+    relu = operator_cost("Relu", [(1000,)], [(1000,)])
+    assert roofline_time(relu, m, overhead_s=1e-6) == pytest.approx(8000 / 10e9 + 1e-6, rel=1e-12)
+
+
+def test_unknown_op_names_node_and_says_profile():
+    with pytest.raises(Deep500Error, match=r"node 'weird'.*LRN.*profile"):
+        operator_cost("LRN", [(1, 2)], [(1, 2)], node="weird")
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "resnet20"])
+def test_network_costs_cover_the_shipped_models(name):
+    from deep500.networks import create_model
+    model = create_model(name, batch_size=2, loss="softmax_cross_entropy")
+    costs = network_costs(model)
+    assert len(costs) == len(model.graph.node)
+    compute = [c for c in costs if c.op_type in ("Conv", "Gemm")]
+    assert compute and all(c.forward_flops > 0 and c.backward_flops == 2 * c.forward_flops
+                           for c in compute)
+    assert roofline_time(costs[0], FakeMachine()) >= 0.0
