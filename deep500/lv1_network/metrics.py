@@ -19,18 +19,32 @@ from deep500.utils.statistics import summarize
 
 
 class OperatorTimes(ExecutorEvent, TestMetric):
-    """Seconds spent in each operator of the forward pass, per run.
+    """Seconds spent in each operator of the forward pass, per run, and, for runs with
+    backprop, in each operator's backward.
+
+    Forward times bracket every operator with ``before_operator``/``after_operator``.
+    Backward times come from executors that call ``record_backward_time(op, seconds)``
+    (events with ``wants_backward_times``): the reference executor times each node's
+    backward function; the PyTorch executor stamps the time at which autograd produces
+    the gradient of each node's outputs (tensor hooks) and gives the node the time up
+    to the next such stamp (see ``OnnxModule.forward_with_events``). Executors without
+    per-node backward times (onnxruntime: inference only; TensorFlow) leave
+    ``backward_operators`` empty and the summary says so in ``backward_note``.
 
     Executors that cannot call back per operator (onnxruntime) report their own
     profiler's per-node times in ``executor.last_operator_times`` after each run; the
     validation functions feed those in through ``record_run``.
     """
     wants_operator_events = True
+    wants_backward_times = True
     measures_time = True
-    fields = ("runs", "total_median", "operators", "by_op_type")  # the summary's keys
+    # the summary's keys
+    fields = ("runs", "total_median", "operators", "by_op_type", "backward_runs",
+              "backward_total_median", "backward_operators", "backward_note")
 
-    def __init__(self, device=None):
+    def __init__(self, device=None, backward: bool = True):
         self.set_device(device)
+        self.wants_backward_times = bool(backward)
         self.reset()
 
     def set_device(self, device) -> None:
@@ -42,7 +56,9 @@ class OperatorTimes(ExecutorEvent, TestMetric):
         self.runs: list[dict[str, float]] = []
         self.op_types: dict[str, str] = {}
         self.saw_backprop = False
+        self.backward_runs: list[dict[str, float]] = []
         self._current: dict[str, int] | None = None
+        self._backward: dict[str, float] = defaultdict(float)
         self._t0 = 0
 
     def before_executor(self, inputs) -> None:
@@ -70,6 +86,14 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     def after_backprop(self, outputs=None) -> None:
         self.saw_backprop = True
         self._close_run()
+        if self._backward:
+            self.backward_runs.append(dict(self._backward))
+        self._backward = defaultdict(float)
+
+    def record_backward_time(self, op, seconds: float) -> None:
+        """Add ``seconds`` of backward time to node ``op`` in the current run."""
+        self._backward[op.name] += float(seconds)
+        self.op_types.setdefault(op.name, op.op_type)
 
     def record_run(self, times: dict[str, float], op_types: dict[str, str]) -> None:
         """Add a run measured elsewhere (seconds per operator name)."""
@@ -80,22 +104,34 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     def totals(self) -> list[float]:
         return [sum(run.values()) for run in self.runs]
 
-    def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
-        names = list(dict.fromkeys(name for run in self.runs for name in run))
+    def _per_operator(self, runs: list[dict[str, float]]) -> tuple[list[dict], float]:
+        names = list(dict.fromkeys(name for run in runs for name in run))
         per_operator = []
         for name in names:
-            times = [run.get(name, 0.0) for run in self.runs]
+            times = [run.get(name, 0.0) for run in runs]
             per_operator.append({"name": name, "op_type": self.op_types.get(name, "?"),
                                  "median": float(np.median(times))})
-        total = float(np.median(self.totals())) if self.runs else 0.0
+        total = float(np.median([sum(r.values()) for r in runs])) if runs else 0.0
         for entry in per_operator:
             entry["share"] = entry["median"] / total if total else 0.0
+        return sorted(per_operator, key=lambda e: -e["median"]), total
+
+    def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
+        per_operator, total = self._per_operator(self.runs)
         by_type = defaultdict(float)
         for entry in per_operator:
             by_type[entry["op_type"]] += entry["median"]
+        backward, backward_total = self._per_operator(self.backward_runs)
+        note = None
+        if self.saw_backprop and not self.backward_runs:
+            note = ("backward per node not available: this executor does not report "
+                    "per-node backward times")
         summary = {"runs": len(self.runs), "total_median": total,
-                   "operators": sorted(per_operator, key=lambda e: -e["median"]),
-                   "by_op_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1]))}
+                   "operators": per_operator,
+                   "by_op_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1])),
+                   "backward_runs": len(self.backward_runs),
+                   "backward_total_median": backward_total,
+                   "backward_operators": backward, "backward_note": note}
         return MetricResult(self.name, summary, primary="total_median", unit="s",
                             samples=self.totals())
 

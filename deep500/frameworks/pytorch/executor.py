@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from typing import Callable, Sequence
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -171,13 +172,19 @@ class PyTorchGraphExecutor(_TorchExecutor):
                 f"time operators, or drop the per-operator events")
         return wanted
 
-    def _forward(self, tensors: dict) -> dict:
+    def _forward(self, tensors: dict, backward_marks: list | None = None) -> dict:
         if self.events:
             events = self._check_compile_events()
             if events:
-                return self.network.module.forward_with_events(tensors, events,
-                                                               self._synchronize)
+                return self.network.module.forward_with_events(
+                    tensors, events, self._synchronize, backward_marks)
         return self._run(**tensors)
+
+    def _backward_timed(self) -> list:
+        """Events that collect per-node backward seconds (OperatorTimes)."""
+        if not self.events or self.compile:
+            return []
+        return [e for e in self.events if getattr(e, "wants_backward_times", False)]
 
     def _inference(self, inputs: dict) -> dict:
         if self.network.needs_build:  # outside inference mode: constants are made here
@@ -209,12 +216,16 @@ class PyTorchGraphExecutor(_TorchExecutor):
         converted, and kept as the network's last values, between the two: backward
         does not change them, and caches are still warm after forward's last (small)
         operators, not after backward's kernels."""
-        outputs = self._forward(tensors)
+        timed = self._backward_timed()
+        marks = [] if timed else None
+        outputs = self._forward(tensors, marks)
         loss = outputs[y]
         result = self._outputs_to_numpy(outputs)
         self.network.last_values = {**inputs, **result}
         try:
             loss.backward()
+            if timed:
+                self._record_backward(timed, marks)
         except RuntimeError:
             # Checked only on failure: torch refuses a loss that is not a scalar or
             # reaches no parameter (the same conditions); say which output, and what
@@ -224,6 +235,18 @@ class PyTorchGraphExecutor(_TorchExecutor):
                 raise
             raise problem from None
         return result
+
+
+    def _record_backward(self, timed: list, marks: list) -> None:
+        """Each node's backward: from its mark to the next node's (the last to the end
+        of ``loss.backward()``), see ``OnnxModule.forward_with_events``."""
+        if self._synchronize is not None:
+            self._synchronize()
+        end = perf_counter_ns()
+        for i, (op, start) in enumerate(marks):
+            stop = marks[i + 1][1] if i + 1 < len(marks) else end
+            for event in timed:
+                event.record_backward_time(op, (stop - start) * 1e-9)
 
 
 class PyTorchNativeGraphExecutor(_TorchExecutor):

@@ -15,6 +15,7 @@ cache) behaves the same.
 from __future__ import annotations
 
 import re
+from time import perf_counter_ns
 
 from deep500.utils.errors import Deep500Error, require
 from deep500.utils.framework_errors import tag_node
@@ -133,6 +134,7 @@ class OnnxModule(nn.Module):
                     if s is not None}
         trash = len(self._slots)  # where outputs nobody named are written
         self._timeline, self._steps = [], []
+        self._outputs_of: dict[int, tuple] = {}   # id(op) -> its output slots
         for position, node in enumerate(self._nodes):
             if len(node) == 1:
                 self._timeline.append((node[0], None))
@@ -144,6 +146,7 @@ class OnnxModule(nn.Module):
                                 | {s for s in outs if s not in kept and s not in last_use}))
             step = _make_step(fn, ins, outs, dead)
             self._timeline.append((op, step))
+            self._outputs_of[id(op)] = outs
             self._steps.append(step)
         self._input_slots = tuple((n, self._slots[n]) for n in self.input_names)
         self._output_slots = tuple((n, self._slots[n]) for n in self.output_names)
@@ -198,9 +201,19 @@ class OnnxModule(nn.Module):
                 tag_node(exc, op)
                 return
 
-    def forward_with_events(self, inputs: dict, events, synchronize=None) -> dict:
+    def forward_with_events(self, inputs: dict, events, synchronize=None,
+                            backward_marks: list | None = None) -> dict:
         """``forward``, calling ``before_operator``/``after_operator`` of each event
-        around every node, after ``synchronize()`` (if given) so device work is done."""
+        around every node, after ``synchronize()`` (if given) so device work is done.
+
+        With a list ``backward_marks``, a hook goes on each node output that requires a
+        gradient: when autograd later computes that gradient, just before it runs the
+        node's backward functions, the hook appends ``(op, perf_counter_ns())`` to the
+        list (after ``synchronize()``). Autograd's CPU engine runs one function at a time
+        in reverse creation order, so the time from one node's mark to the next mark is
+        that node's backward (its data and weight gradients, AccumulateGrad included).
+        A tensor hook is one Python call per output, far cheaper than torch.profiler,
+        and names the ONNX node directly."""
         env = self._template[:]
         for name, slot in self._input_slots:
             env[slot] = inputs[name]
@@ -219,7 +232,22 @@ class OnnxModule(nn.Module):
                     synchronize()
             for event in events:
                 event.after_operator(op)
+            if backward_marks is not None and step is not None:
+                for slot in self._outputs_of.get(id(op), ()):
+                    value = env[slot]
+                    if isinstance(value, torch.Tensor) and value.requires_grad:
+                        value.register_hook(_marker(op, backward_marks, synchronize))
         return {name: env[slot] for name, slot in self._output_slots}
+
+
+def _marker(op, marks: list, synchronize):
+    """A tensor hook that stamps the start of ``op``'s backward (returns None: the
+    gradient is left as it is)."""
+    def mark(grad):
+        if synchronize is not None:
+            synchronize()
+        marks.append((op, perf_counter_ns()))
+    return mark
 
 
 def _make_step(fn, ins, outs, dead):

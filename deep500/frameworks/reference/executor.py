@@ -8,6 +8,7 @@ version and reused; operators are created once, when the network is built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -280,6 +281,9 @@ class ReferenceGraphExecutor(GraphExecutor):
         accumulated = set()    # gradients the executor allocated itself (safe to add into)
         differentiable = bplan.differentiable
         op_events = self.operator_events if self.events_in_backward else ()
+        # Events that collect per-node backward seconds (OperatorTimes): each node's
+        # backward function is timed on its own.
+        timed = [e for e in self.events if getattr(e, "wants_backward_times", False)]
         for index, free in bplan.backward:
             step = plan.steps[index]
             args, result = saved.pop(index)
@@ -293,6 +297,12 @@ class ReferenceGraphExecutor(GraphExecutor):
                         input_grads = step.backward(upstream, args, list(result))
                         for event in op_events:
                             event.after_operator(step.op)
+                    elif timed:
+                        t0 = perf_counter_ns()
+                        input_grads = step.backward(upstream, args, list(result))
+                        seconds = (perf_counter_ns() - t0) * 1e-9
+                        for event in timed:
+                            event.record_backward_time(step.op, seconds)
                     else:
                         input_grads = step.backward(upstream, args, list(result))
                 except Exception as exc:
