@@ -63,6 +63,9 @@ class OperatorCost:
     backward_flops: int
     forward_bytes: int
     backward_bytes: int
+    input_shape: tuple = ()    # the first input's shape (shape features of learned models)
+    output_shape: tuple = ()   # the first output's shape
+    kernel: tuple = ()         # Conv's weight spatial extent or a pool's window
 
 
 def _elements(shape) -> int:
@@ -110,7 +113,14 @@ def operator_cost(op_type: str, input_shapes, output_shapes, attributes=None,
         fwd, bwd = 5 * in0, 2 * in0
     else:  # views
         return OperatorCost(node, op_type, kind, 0, 0, 0, 0)
-    return OperatorCost(node, op_type, kind, int(fwd), int(bwd), int(fwd_bytes), int(bwd_bytes))
+    if op_type == "Conv":
+        kernel = tuple(input_shapes[1][2:])
+    elif op_type in _POOL:
+        kernel = tuple(attributes.get("kernel_shape", ()))
+    else:
+        kernel = ()
+    return OperatorCost(node, op_type, kind, int(fwd), int(bwd), int(fwd_bytes), int(bwd_bytes),
+                        tuple(input_shapes[0]), tuple(output_shapes[0]), kernel)
 
 
 def _shape_map(model) -> dict:
