@@ -23,8 +23,8 @@ each the median over model × executor of the step's weighted error (forward and
 backward nodes together).
 
 Machine: ``--machine FILE`` (from ``deep500 calibrate``), else measured here: GEMM
-FLOP/s as the best of a few float32 1024³ NumPy matmuls (BLAS's default threads, the
-ones the executors use) and memory bandwidth from a NumPy triad a = b + s·c on 32 MB
+FLOP/s as the best of a few float32 1024³ NumPy matmuls (at ``--threads``, the
+threads the executors get) and memory bandwidth from a NumPy triad a = b + s·c on 32 MB
 arrays (3 arrays of traffic counted, as STREAM does).
 
 Run:  python benchmarks/lv1_layer_models.py [--machine FILE] [--batch 8] [--reruns 5]
@@ -33,7 +33,6 @@ Run:  python benchmarks/lv1_layer_models.py [--machine FILE] [--batch 8] [--reru
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -92,6 +91,19 @@ def _executors(only_reference: bool):
     return found
 
 
+def _limit_threads(threads: int) -> int:
+    """Run NumPy's BLAS and PyTorch on ``threads`` threads (threadpoolctl, which
+    scikit-learn brings; torch.set_num_threads)."""
+    import threadpoolctl
+    threadpoolctl.threadpool_limits(threads)
+    try:
+        import torch
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+    return threads
+
+
 def profile_all(networks, batches, executors, reruns, warmup):
     from deep500.lv1_network.layer_profile import measure_profile
     from deep500.networks import create_model
@@ -118,6 +130,8 @@ def main() -> int:
     parser.add_argument("--reruns", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--worst", type=int, default=3, help="worst layers printed")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS/OpenMP threads of NumPy and PyTorch (default 1)")
     parser.add_argument("--smoke", action="store_true",
                         help="MLP and LeNet, reference executor, tiny batches, 1 run")
     args = parser.parse_args()
@@ -132,16 +146,16 @@ def main() -> int:
         evaluated, auxiliary = EVALUATED[:2], AUXILIARY[:2]
         args.batch, train_batches, args.reruns, args.warmup = 2, [4], 1, 1
     executors = _executors(only_reference=args.smoke)
+    threads = _limit_threads(args.threads)
     if args.machine:
         from deep500.utils.machine import load_machine
         machine = load_machine(args.machine)
         print(f"# machine: {args.machine}")
     else:
         machine = MeasuredMachine(quick=args.smoke)
-        print("# machine measured here (no machine file given): "
+        print(f"# machine measured here (no machine file given), {threads} thread(s): "
               f"GEMM {machine.gemm / 1e9:.1f} GFLOP/s (NumPy float32 matmul), "
               f"triad {machine.memory_bandwidth / 1e9:.1f} GB/s")
-    threads = os.cpu_count() or 1
     batches = sorted({args.batch, *train_batches})
     t0 = time.perf_counter()
     profiles = profile_all(evaluated + auxiliary, batches, executors, args.reruns,
