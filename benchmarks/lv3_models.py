@@ -56,27 +56,14 @@ from deep500.lv3_distributed import communication  # noqa: E402
 from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,  # noqa: E402
                                                        predict_allreduce)
 from deep500.utils import calibration  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lv3_allreduce import _label, _us, say  # noqa: E402  (the same table formats)
 from deep500.utils.machine import load_machine, save_machine  # noqa: E402
 
 KB = 1 << 10
 TARGET = 0.15
 ERROR_FROM = 64 * KB
-
-
-def _label(nbytes: int) -> str:
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
-
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:,.1f} us" if seconds < 1e-2 else f"{seconds * 1e3:,.2f} ms"
-
-
-def say(comm, *args) -> None:
-    if comm.Get_rank() == 0:
-        print(*args, flush=True)
 
 
 def calibrate_here(comm, smoke: bool) -> dict:
