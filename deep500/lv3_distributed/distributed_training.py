@@ -70,3 +70,17 @@ def _weighted(records: list[dict], key: str) -> float | None:
     pairs = [(r[key], r["samples"]) for r in records if r[key] is not None]
     total = sum(n for _, n in pairs)
     return sum(v * n for v, n in pairs) / total if total else None
+
+
+def synchronous_step_times(per_rank: list[dict], skip_steps: int = 1) -> list[float]:
+    """The time of every training step of a synchronous scheme: per step, the slowest
+    rank's ``optimizer.step`` time (a step is done when every rank's is), over all
+    epochs, leaving out each rank's first ``skip_steps`` steps (allocation of buffers,
+    caches warming). ``per_rank``: the ranks' ``TrainingStatistics.to_dict()``; ranks
+    of a synchronous scheme take the same number of steps."""
+    series = []
+    for stats in per_rank:
+        steps = [t for epoch in stats["epochs"] for t in epoch.get("step_times", [])]
+        series.append(steps[skip_steps:])
+    count = min((len(s) for s in series), default=0)
+    return [max(s[i] for s in series) for i in range(count)]

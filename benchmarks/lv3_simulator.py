@@ -1,0 +1,174 @@
+"""The training-step simulator against measured training: ``d5.simulate_training``
+predicts the step time of ``recipes/distributed.yaml``'s model (the zoo MLP 64-128-64-10
+on the digits, reference executor, reference SGD, one thread per rank) trained by
+``ConsistentDecentralized`` with each allreduce algorithm, and ``deep500 run`` measures
+it, on 1 and on 2 ranks.
+
+1. **Machine**: ``--machine FILE``, else ``deep500 calibrate --np 2`` here (ping-pong,
+   exchange, γ, bandwidth, peaks, and Deep500's per-call allreduce overhead when the
+   calibration measures it).
+2. **Profile** (this process, one rank, no MPI traffic): ``d5.measure_step_profile``
+   at every batch size per rank: each ONNX node's forward and backward time
+   (``OperatorTimes``), the compute outside the nodes, the fusion copy, the update,
+   and the spread of whole steps.
+3. **Measured**: a recipe of experiment ``distributed`` with the distributed recipe's
+   fixed settings, ``--epochs`` epochs, the batch sizes and (on 2 ranks) every
+   algorithm, run by ``deep500 run --np 1`` and ``deep500 run --np 2``. A step's time
+   is the slowest rank's ``optimizer.step`` (``synchronous_step_times``, each rank's
+   first step left out); a configuration's, the median over its steps.
+4. **Predicted**: ``d5.simulate_training(profile, machine, ranks, algorithm=...)``,
+   blocking communication, fp32 on the wire (the scheme as it runs).
+
+Printed: per configuration the predicted parts (compute, exposed communication, wait
+for the slowest rank, update), predicted and measured step time and their ratio; last,
+``simulator step-time error: X%``, the median absolute relative error over the
+configurations. Target: X ≤ 10%.
+
+Run:  python benchmarks/lv3_simulator.py [--machine FILE] [--batches 16,64]
+        [--algorithms ring,mpi,...] [--epochs 3] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import deep500 as d5  # noqa: E402
+from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS  # noqa: E402
+from deep500.lv3_distributed.distributed_training import synchronous_step_times  # noqa: E402
+from deep500.recipe.results import read_results  # noqa: E402
+
+DISTRIBUTED_RECIPE = os.path.join(REPO, "recipes", "distributed.yaml")
+
+
+def recipe_settings() -> dict:
+    """The fixed settings of recipes/distributed.yaml (model, data, optimizer, seed)."""
+    with open(DISTRIBUTED_RECIPE) as f:
+        fixed = dict(yaml.safe_load(f)["fixed"])
+    fixed.pop("epochs", None)
+    fixed.pop("batch_size", None)
+    return fixed
+
+
+def calibrate(folder: str, smoke: bool) -> str:
+    out = os.path.join(folder, "machine.yaml")
+    command = [sys.executable, "-m", "deep500", "calibrate", "--np", "2", "--out", out,
+               "--quiet"] + (["--quick"] if smoke else [])
+    subprocess.run(command, check=True)
+    return out
+
+
+def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
+    """The measured step profile of the recipe's model at ``batch`` per rank."""
+    from deep500.datasets import load_dataset
+    from deep500.recipe.experiments.networks import executor_factory, make_inputs
+    from deep500.recipe.experiments.training import (OptimizerSpec, build_network,
+                                                     make_optimizer)
+    from deep500.recipe.experiments.networks import parse_network
+    dataset = dict(settings["dataset"])
+    train, _ = load_dataset(dataset.pop("name"), **dataset)
+    configuration = {"network": parse_network(settings["network"], "network", REPO),
+                     "seed": settings.get("seed", 0), "loss": settings["loss"]}
+    model = build_network(configuration, train)
+    executor = executor_factory("reference")(model, "cpu")
+    optimizer = make_optimizer(OptimizerSpec({**settings["optimizer"],
+                                              "implementation": "reference"}),
+                               "reference", executor)
+    inputs = make_inputs(model, batch, 0, train.classes)
+    return d5.measure_step_profile(model, executor, optimizer, inputs, reruns=reruns,
+                                   warmup=5, batch=batch, threads=1,
+                                   name="mlp (distributed.yaml)", executor_name="reference")
+
+
+def measure(folder: str, settings: dict, ranks: int, batches, algorithms, epochs: int):
+    """{(ranks, batch, algorithm): median step seconds} from one ``deep500 run``."""
+    recipe = {"name": f"simulator-{ranks}", "experiment": "distributed",
+              "fixed": {**settings, "epochs": epochs},
+              "mutable": {"batch_size": list(batches),
+                          "scheme": [{"scheme": "ConsistentDecentralized", "algorithm": a}
+                                     for a in algorithms]}}
+    path = os.path.join(folder, f"np{ranks}.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(recipe, f)
+    out = os.path.join(folder, f"np{ranks}")
+    env = dict(os.environ, DEEP500_DB=os.path.join(folder, "results.db"))
+    subprocess.run([sys.executable, "-m", "deep500", "run", "--np", str(ranks), path,
+                    "--out", out], check=True, env=env, stdout=subprocess.DEVNULL)
+    measured = {}
+    for record in read_results(out):
+        details = (record.get("result") or {}).get("details", {}).get("distributed")
+        if not details:
+            continue
+        configuration = record["configuration"]
+        steps = synchronous_step_times(details["ranks"])
+        measured[(ranks, configuration["batch_size"],
+                   configuration["scheme"]["algorithm"])] = float(np.median(steps))
+    return measured
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--machine", help="machine file (default: calibrate here)")
+    parser.add_argument("--batches", default="16,64", help="batch sizes per rank")
+    parser.add_argument("--algorithms", default=",".join(ALLREDUCE_ALGORITHMS),
+                        help="allreduce algorithms measured on 2 ranks")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--reruns", type=int, default=60, help="profiled steps")
+    parser.add_argument("--smoke", action="store_true", help="quick calibration, 1 epoch, "
+                        "batch 16, ring and mpi only")
+    args = parser.parse_args()
+    batches = [16] if args.smoke else [int(b) for b in args.batches.split(",")]
+    algorithms = (["ring", "mpi"] if args.smoke
+                  else [a.strip() for a in args.algorithms.split(",") if a.strip()])
+    epochs = 1 if args.smoke else args.epochs
+    settings = recipe_settings()
+    with tempfile.TemporaryDirectory(prefix="deep500-simulator-") as folder:
+        machine = args.machine or calibrate(folder, args.smoke)
+        machine = d5.load_machine(machine)
+        print(f"# machine: {machine.name} ({machine.source})")
+        profiles = {b: profile(settings, b, 20 if args.smoke else args.reruns)
+                    for b in batches}
+        for b, p in profiles.items():
+            print(f"# profile batch {b}: forward {_ms(p.forward_s)} ms, backward "
+                  f"{_ms(p.backward_s)} ms, other compute {_ms(p.other_compute_s)} ms, "
+                  f"update {_ms(p.update_s)} ms, fusion {_ms(p.fusion_s)} ms, gradients "
+                  f"{p.gradient_bytes} B")
+        measured = measure(folder, settings, 1, batches, ["ring"], epochs)
+        measured.update(measure(folder, settings, 2, batches, algorithms, epochs))
+    print(f"{'ranks':>5} {'batch':>5} {'algorithm':>18} {'compute':>8} {'comm':>8} "
+          f"{'wait':>8} {'update':>8} {'predicted':>9} {'measured':>9} {'pred/meas':>9}"
+          "   (ms)")
+    errors = []
+    for (ranks, batch, algorithm), seconds in sorted(measured.items()):
+        step = d5.simulate_training(profiles[batch], machine, ranks, algorithm=algorithm)
+        ratio = step.step_s / seconds
+        errors.append(abs(ratio - 1))
+        label = algorithm if ranks > 1 else "(none)"
+        print(f"{ranks:>5} {batch:>5} {label:>18} {_ms(step.compute_s)} "
+              f"{_ms(step.exposed_communication_s)} {_ms(step.straggler_s)} "
+              f"{_ms(step.update_s)} {_ms(step.step_s)} {_ms(seconds)} {ratio:9.2f}")
+    if not errors:
+        print("no configuration was measured")
+        return 1
+    worst = max(errors)
+    print(f"# {len(errors)} configurations; worst |pred/meas - 1| = {worst:.1%}")
+    print(f"simulator step-time error: {np.median(errors) * 100:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

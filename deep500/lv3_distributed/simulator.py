@@ -1,0 +1,236 @@
+"""``d5.simulate_training``: the predicted time of one data-parallel training step on
+``ranks`` ranks, layer by layer, from a per-layer step profile and a machine model.
+
+The step is the one of ``d5ref.ConsistentDecentralized`` (synchronous data-parallel
+SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
+
+* **compute**: the forward pass over the nodes in graph order, then the backward pass
+  in reverse order (``StepProfile`` per-node seconds at the batch per rank and thread
+  count asked, scaled as ``step_profile`` says), plus the compute outside the nodes;
+* **communication**, *blocking* (the scheme as Deep500 runs it): after the backward
+  pass the gradients are packed into one fusion buffer and allreduced once:
+  exposed = fusion copy + T_allreduce(n) + o, where T_allreduce is the α-β-γ model of
+  the algorithm (``collective_models``, Thakur, Rabenseifner & Gropp 2005) and o the
+  per-call software overhead of the machine file (LogP's o; 0 when it has none);
+* **communication**, *overlapped* (PyDTNN's non-blocking per-layer allreduce; Horovod's
+  and PyTorch DDP's gradient buckets): as the backward pass completes a layer's
+  gradients they join a bucket; a bucket of at least ``bucket_bytes`` (and the last
+  one) starts its allreduce as soon as both the bucket is full and the previous
+  allreduce has finished (one collective in flight at a time, in order, as on one MPI
+  communicator); the step waits for the last one before the update. The exposed
+  communication is the time from the end of the backward pass to the end of the last
+  allreduce. The model assumes communication does not slow the compute down (a
+  progress thread on an idle core, an offloading NIC); on a machine whose cores are
+  all busy computing it underestimates;
+* **communication dtype**: ``float16``/``bfloat16`` put 2 bytes per element on the
+  wire instead of 4 (the α-β terms and γ priced on the wire bytes) and add the casts,
+  to the wire type before and back after (6 bytes per element moved each way, at the
+  machine's memory bandwidth);
+* **wait for the slowest rank**: a synchronous step ends when the slowest rank's does.
+  With ``step_samples`` in the profile, the expected maximum of ``ranks`` independent
+  draws from their empirical distribution, minus its mean, is added (order
+  statistics; 0 on one rank). It stays bounded by the largest step measured, so at
+  large scale it is a lower bound on the noise of a real machine;
+* **update**: the update rule over all parameters, after the communication.
+
+The result splits the step into these parts and gives the throughput (samples per
+second over all ranks) and the weak-scaling parallel efficiency T(1 rank)/T(ranks) at
+the same batch per rank. ``timeline`` holds the simulated events (lane, name, start,
+end) for plots and traces.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+from deep500.lv3_distributed.step_profile import StepProfile
+from deep500.utils.errors import Deep500Error
+
+#: Gradient bucket size of the overlapped mode when none is given (PyTorch DDP's
+#: default ``bucket_cap_mb`` is 25 MB; Horovod's fusion threshold 64 MB: for the small
+#: models Deep500 trains here a smaller bucket gives more overlap).
+DEFAULT_BUCKET_BYTES = 1 << 20
+#: Bytes per element on the wire of each communication dtype.
+COMM_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+@dataclass
+class SimulatedStep:
+    """One simulated training step (seconds) and what follows from it."""
+    ranks: int
+    batch_per_rank: int
+    threads: int
+    algorithm: str
+    overlap: bool
+    comm_dtype: str
+    forward_s: float
+    backward_s: float
+    other_compute_s: float
+    communication_s: float           # all communication, hidden or not
+    exposed_communication_s: float   # the part the step waits for
+    straggler_s: float               # the wait for the slowest rank
+    update_s: float
+    step_s: float
+    throughput: float                # samples per second, all ranks
+    parallel_efficiency: float       # T(1 rank) / T(ranks), same batch per rank
+    gradient_bytes: int
+    buckets: int
+    timeline: list = field(default_factory=list, repr=False)
+    profile_source: str = ""
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s + self.other_compute_s
+
+    def to_dict(self) -> dict:
+        result = {k: v for k, v in self.__dict__.items() if k != "timeline"}
+        result["compute_s"] = self.compute_s
+        return result
+
+
+def _allreduce_call(machine, algorithm, nbytes, ranks, segment_bytes):
+    """One allreduce call: the α-β-γ model plus the machine's per-call overhead o."""
+    if ranks == 1 or nbytes <= 0:
+        return 0.0
+    overhead = getattr(machine, "allreduce_overhead", None)
+    o = overhead(algorithm) if callable(overhead) else 0.0
+    return predict_allreduce(algorithm, nbytes, ranks, machine,
+                             segment_bytes=segment_bytes) + o
+
+
+def expected_max(samples, ranks: int) -> float:
+    """E[max of ``ranks`` i.i.d. draws] from the empirical distribution of ``samples``:
+    Σ_i x_(i) [(i/n)^p − ((i−1)/n)^p] (order statistics of a discrete distribution)."""
+    x = np.sort(np.asarray(samples, float))
+    n = len(x)
+    if n == 0:
+        return 0.0
+    i = np.arange(1, n + 1)
+    weights = (i / n) ** ranks - ((i - 1) / n) ** ranks
+    return float(np.dot(x, weights))
+
+
+def _check(ranks, algorithm, comm_dtype, bucket_bytes):
+    if isinstance(ranks, bool) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
+        raise Deep500Error(f"simulate_training: ranks is {ranks!r}; give an integer >= 1")
+    if algorithm not in ALLREDUCE_MODELS:
+        raise Deep500Error(f"simulate_training: unknown allreduce algorithm {algorithm!r}; "
+                           f"known: {', '.join(ALLREDUCE_MODELS)}")
+    if comm_dtype not in COMM_DTYPE_BYTES:
+        raise Deep500Error(f"simulate_training: unknown comm_dtype {comm_dtype!r}; known: "
+                           f"{', '.join(COMM_DTYPE_BYTES)}")
+    if not (isinstance(bucket_bytes, (int, float)) and bucket_bytes > 0):
+        raise Deep500Error(f"simulate_training: bucket_bytes is {bucket_bytes!r}; give a "
+                           f"positive number of bytes")
+
+
+def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
+                      threads: int | None = None, batch_per_rank: int | None = None,
+                      algorithm: str = "ring", overlap: bool = False,
+                      comm_dtype: str = "float32", bucket_bytes: float = DEFAULT_BUCKET_BYTES,
+                      segment_bytes: float | None = None,
+                      straggler: bool = True) -> SimulatedStep:
+    """Predict one synchronous data-parallel training step (see the module docstring).
+
+    Args:
+        profile: a ``StepProfile`` (``measure_step_profile``, ``modelled_step_profile``,
+            or ``StepProfile.combine`` of measured ones).
+        machine: a machine file's path, a dict or a ``MachineModel``.
+        ranks: data-parallel ranks (1: no communication).
+        threads, batch_per_rank: default the profile's; otherwise it is scaled.
+        algorithm: allreduce algorithm (``collective_models.ALLREDUCE_MODELS``).
+        overlap: per-bucket allreduces overlapped with the backward pass.
+        comm_dtype: 'float32', 'float16' or 'bfloat16' on the wire.
+        bucket_bytes: bucket size of the overlapped mode (fp32 gradient bytes).
+        segment_bytes: segment size of ``segmented_ring``.
+        straggler: add the expected wait for the slowest rank.
+    """
+    from deep500.utils.machine import load_machine
+    if not isinstance(profile, StepProfile):
+        raise Deep500Error(f"simulate_training: profile must be a StepProfile (from "
+                           f"measure_step_profile or modelled_step_profile), not "
+                           f"{type(profile).__name__}")
+    _check(ranks, algorithm, comm_dtype, bucket_bytes)
+    machine = load_machine(machine)
+    step = profile.at(batch_per_rank, threads, machine)
+    p = int(ranks)
+    wire = COMM_DTYPE_BYTES[comm_dtype] / 4.0
+    cast_s_per_fp32_byte = (0.0 if comm_dtype == "float32"
+                            else 2 * 6 / 4 / machine.memory_bandwidth)
+
+    def communicate(fp32_bytes):
+        if p == 1 or fp32_bytes <= 0:
+            return 0.0
+        return (_allreduce_call(machine, algorithm, fp32_bytes * wire, p, segment_bytes)
+                + cast_s_per_fp32_byte * fp32_bytes)
+
+    timeline = []
+    t = step.other_compute_s
+    timeline.append(("compute", "other compute", 0.0, t))
+    for layer in step.layers:
+        if layer.forward_s > 0:
+            timeline.append(("compute", f"forward {layer.name}", t, t + layer.forward_s))
+        t += layer.forward_s
+    total = step.gradient_bytes
+    fusion = step.fusion_s if p > 1 else 0.0
+    communication, buckets = 0.0, 0
+    if not overlap or p == 1:
+        for layer in reversed(step.layers):
+            if layer.backward_s > 0:
+                timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
+            t += layer.backward_s
+        backward_end = t
+        if p > 1 and total > 0:
+            communication = fusion + communicate(total)
+            timeline.append(("communication", f"allreduce {total} B", t, t + communication))
+            buckets = 1
+        comm_end = backward_end + communication
+    else:
+        comm_free, bucket = t, 0
+        last_with_gradients = next((i for i, layer in enumerate(step.layers)
+                                    if layer.gradient_bytes), None)
+        for i in range(len(step.layers) - 1, -1, -1):
+            layer = step.layers[i]
+            if layer.backward_s > 0:
+                timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
+            t += layer.backward_s
+            bucket += layer.gradient_bytes
+            if bucket and (bucket >= bucket_bytes or i == last_with_gradients):
+                duration = fusion * bucket / total + communicate(bucket)
+                start = max(t, comm_free)
+                comm_free = start + duration
+                communication += duration
+                buckets += 1
+                timeline.append(("communication", f"allreduce bucket {buckets} ({bucket} B)",
+                                 start, comm_free))
+                bucket = 0
+        backward_end = t
+        comm_end = max(backward_end, comm_free)
+    exposed = comm_end - backward_end
+    wait = 0.0
+    if straggler and p > 1 and step.step_samples:
+        wait = max(0.0, expected_max(step.step_samples, p) - float(np.mean(step.step_samples)))
+    if wait > 0:
+        timeline.append(("wait", "slowest rank", comm_end, comm_end + wait))
+    update_start = comm_end + wait
+    timeline.append(("compute", "update", update_start, update_start + step.update_s))
+    step_s = update_start + step.update_s
+    if p == 1:
+        efficiency = 1.0
+    else:
+        alone = simulate_training(profile, machine, 1, threads=threads,
+                                  batch_per_rank=batch_per_rank, algorithm=algorithm,
+                                  straggler=straggler)
+        efficiency = alone.step_s / step_s if step_s > 0 else math.nan
+    return SimulatedStep(
+        ranks=p, batch_per_rank=step.batch, threads=step.threads, algorithm=algorithm,
+        overlap=bool(overlap), comm_dtype=comm_dtype, forward_s=step.forward_s,
+        backward_s=step.backward_s, other_compute_s=step.other_compute_s,
+        communication_s=communication, exposed_communication_s=exposed, straggler_s=wait,
+        update_s=step.update_s, step_s=step_s,
+        throughput=p * step.batch / step_s if step_s > 0 else math.nan,
+        parallel_efficiency=efficiency, gradient_bytes=total, buckets=buckets,
+        timeline=timeline, profile_source=step.source)

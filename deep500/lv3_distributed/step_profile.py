@@ -1,0 +1,353 @@
+"""What one data-parallel training step is made of, per layer: the input of the
+training-step simulator (``deep500.lv3_distributed.simulator``).
+
+A :class:`StepProfile` holds, for one model at one batch size per rank and one thread
+count:
+
+* per ONNX node, in graph order, its forward and backward seconds and the bytes of the
+  gradients it completes (the parameters it reads; a parameter read by several nodes
+  is complete when the backward pass reaches the first of them in graph order);
+* ``other_compute_s``: the compute phase outside the nodes (new input, prepare
+  parameters, the executor's bookkeeping between nodes, collecting the gradients);
+* ``update_s``: the update rule over all parameters (step 3 of the three-step
+  optimizer, Ben-Nun et al., IPDPS 2019, IV-D);
+* ``fusion_s``: packing the gradients into the fusion buffer (Horovod's tensor fusion,
+  ``FusedBuffer.pack``);
+* ``step_samples``: the seconds of whole steps measured, whose spread prices the wait
+  for the slowest rank (``simulator``).
+
+It comes either from measurement (:func:`measure_step_profile`: OperatorTimes for the
+per-node split, whole steps of the optimizer timed without events for the rest), or
+from a per-layer model (:func:`modelled_step_profile`: the roofline of
+``cost_model`` or a trained ``LearnedLayerModel``), so the simulator runs for a model
+that was never executed here.
+
+Scaling (how a profile measured at one batch size or thread count is used at
+another, as PyDTNN's simulator scales its per-layer measurements):
+
+* batch: with profiles at two or more batch sizes (:meth:`StepProfile.combine`),
+  each node's time is the least-squares line a + c·b through them (a, c ≥ 0);
+  with one, a node's time above the profile's smallest node time of its direction
+  (the per-node dispatch floor) grows in proportion to the batch;
+* threads: the batch-proportional part of a Conv/Gemm/MatMul node scales by
+  peak(profile threads) / peak(threads) of the machine model; other nodes are taken
+  as memory- or overhead-bound and do not change.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from deep500.utils.errors import Deep500Error
+
+_COMPUTE_BOUND = {"Conv", "Gemm", "MatMul", "ConvTranspose"}
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One node of the step: its forward and backward seconds and the gradient bytes
+    (fp32 on this rank) that are complete once its backward pass has run."""
+    name: str
+    op_type: str
+    forward_s: float
+    backward_s: float
+    gradient_bytes: int = 0
+    parameters: tuple = ()
+
+
+@dataclass
+class StepProfile:
+    """A training step, per layer (see the module docstring). ``source`` says where the
+    times come from ("measured (reference executor)", "analytic (roofline)", ...)."""
+    model: str
+    batch: int
+    threads: int
+    layers: list
+    other_compute_s: float = 0.0
+    update_s: float = 0.0
+    fusion_s: float = 0.0
+    step_samples: list = field(default_factory=list)
+    source: str = "measured"
+    executor: str = ""
+    # per-node linear batch model (name -> (direction -> (a, c))), set by ``combine``
+    batch_lines: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def gradient_bytes(self) -> int:
+        return int(sum(layer.gradient_bytes for layer in self.layers))
+
+    @property
+    def forward_s(self) -> float:
+        return float(sum(layer.forward_s for layer in self.layers))
+
+    @property
+    def backward_s(self) -> float:
+        return float(sum(layer.backward_s for layer in self.layers))
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s + self.other_compute_s
+
+    @staticmethod
+    def combine(profiles) -> "StepProfile":
+        """One profile that knows each node's time as a line in the batch size, from
+        measured profiles of the same model at two or more batch sizes."""
+        profiles = sorted(profiles, key=lambda p: p.batch)
+        if len({p.batch for p in profiles}) < 2:
+            raise Deep500Error("StepProfile.combine needs profiles at two or more different "
+                               "batch sizes")
+        names = [layer.name for layer in profiles[0].layers]
+        for p in profiles[1:]:
+            if [layer.name for layer in p.layers] != names:
+                raise Deep500Error(f"StepProfile.combine: the profiles at batch {p.batch} and "
+                                   f"{profiles[0].batch} are of different models")
+        batches = np.array([p.batch for p in profiles], float)
+        lines = {}
+        for i, name in enumerate(names):
+            lines[name] = {d: _fit_line(batches, [getattr(p.layers[i], d) for p in profiles])
+                           for d in ("forward_s", "backward_s")}
+        base = profiles[-1]
+        return replace(base, batch_lines=lines,
+                       step_samples=list(base.step_samples),
+                       source=base.source + f", batch lines from {sorted(set(batches.astype(int)))}")
+
+    def at(self, batch: int | None = None, threads: int | None = None,
+           machine=None) -> "StepProfile":
+        """This profile at another batch size per rank and thread count (see the module
+        docstring for the rules); ``machine`` gives the peaks for a thread change."""
+        batch = self.batch if batch is None else int(batch)
+        threads = self.threads if threads is None else int(threads)
+        if batch < 1 or threads < 1:
+            raise Deep500Error(f"batch ({batch}) and threads ({threads}) must be >= 1")
+        if batch == self.batch and threads == self.threads:
+            return self
+        thread_factor = 1.0
+        if threads != self.threads:
+            if machine is None:
+                raise Deep500Error(f"the profile was measured at {self.threads} thread(s); "
+                                   f"give a machine model to scale it to {threads}")
+            thread_factor = machine.peak_flops(self.threads) / machine.peak_flops(threads)
+        floors = {d: min((getattr(layer, d) for layer in self.layers
+                          if getattr(layer, d) > 0), default=0.0)
+                  for d in ("forward_s", "backward_s")}
+        layers = []
+        for layer in self.layers:
+            values = {}
+            for d in ("forward_s", "backward_s"):
+                t = getattr(layer, d)
+                if t <= 0:
+                    values[d] = 0.0
+                    continue
+                if layer.name in self.batch_lines:
+                    a, c = self.batch_lines[layer.name][d]
+                    fixed, variable = a, c * batch
+                else:
+                    fixed = min(floors[d], t)
+                    variable = (t - fixed) * batch / self.batch
+                if layer.op_type in _COMPUTE_BOUND:
+                    variable *= thread_factor
+                values[d] = fixed + variable
+            layers.append(replace(layer, **values))
+        scale = (sum(v.forward_s + v.backward_s for v in layers)
+                 / max(self.forward_s + self.backward_s, 1e-30))
+        return replace(self, batch=batch, threads=threads, layers=layers,
+                       step_samples=[s * scale for s in self.step_samples],
+                       source=self.source + f", scaled from batch {self.batch} x "
+                                            f"{self.threads} thread(s)")
+
+
+def _fit_line(x, y):
+    """Least-squares y = a + c·x with a, c >= 0."""
+    y = np.asarray(y, float)
+    c, a = np.polyfit(x, y, 1)
+    if c < 0:
+        return float(np.mean(y)), 0.0
+    if a < 0:
+        return 0.0, float(np.dot(x, y) / np.dot(x, x))
+    return float(a), float(c)
+
+
+# --- which node completes which gradient ---------------------------------------------
+
+def node_names(proto) -> list[str]:
+    """The node names OperatorTimes and ``cost_model`` use (``op_type_i`` when unnamed)."""
+    return [node.name or f"{node.op_type}_{i}" for i, node in enumerate(proto.graph.node)]
+
+
+def gradient_owners(proto, parameters) -> dict:
+    """{node name: [(parameter, bytes)]}: each trainable parameter at the first node in
+    graph order that reads it (its gradient is complete after that node's backward)."""
+    sizes = {}
+    for init in proto.graph.initializer:
+        if init.name in parameters:
+            sizes[init.name] = int(np.prod(init.dims, dtype=np.int64)) * 4
+    owners, seen = {}, set()
+    for name, node in zip(node_names(proto), proto.graph.node):
+        for value in node.input:
+            if value in sizes and value not in seen:
+                seen.add(value)
+                owners.setdefault(name, []).append((value, sizes[value]))
+    return owners
+
+
+def _proto_and_parameters(model):
+    """(ModelProto, trainable parameter names) of an OnnxModel, ModelProto or path."""
+    import onnx
+    from deep500.utils.onnx_interop.parser import load_and_parse_model
+    parsed = model if hasattr(model, "parameters") and hasattr(model, "operations") \
+        else load_and_parse_model(model)
+    proto = parsed.proto if parsed.proto is not None else model
+    if not isinstance(proto, onnx.ModelProto):
+        raise Deep500Error("the step profile needs the model's ONNX graph (a ModelProto, a "
+                           "path, or an OnnxModel parsed from one)")
+    return proto, set(parsed.parameters), parsed.name
+
+
+def with_static_batch(proto, batch: int):
+    """A copy of ``proto`` whose graph inputs (not initializers) have ``batch`` as their
+    first dimension where it is symbolic, so shape inference gives every node static
+    shapes (``cost_model.network_costs`` needs them)."""
+    import onnx
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    initializers = {init.name for init in copy.graph.initializer}
+    for value in copy.graph.input:
+        if value.name in initializers or not value.type.HasField("tensor_type"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) and not dims[0].HasField("dim_value"):
+            dims[0].Clear()
+            dims[0].dim_value = int(batch)
+    for value in copy.graph.output:
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) and not dims[0].HasField("dim_value"):
+            dims[0].Clear()
+            dims[0].dim_value = int(batch)
+    del copy.graph.value_info[:]
+    return copy
+
+
+# --- measured ------------------------------------------------------------------------
+
+def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "loss",
+                         reruns: int = 20, warmup: int = 3, batch: int | None = None,
+                         threads: int = 1, name: str | None = None,
+                         executor_name: str = "executor") -> StepProfile:
+    """Measure a step of ``optimizer`` (a ThreeStepOptimizer on ``executor``) on the
+    minibatch ``inputs``.
+
+    ``warmup`` steps, then ``reruns`` steps timed without events (the compute phase,
+    the packing of the gradients into a fusion buffer, the update), then the per-node
+    forward and backward medians of ``reruns`` runs with ``OperatorTimes``
+    (``layer_profile.measure_profile``). ``other_compute_s`` = median compute phase −
+    Σ node medians (at least 0). The optimizer's parameters change (it trains).
+    """
+    from deep500.lv1_network.layer_profile import measure_profile
+    from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
+    proto, parameters, model_name = _proto_and_parameters(model)
+    batch = int(batch or _batch_of(inputs))
+    proto = with_static_batch(proto, batch)
+    clock = time.perf_counter
+    fused = None
+    compute, fusion, update, whole = [], [], [], []
+    for i in range(warmup + reruns):
+        t0 = clock()
+        _, gradients = optimizer.compute_gradients(inputs)
+        t1 = clock()
+        if fused is None:
+            fused = FusedBuffer(gradients)
+        fused.pack(gradients)
+        t2 = clock()
+        optimizer.apply_gradients(fused.unpack())
+        t3 = clock()
+        if i >= warmup:
+            compute.append(t1 - t0)
+            fusion.append(t2 - t1)
+            update.append(t3 - t2)
+            whole.append(t3 - t0)
+    nodes = measure_profile(proto, executor, inputs, loss=loss, reruns=reruns,
+                            warmup=1, name=name or model_name, executor_name=executor_name,
+                            batch=batch)
+    owners = gradient_owners(proto, parameters)
+    layers = []
+    for node_name, node in zip(node_names(proto), proto.graph.node):
+        owned = owners.get(node_name, [])
+        layers.append(LayerTime(node_name, node.op_type, nodes.forward.get(node_name, 0.0),
+                                nodes.backward.get(node_name, 0.0),
+                                sum(b for _, b in owned), tuple(p for p, _ in owned)))
+    node_sum = sum(layer.forward_s + layer.backward_s for layer in layers)
+    return StepProfile(
+        model=name or model_name, batch=batch, threads=int(threads),
+        layers=layers, other_compute_s=max(0.0, float(np.median(compute)) - node_sum),
+        update_s=float(np.median(update)), fusion_s=float(np.median(fusion)),
+        step_samples=[float(s) for s in whole], source=f"measured ({executor_name})",
+        executor=executor_name)
+
+
+def _batch_of(inputs: dict) -> int:
+    for value in inputs.values():
+        shape = np.shape(value)
+        if shape:
+            return int(shape[0])
+    return 1
+
+
+# --- modelled ------------------------------------------------------------------------
+
+def modelled_step_profile(model, machine, batch: int | None = None, threads: int = 1,
+                          layer_model=None, overhead: dict | None = None,
+                          name: str | None = None) -> StepProfile:
+    """A step profile without running anything: each node's time from the roofline of
+    ``cost_model`` on ``machine`` (plus ``overhead[direction]`` seconds per node) or,
+    with ``layer_model`` (a fitted ``LearnedLayerModel``), its prediction; the update
+    as a memory-bound pass over parameters and gradients (SGD reads w and g and writes
+    w: 12 bytes per parameter); the fusion copy 8 bytes per parameter.
+
+    The model's batch axis must be static (it is the batch per rank); ``batch`` only
+    labels the profile. A node whose operator has no cost rule raises a Deep500Error
+    that names it: measure the model instead (``measure_step_profile``).
+    """
+    from deep500.lv0_operators.cost_model import network_costs, roofline_time
+    from deep500.utils.machine import load_machine
+    machine = load_machine(machine)
+    proto, parameters, model_name = _proto_and_parameters(model)
+    if batch is not None:
+        proto = with_static_batch(proto, batch)
+    try:
+        costs = network_costs(proto)
+    except Deep500Error as error:
+        raise Deep500Error(f"the step of model '{name or model_name}' cannot be modelled: "
+                           f"{error}") from None
+    overhead = overhead or {}
+    if layer_model is not None:
+        from deep500.lv1_network.layer_profile import LayerProfile
+        shell = LayerProfile(name or model_name, "model", int(batch or 0),
+                             [c.node for c in costs], {c.node: c for c in costs},
+                             {c.node: 1.0 for c in costs}, {c.node: 1.0 for c in costs})
+        predicted = layer_model.predict(shell)
+        times = {c.node: (predicted["forward"][c.node], predicted["backward"][c.node])
+                 for c in costs}
+        source = "learned layer model"
+    else:
+        times = {c.node: tuple(roofline_time(c, machine, threads, d, overhead.get(d, 0.0))
+                               if c.forward_flops or c.forward_bytes else 0.0
+                               for d in ("forward", "backward")) for c in costs}
+        source = "analytic (roofline)"
+    owners = gradient_owners(proto, parameters)
+    layers = []
+    for cost in costs:
+        owned = owners.get(cost.node, [])
+        forward, backward = times[cost.node]
+        layers.append(LayerTime(cost.node, cost.op_type, float(forward), float(backward),
+                                sum(b for _, b in owned), tuple(p for p, _ in owned)))
+    nbytes = sum(layer.gradient_bytes for layer in layers)
+    batch_value = batch
+    if batch_value is None:
+        first = costs[0].input_shape if costs else ()
+        batch_value = first[0] if first else 1
+    return StepProfile(model=name or model_name, batch=int(batch_value), threads=int(threads),
+                       layers=layers, update_s=3 * nbytes / machine.memory_bandwidth,
+                       fusion_s=2 * nbytes / machine.memory_bandwidth, source=source,
+                       executor="model")

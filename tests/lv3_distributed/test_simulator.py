@@ -1,0 +1,193 @@
+"""The training-step simulator on synthetic profiles whose answer is computed by hand,
+and the step profile measured and modelled on the zoo MLP."""
+import math
+
+import numpy as np
+import pytest
+
+import deep500 as d5
+from deep500.lv3_distributed.simulator import expected_max
+from deep500.lv3_distributed.step_profile import LayerTime, StepProfile
+from deep500.utils.errors import Deep500Error
+
+ALPHA, BETA, GAMMA, BANDWIDTH = 2e-6, 1e-9, 5e-10, 1e10
+MACHINE = {
+    "name": "synthetic",
+    "network": {"alpha_s": ALPHA, "beta_s_per_byte": BETA},
+    "reduction": {"gamma_cache_s_per_byte": GAMMA, "gamma_memory_s_per_byte": GAMMA},
+    "memory": {"bandwidth_bytes_per_s": BANDWIDTH},
+    "compute": {"peak_flops_per_s": {"gemm": {1: 1e10, 2: 2e10}}},
+}
+
+
+def ring(n, p):
+    """Ring allreduce by hand: 2(p-1) steps of n/p bytes, half of them summed."""
+    return 2 * (p - 1) * (ALPHA + BETA * n / p) + (p - 1) * GAMMA * n / p
+
+
+def synthetic_profile(samples=()):
+    # forward 1, 2, 3 ms; backward 2, 4, 6 ms; gradients 1, 0, 3 MB.
+    layers = [LayerTime("a", "Gemm", 1e-3, 2e-3, 1_000_000, ("wa",)),
+              LayerTime("b", "Relu", 2e-3, 4e-3, 0),
+              LayerTime("c", "Gemm", 3e-3, 6e-3, 3_000_000, ("wc",))]
+    return StepProfile("synthetic", batch=8, threads=1, layers=layers,
+                       other_compute_s=0.5e-3, update_s=1e-3, fusion_s=0.4e-3,
+                       step_samples=list(samples))
+
+
+def test_one_rank_is_compute_plus_update():
+    step = d5.simulate_training(synthetic_profile(), MACHINE, 1)
+    assert step.step_s == pytest.approx(0.5e-3 + 6e-3 + 12e-3 + 1e-3, rel=1e-12)
+    assert step.exposed_communication_s == 0 and step.parallel_efficiency == 1.0
+    assert step.throughput == pytest.approx(8 / step.step_s)
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 5])
+def test_blocking_step_adds_fusion_and_one_allreduce(ranks):
+    step = d5.simulate_training(synthetic_profile(), MACHINE, ranks, algorithm="ring")
+    comm = 0.4e-3 + ring(4_000_000, ranks)
+    assert step.exposed_communication_s == pytest.approx(comm, rel=1e-12)
+    assert step.step_s == pytest.approx(18.5e-3 + comm + 1e-3, rel=1e-12)
+    assert step.parallel_efficiency == pytest.approx(19.5e-3 / step.step_s, rel=1e-12)
+    assert step.buckets == 1 and step.gradient_bytes == 4_000_000
+
+
+def test_overlap_hides_what_the_remaining_backward_covers():
+    # Backward order: c (6 ms, 3 MB), b (4 ms), a (2 ms, 1 MB); bucket 1 byte = per layer.
+    # c's allreduce starts at the end of c's backward, a's at the end of the backward
+    # or when c's is done, whichever is later.
+    profile = synthetic_profile()
+    step = d5.simulate_training(profile, MACHINE, 2, algorithm="ring", overlap=True,
+                                bucket_bytes=1)
+    c = 0.4e-3 * 3 / 4 + ring(3_000_000, 2)
+    a = 0.4e-3 * 1 / 4 + ring(1_000_000, 2)
+    backward_start = 0.5e-3 + 6e-3
+    c_end = backward_start + 6e-3 + c
+    backward_end = backward_start + 12e-3
+    a_end = max(backward_end, c_end) + a
+    assert step.buckets == 2
+    assert step.communication_s == pytest.approx(a + c, rel=1e-12)
+    assert step.exposed_communication_s == pytest.approx(a_end - backward_end, rel=1e-12)
+    blocking = d5.simulate_training(profile, MACHINE, 2, algorithm="ring")
+    assert step.step_s < blocking.step_s
+
+
+def test_overlap_with_one_big_bucket_is_the_blocking_step():
+    profile = synthetic_profile()
+    overlapped = d5.simulate_training(profile, MACHINE, 3, overlap=True, bucket_bytes=1e12)
+    blocking = d5.simulate_training(profile, MACHINE, 3)
+    assert overlapped.step_s == pytest.approx(blocking.step_s, rel=1e-12)
+
+
+def test_half_precision_on_the_wire_halves_the_bytes_and_adds_the_casts():
+    profile = synthetic_profile()
+    half = d5.simulate_training(profile, MACHINE, 4, comm_dtype="float16")
+    casts = 2 * 6 * (4_000_000 / 4) / BANDWIDTH
+    assert half.exposed_communication_s == pytest.approx(0.4e-3 + ring(2_000_000, 4) + casts,
+                                                         rel=1e-12)
+
+
+def test_expected_maximum_of_the_empirical_distribution():
+    # Two equally likely values 1 and 2: P(max = 1) = 1/4 for two draws.
+    assert expected_max([1.0, 2.0], 1) == pytest.approx(1.5)
+    assert expected_max([1.0, 2.0], 2) == pytest.approx(1.75)
+    assert expected_max([1.0, 2.0], 1000) == pytest.approx(2.0)
+    step = d5.simulate_training(synthetic_profile([1e-3, 2e-3]), MACHINE, 2)
+    assert step.straggler_s == pytest.approx(0.25e-3)
+
+
+def test_segmented_ring_and_mpi_are_priced():
+    profile = synthetic_profile()
+    for algorithm in ("segmented_ring", "mpi", "recursive_doubling", "linear"):
+        step = d5.simulate_training(profile, MACHINE, 4, algorithm=algorithm)
+        assert step.exposed_communication_s == pytest.approx(
+            0.4e-3 + d5.predict_allreduce(algorithm, 4_000_000, 4, MACHINE), rel=1e-12)
+
+
+def test_batch_lines_from_two_profiles():
+    def at(batch):
+        layers = [LayerTime("a", "Gemm", 1e-4 + 1e-5 * batch, 2e-4 + 2e-5 * batch, 100)]
+        return StepProfile("m", batch=batch, threads=1, layers=layers)
+    combined = StepProfile.combine([at(8), at(32)])
+    layer = combined.at(128).layers[0]
+    assert layer.forward_s == pytest.approx(1e-4 + 1e-5 * 128, rel=1e-9)
+    assert layer.backward_s == pytest.approx(2e-4 + 2e-5 * 128, rel=1e-9)
+    with pytest.raises(Deep500Error, match="two or more"):
+        StepProfile.combine([at(8), at(8)])
+
+
+def test_thread_scaling_uses_the_machine_peaks():
+    profile = synthetic_profile()
+    two = profile.at(threads=2, machine=d5.load_machine(MACHINE))
+    # Gemm layers: the part above the per-direction floor halves; Relu unchanged.
+    assert two.layers[0].forward_s == pytest.approx(1e-3)      # the forward floor itself
+    assert two.layers[2].forward_s == pytest.approx(1e-3 + 2e-3 / 2)
+    assert two.layers[1].forward_s == pytest.approx(2e-3)
+    with pytest.raises(Deep500Error, match="machine"):
+        profile.at(threads=2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ranks=0), "ranks"),
+    (dict(ranks=2, algorithm="butterfly"), "unknown allreduce algorithm 'butterfly'"),
+    (dict(ranks=2, comm_dtype="int8"), "unknown comm_dtype 'int8'"),
+    (dict(ranks=2, overlap=True, bucket_bytes=0), "bucket_bytes"),
+])
+def test_bad_options_are_named(kwargs, message):
+    with pytest.raises(Deep500Error, match=message):
+        d5.simulate_training(synthetic_profile(), MACHINE, **kwargs)
+
+
+def test_a_profile_is_required():
+    with pytest.raises(Deep500Error, match="StepProfile"):
+        d5.simulate_training({"layers": []}, MACHINE, 2)
+
+
+def _mlp():
+    from deep500.networks import create_model
+    return create_model("mlp", batch_size="N", loss="softmax_cross_entropy", seed=0,
+                        input_shape=(1, 8, 8), classes=10, hidden=(32, 16))
+
+
+def test_measured_profile_of_the_mlp():
+    from deep500.frameworks import reference as d5ref
+    from deep500.recipe.experiments.networks import make_inputs
+    model = _mlp()
+    executor = d5ref.from_onnx(model)
+    optimizer = d5ref.GradientDescent(executor, "loss", learning_rate=0.01)
+    inputs = make_inputs(model, 16, 0, 10)
+    profile = d5.measure_step_profile(model, executor, optimizer, inputs, reruns=5, warmup=1)
+    parameters = (64 * 32 + 32) + (32 * 16 + 16) + (16 * 10 + 10)
+    assert profile.gradient_bytes == 4 * parameters
+    assert profile.batch == 16 and len(profile.step_samples) == 5
+    gemms = [layer for layer in profile.layers if layer.op_type == "Gemm"]
+    assert len(gemms) == 3 and all(g.forward_s > 0 and g.backward_s > 0 for g in gemms)
+    assert profile.update_s > 0 and profile.other_compute_s >= 0
+    step = d5.simulate_training(profile, MACHINE, 2)
+    assert math.isfinite(step.step_s) and step.step_s > profile.compute_s
+
+
+def test_modelled_profile_is_the_roofline():
+    from deep500.lv0_operators.cost_model import network_costs, roofline_time
+    from deep500.lv3_distributed.step_profile import with_static_batch
+    model = _mlp()
+    profile = d5.modelled_step_profile(model, MACHINE, batch=64)
+    machine = d5.load_machine(MACHINE)
+    costs = {c.node: c for c in network_costs(with_static_batch(model, 64))}
+    for layer in profile.layers:
+        assert layer.forward_s == pytest.approx(roofline_time(costs[layer.name], machine))
+    assert profile.update_s == pytest.approx(3 * profile.gradient_bytes / BANDWIDTH)
+
+
+def test_a_node_without_a_cost_rule_is_named():
+    import onnx
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Erf", ["x"], ["y"], name="the_erf")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    with pytest.raises(Deep500Error, match="the_erf"):
+        d5.modelled_step_profile(model, MACHINE)
+    assert np.isfinite(ALPHA)
