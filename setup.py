@@ -18,7 +18,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["deep500", "deep500.*"]),
     # The C++ operator header ships with the package: compile_custom_cppop includes it.
-    package_data={"deep500": ["data/*.csv", "data/*.md",
+    package_data={"deep500": ["data/*.csv", "data/*.md", "data/machines/*.yaml",
                               "lv0_operators/include/deep500/*.h",
                               "frameworks/tensorflow/kernel/*.cc",
                               "frameworks/pytorch/native/*.cpp",

@@ -25,8 +25,11 @@ Under ``mpirun -np 2`` (started by ``mpi_fork`` when run as a plain script):
 3. **Per-call overhead** o (LogP's o, Culler et al., PPoPP 1993): for each algorithm,
    the measured time of a 4-byte allreduce minus its α-β-γ prediction: the Python work
    Deep500 does per call (checks, chunk bookkeeping, traffic records, ufunc dispatch),
-   which the per-message α of the mpi4py ping-pong does not hold. Predicted = α-β-γ
-   model + o; the 4-byte size is not in the table or the error.
+   which the per-message α of the mpi4py ping-pong does not hold. Taken from the
+   machine file's ``software.allreduce_call_overhead_s`` where ``--machine`` has it
+   (``deep500 calibrate --np 2`` measures it), else measured here. Predicted =
+   ``d5.predict_allreduce_call`` (α-β-γ model + o); the 4-byte size is not in the
+   table or the error. ``--save-machine`` keeps the o measured here too.
 4. **Table**: size, algorithm, predicted, measured, predicted/measured and the ratio
    of the α-β-γ model alone; then the error without o, and last
    ``allreduce model median relative error (>= 64 KB): X%``.
@@ -54,7 +57,8 @@ sys.path.insert(0, REPO)
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
 from deep500.lv3_distributed import communication  # noqa: E402
 from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,  # noqa: E402
-                                                       predict_allreduce)
+                                                       predict_allreduce,
+                                                       predict_allreduce_call)
 from deep500.utils import calibration  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -171,8 +175,6 @@ def main() -> int:
             say(comm, f"# machine: {args.machine} ({description.source if rank == 0 else ''})")
         else:
             description = calibrate_here(comm, args.smoke)
-            if rank == 0 and args.save_machine:
-                save_machine(description, args.save_machine)
         machine = load_machine(description) if rank == 0 else None
         if rank == 0:
             for seg in machine.segments:
@@ -199,16 +201,33 @@ def main() -> int:
         say(comm, f"\n== Allreduce, {p} ranks: predicted (alpha-beta-gamma) vs measured "
             f"(median over calls of the slower rank) ==")
         # Deep500's per-call software overhead (LogP's o; Culler et al., PPoPP 1993): the
-        # time of a 4-byte allreduce minus the model's, added to every prediction.
-        overhead = {}
+        # time of a 4-byte allreduce minus the model's, added to every prediction; the
+        # machine file's where it has one, else measured here (every rank alike).
+        known = comm.bcast(sorted(machine.allreduce_overheads) if rank == 0 else None, root=0)
+        overhead, origin = {}, {}
         tiny = np.zeros(1, dtype=np.float32)
         for name in algorithms:
+            if name in known:
+                if rank == 0:
+                    overhead[name], origin[name] = machine.allreduce_overhead(name), "file"
+                continue
             seconds = time_calls(comm, lambda: net.allreduce(tiny, out=tiny, algorithm=name),
                                  args.budget_ms / 1e3, 5, 5000)
             if rank == 0:
                 overhead[name] = max(0.0, seconds - predict_allreduce(name, 4, p, machine))
+                origin[name] = "measured"
         say(comm, "# per-call overhead o (4-byte allreduce minus its model): " + ", ".join(
-            f"{name} {_us(o)}" for name, o in overhead.items()))
+                f"{name} {_us(o)} ({origin[name]})" for name, o in overhead.items()))
+        if rank == 0 and args.save_machine:
+            if not args.machine:
+                description["software"] = {"allreduce_call_overhead_s": {
+                    name: {"value": o} for name, o in overhead.items()}}
+            save_machine(description if not args.machine else machine, args.save_machine)
+        if rank == 0:  # the machine the predictions use: with every o
+            data = dict(machine.raw)
+            data["software"] = {**(data.get("software") or {}), "allreduce_call_overhead_s": {
+                name: {"value": o} for name, o in overhead.items()}}
+            machine = load_machine(data)
         say(comm, f"{'size':>7} {'algorithm':<20} {'predicted':>12} {'measured':>12} "
             f"{'pred/meas':>9} {'(alpha-beta-gamma only)':>24}")
         rows, bare = [], []
@@ -229,7 +248,8 @@ def main() -> int:
                                       args.budget_ms / 1e3, 5, 5000)
                 if rank == 0:
                     model = predict_allreduce(name, nbytes, p, machine, segment_bytes=segment)
-                    predicted = model + overhead[name]
+                    predicted = predict_allreduce_call(name, nbytes, p, machine,
+                                                       segment_bytes=segment)
                     rows.append((nbytes, name, predicted, measured))
                     bare.append((nbytes, name, model, measured))
                     say(comm, f"{_label(nbytes):>7} {name:<20} {_us(predicted):>12} "

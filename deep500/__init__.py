@@ -35,7 +35,8 @@ from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
                                      guarded_main, mpi_fork)
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 from deep500.utils.machine import MachineModel, load_machine
-from deep500.lv3_distributed.collective_models import predict_allreduce
+from deep500.lv3_distributed.collective_models import (predict_allreduce,
+                                                       predict_allreduce_call)
 
 __version__ = "0.1.0"
 
@@ -54,5 +55,5 @@ __all__ = [
     "CommunicationNetwork", "CommunicationVolume", "CommunicationVolumeMetric",
     "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
     "PartitionedDistributedSampler",
-    "MachineModel", "load_machine", "predict_allreduce",
+    "MachineModel", "load_machine", "predict_allreduce", "predict_allreduce_call",
 ]

@@ -1,11 +1,13 @@
 """The ``deep500`` command (also ``python -m deep500``).
 
-    deep500 run RECIPE [--out DIR] [--np N] [--remeasure-interfered [N]]
+    deep500 run RECIPE [--out DIR] [--np N] [--machine FILE] [--remeasure-interfered [N]]
                                      run a recipe, write results and a report; with
                                      --np, on N MPI ranks (re-run under mpirun); with
                                      --remeasure-interfered, configurations measured
                                      while other processes used the CPU are measured
-                                     again (up to N times, default 2)
+                                     again (up to N times, default 2); with
+                                     --machine, the experiments read that machine
+                                     file (the manifest records it)
     deep500 report DIR [--per-seed] [--figure-format svg|pdf|none] [--mlperf]
                                      rebuild the report of a run folder (with --mlperf,
                                      also MLPerf-style logs of its training runs)
@@ -19,7 +21,8 @@
     deep500 info [--json]            software versions and hardware
     deep500 calibrate --out machine.yaml [--np 2 | --no-network] [--quick]
                                      measure this machine's alpha, beta, gamma, memory
-                                     bandwidth and peak FLOP/s into a machine file
+                                     bandwidth, peak FLOP/s and, on 2+ ranks, each
+                                     allreduce's per-call overhead into a machine file
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
                                      build a C++ operator ahead of time
@@ -82,9 +85,10 @@ def _run_ranks(args, comm):
     raised on every rank alike), then runs it; a failure on one rank while running stops
     them all. Returns the RunSummary."""
     from deep500.lv3_distributed.mpi_launch import guarded_main
-    from deep500.recipe import load_recipe, run_recipe
+    from deep500.recipe import run_recipe
+    from deep500.recipe.runner import load_run_recipe
     try:
-        load_recipe(args.recipe)
+        load_run_recipe(args.recipe, args.machine)
         problem = None
     except Deep500Error as exc:
         problem = str(exc)
@@ -98,7 +102,8 @@ def _run_ranks(args, comm):
     with guarded_main(comm, agreed=(RunFolderError,)):  # raised by every rank alike
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
                           remeasure_interfered=args.remeasure_interfered,
-                          append=args.append, database=_database(args))
+                          append=args.append, database=_database(args),
+                          machine=args.machine)
 
 
 def _database(args) -> str:
@@ -128,7 +133,8 @@ def _run(args) -> int:
             summary = run_recipe(args.recipe, args.out, argv=sys.argv,
                                  progress=not args.quiet,
                                  remeasure_interfered=args.remeasure_interfered,
-                                 append=args.append, database=_database(args))
+                                 append=args.append, database=_database(args),
+                                 machine=args.machine)
         else:
             summary = _run_ranks(args, comm)
     except Deep500Error:
@@ -326,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--append", action="store_true", help="add this run to a folder "
                      "that holds earlier runs, as a new session (otherwise --out must be "
                      "new or empty)")
+    run.add_argument("--machine", metavar="FILE", help="machine file for the experiments "
+                     "(from 'deep500 calibrate', or a shipped name such as infiniband-hdr); "
+                     "replaces the recipe's 'machine:' and is recorded in the manifest")
     run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
                      "command under the mpirun beside the Python interpreter (under "
                      "mpirun already: N must be its number of ranks)")
@@ -389,13 +398,16 @@ def build_parser() -> argparse.ArgumentParser:
     history.set_defaults(handler=_history)
     calibrate = commands.add_parser("calibrate", help="measure this machine (ping-pong "
                                     "alpha-beta, reduction gamma, memory bandwidth, peak "
-                                    "FLOP/s) into a machine file (docs/performance_models.md)")
+                                    "FLOP/s, per-call allreduce overhead) into a machine "
+                                    "file (docs/performance_models.md)")
     calibrate.add_argument("--out", required=True, help="machine file (YAML) to write; raw "
                            "samples go beside it in OUT.samples.jsonl as they are measured")
-    calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong on N >= 2 "
-                           "MPI ranks (under the mpirun beside the Python interpreter)")
+    calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong and the "
+                           "4-byte allreduce calls (per-call overhead o) on N >= 2 MPI "
+                           "ranks (under the mpirun beside the Python interpreter)")
     calibrate.add_argument("--no-network", action="store_true", help="skip the ping-pong "
-                           "(one rank): the file then has no network model")
+                           "(one rank): the file then has no network model and no "
+                           "allreduce overheads")
     calibrate.add_argument("--quick", action="store_true", help="small sizes and few "
                            "repeats (seconds; for tests, not for predictions)")
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -197,6 +197,18 @@ def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
     return _priced(model, load_machine(machine), n, p, segment_bytes=segment_bytes)
 
 
+def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
+                           segment_bytes: float | None = None) -> float:
+    """Predicted seconds of one ``CommunicationNetwork.allreduce`` call: the α-β-γ
+    model (:func:`predict_allreduce`) plus Deep500's per-call software overhead o of
+    ``algorithm`` from the machine file (``MachineModel.allreduce_overhead``, LogP's o,
+    Culler et al., PPoPP 1993; 0 when the file has none). One rank costs 0."""
+    seconds = predict_allreduce(algorithm, nbytes, ranks, machine, segment_bytes)
+    if int(ranks) == 1:
+        return 0.0
+    return seconds + load_machine(machine).allreduce_overhead(algorithm)
+
+
 # --- broadcast, reduce-scatter, allgather --------------------------------------------
 
 def _bcast_binomial(m, n, p):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from deep500.lv3_distributed.mpi_launch import (LateRanks, abort_job, gather_to_root,
                                                 world_communicator)
+from deep500.recipe import machine_file
 from deep500.recipe.remeasure import measure_watched
 from deep500.recipe.results import (RunFolderError, configuration_in_progress,
                                     record_failure)
@@ -78,10 +79,24 @@ def default_output_dir(recipe: Recipe) -> str:
     return path
 
 
+def load_run_recipe(path: str, machine: str | None = None) -> Recipe:
+    """The checked recipe at ``path`` with its machine file: ``machine`` (a path from
+    the working directory, or a shipped machine's name; ``deep500 run --machine``)
+    replaces the recipe's own ``machine:``. A recipe problem raises RecipeError, a
+    machine file that does not load MachineError (both Deep500Errors: exit status 2),
+    before anything runs."""
+    recipe = load_recipe(path)
+    if machine is not None:
+        recipe.machine, recipe.machine_path = machine_file.load(machine)
+        recipe.machine_given_by = "--machine"
+    return recipe
+
+
 def run_recipe(path: str, output_dir: str | None = None, argv: list | None = None,
                progress: bool = True, write_report: bool = True,
                remeasure_interfered: int = 0, interference_rule=None,
-               append: bool = False, database: str | None = None) -> RunSummary:
+               append: bool = False, database: str | None = None,
+               machine: str | None = None) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
@@ -94,9 +109,12 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
 
     With ``database`` (a path), rank 0 also stores the run in that results database
     when the run ends, however it ends (:mod:`deep500.store`); a failure to store warns
-    and leaves the folder as it is."""
+    and leaves the folder as it is.
+
+    ``machine``: a machine file for the experiments (``recipe.machine``), replacing
+    the recipe's ``machine:`` (see :func:`load_run_recipe`); the manifest records it."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
-    recipe = load_recipe(path)  # every check happens before any work
+    recipe = load_run_recipe(path, machine)  # every check happens before any work
     comm = world_communicator()
     rank, size = (comm.Get_rank(), comm.Get_size()) if comm else (0, 1)
     configurations = recipe.configurations()
@@ -406,4 +424,6 @@ def _manifest(recipe: Recipe, argv, size: int, configurations: int,
                         if k.endswith("_NUM_THREADS") or k in ("CUDA_VISIBLE_DEVICES",)},
         "timeout_s": recipe.timeout,
         "allocator": allocator,
+        "machine": machine_file.manifest_entry(recipe.machine, recipe.machine_path,
+                                               recipe.machine_given_by),
     }

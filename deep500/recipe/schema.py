@@ -10,6 +10,7 @@
       operator:  [{op: Gemm, from: deepbench_gemm.csv, row: 0}, ...]
     metrics:   {WallclockTime: {reruns: 20, warmup: 3}, FLOPs: {}, L2Error: {}}
     acceptance: ["L2Error.relative <= 1e-4"]
+    machine:   machine.yaml            # optional: a machine file (recipe.machine)
 
 Everything is checked when the recipe is loaded, before any work starts, in two
 layers: the types of the top level (``deep500.recipe.typed_schema``, pydantic), then
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 import yaml
 
-from deep500.recipe import components, typed_schema
+from deep500.recipe import components, machine_file, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
 from deep500.recipe.experiments.base import REQUIRED
@@ -58,6 +59,11 @@ class Recipe:
     description: str = ""
     raw: dict = field(default_factory=dict, repr=False)
     timeout: float | None = None  # seconds one configuration may take on any rank
+    # The machine file (``machine:``, or ``deep500 run --machine``), loaded and
+    # validated: a ``deep500.utils.machine.MachineModel``, or None.
+    machine: Any = field(default=None, repr=False)
+    machine_path: str | None = None   # its absolute path
+    machine_given_by: str | None = None  # "recipe" or "--machine"
 
     @property
     def kind(self):
@@ -261,12 +267,18 @@ def _parse_recipe(raw, path: str) -> Recipe:
                 acceptance.append(parse_threshold(text, at, measured))
     timeout = raw.get("timeout")
     timeout = float(timeout) if timeout is not None and not broken("timeout") else None
+    machine = machine_path = None
+    if raw.get("machine") is not None and not broken("machine"):
+        with problems.check("machine", raw["machine"]):
+            machine, machine_path = machine_file.load(raw["machine"], recipe_dir)
 
     recipe = Recipe(name=name, path=os.path.abspath(str(path)), experiment=str(experiment),
                     fixed=fixed, mutable=mutable, metric_params=metric_params,
                     metric_builders=builders, acceptance=acceptance,
                     description=str(raw.get("description") or "")
-                    if not broken("description") else "", raw=raw, timeout=timeout)
+                    if not broken("description") else "", raw=raw, timeout=timeout,
+                    machine=machine, machine_path=machine_path,
+                    machine_given_by="recipe" if machine is not None else None)
     if components_ok:  # cross-checks need every component's value
         with problems.check(""):
             kind.check(recipe, problems)

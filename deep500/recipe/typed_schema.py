@@ -9,7 +9,9 @@ It fixes what each top-level key holds:
 - ``metrics``: a mapping of metric names to their parameters (a mapping, or empty),
   or a list of metric names;
 - ``acceptance``: a list of threshold strings;
-- ``timeout``: seconds one configuration may take, a positive, finite number.
+- ``timeout``: seconds one configuration may take, a positive, finite number;
+- ``machine``: a machine file (``deep500.utils.machine``): a path relative to the
+  recipe's folder, or the name of a machine file shipped with Deep500.
 
 Whether a component, metric or framework exists, and whether a value suits it, is
 checked afterwards by the experiment's validators (``deep500.recipe.schema``);
@@ -29,7 +31,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 from deep500.recipe.problems import describe, key_path, show
 
 TOP_LEVEL_KEYS = ("name", "description", "experiment", "fixed", "mutable", "metrics",
-                  "acceptance", "timeout")
+                  "acceptance", "timeout", "machine")
 
 
 def _text(value):
@@ -64,6 +66,7 @@ class RecipeModel(BaseModel):
                        BeforeValidator(_metric_list)] = None
     acceptance: Optional[list[str]] = None
     timeout: Optional[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = None
+    machine: Optional[Annotated[str, Field(min_length=1)]] = None
 
 
 # What a value at a key path must be; "*" stands for any key or index.
@@ -83,6 +86,8 @@ _EXPECTED = {
     ("acceptance", "*"): "a threshold is a string like 'L2Error.relative <= 1e-4', "
                          "got {got}",
     ("timeout",): "seconds one configuration may take, a positive number; got {got}",
+    ("machine",): "a machine file: a path relative to the recipe's folder, or the name "
+                  "of a shipped machine (e.g. infiniband-hdr); got {got}",
 }
 _KEY_OF = {"fixed": "component", "mutable": "component", "metrics": "metric",
            "metrics.*": "parameter"}

@@ -30,6 +30,10 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
 * **peak FLOP/s** per thread count 1 … usable CPUs (``set_thread_counts``): GEMM as
   NumPy's BLAS ``matmul`` of large square float32 matrices (2n³ FLOPs), convolution as
   PyTorch's ``conv2d`` (2·N·K·C·R·S·P·Q FLOPs) or, without PyTorch, im2col + GEMM.
+* **software** (``deep500.utils.calibration_software``): with two ranks or more, the
+  per-call overhead o of every allreduce algorithm (a 4-byte allreduce minus its
+  α-β-γ prediction on the machine just fitted), measured under the same ``mpirun`` as
+  the ping-pong; and the cost of the fusion copy (``FusedBuffer.pack``).
 """
 from __future__ import annotations
 
@@ -66,13 +70,17 @@ class Plan:
     conv_shape: tuple            # (N, C, H, W, K), 3x3 kernel, padding 1
     repeats: int
     max_threads: int
+    allreduce_budget_s: float = 0.25   # per algorithm, 4-byte allreduce calls
+    allreduce_min_repeats: int = 50
+    allreduce_max_repeats: int = 5000
 
     @classmethod
     def make(cls, quick: bool = False) -> "Plan":
         cpus = usable_cpus()
         if quick:
             return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, [64 << 10, 1 << 20, 4 << 20],
-                       1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2))
+                       1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2),
+                       0.02, 20, 500)
         return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000,
                    [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
                    1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus)
@@ -381,11 +389,15 @@ def samples_path_for(out: str) -> str:
 
 def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
               progress: bool = True, pingpong_samples: dict | None = None,
-              exchange_samples: dict | None = None) -> dict | None:
+              exchange_samples: dict | None = None, allreduce_samples: dict | None = None,
+              allreduce_ranks: int | None = None) -> dict | None:
     """Measure every phase and write the machine file ``out`` (rank 0; returns its
-    content). ``comm``: a communicator of two or more ranks for the ping-pong, or
-    ``pingpong_samples`` measured elsewhere; ``network=False`` skips the network part
-    (the file then says so, and network predictions refuse to use it)."""
+    content). ``comm``: a communicator of two or more ranks for the ping-pong and the
+    allreduce calls, or ``pingpong_samples``, ``exchange_samples`` and
+    ``allreduce_samples`` (on ``allreduce_ranks`` ranks) measured elsewhere;
+    ``network=False`` skips the network part (the file then says so, and network
+    predictions refuse to use it) and the allreduce overheads."""
+    from deep500.utils import calibration_software as software
     from deep500.utils.machine import machine_from_dict, save_machine
     from deep500.utils.threads import set_thread_counts
     plan = Plan.make(quick)
@@ -399,6 +411,10 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
             pingpong_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress)
             exchange_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress,
                                         exchange=True)
+            allreduce_samples = software.measure_allreduce_calls(
+                comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
+                plan.allreduce_max_repeats, log, progress)
+            allreduce_ranks = comm.Get_size()
         if rank != 0:
             return None
         data = {
@@ -453,6 +469,14 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
         data["compute"] = {"method": {"gemm": f"numpy.matmul float32 {plan.gemm_n}^2",
                                       "conv": f"{conv_method}, NCHW+K {list(plan.conv_shape)}, 3x3"},
                            "peak_flops_per_s": peak}
+        bar = _progress(1, "fusion copy", progress)
+        fusion = software.measure_fusion_copy(plan.repeats, log)
+        bar.close()
+        section = software.software_section(
+            allreduce_samples if network else None, allreduce_ranks,
+            machine_from_dict(data, path=out), fusion)
+        if section:
+            data["software"] = section
         machine_from_dict(data, path=out)  # the file written must load
         save_machine(data, out)
         return data
@@ -462,16 +486,22 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
 
 def _pingpong_main(argv) -> int:
     """``python -m deep500.utils.calibration pingpong SAMPLES.jsonl [--quick]`` under
-    mpirun: the network phase alone, its samples appended to the file."""
+    mpirun: the network phases alone (ping-pong, exchange, 4-byte allreduce calls),
+    their samples appended to the file."""
     from mpi4py import MPI
     quick = "--quick" in argv
     path = argv[1]
     comm = MPI.COMM_WORLD
     log = SampleLog(path if comm.Get_rank() == 0 else None)
+    plan = Plan.make(quick)
     try:
         for exchange in (False, True):
-            pingpong(comm, Plan.make(quick).pingpong_sizes, Plan.make(quick), log,
+            pingpong(comm, plan.pingpong_sizes, plan, log,
                      progress="--quiet" not in argv, exchange=exchange)
+        from deep500.utils.calibration_software import measure_allreduce_calls
+        measure_allreduce_calls(comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
+                                plan.allreduce_max_repeats, log,
+                                progress="--quiet" not in argv)
     finally:
         log.close()
     return 0
@@ -530,9 +560,13 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
             if status != 0:
                 raise Deep500Error(f"the ping-pong under mpirun failed (exit status {status}); "
                                    f"its samples so far are in {samples_path}")
+            from deep500.utils.calibration_software import read_allreduce_samples
+            allreduce_samples, allreduce_ranks = read_allreduce_samples(samples_path)
             return calibrate(out, network=True, quick=quick, progress=progress,
                              pingpong_samples=read_pingpong_samples(samples_path),
-                             exchange_samples=read_pingpong_samples(samples_path, "exchange"))
+                             exchange_samples=read_pingpong_samples(samples_path, "exchange"),
+                             allreduce_samples=allreduce_samples,
+                             allreduce_ranks=allreduce_ranks)
     return calibrate(out, comm=comm, network=network, quick=quick, progress=progress)
 
 

@@ -24,7 +24,18 @@ A machine file holds, with units in every key name::
       peak_flops_per_s:
         gemm: {1: {value: 9.0e10, ci: [...]}, 2: {value: 1.7e11, ci: [...]}}
         conv: {1: {value: 6.0e10, ci: [...]}}
+    software:                      # optional: Deep500's own per-call costs
+      allreduce_call_overhead_s:   # LogP's o per CommunicationNetwork.allreduce algorithm
+        ring: {value: 3.1e-6, ci: [...]}
+      fusion_copy:                 # optional: FusedBuffer.pack, t = per_tensor_s·k + s_per_byte·n
+        per_tensor_s: {value: 1.5e-6, ci: [...]}
+        s_per_byte: {value: 1.0e-10, ci: [...]}
     samples_file: machine.samples.jsonl   # raw samples, optional, beside the YAML
+
+A machine file may also be named by the name of a file shipped in
+``deep500/data/machines/`` (``load_machine("infiniband-hdr")``, see
+:func:`shipped_machines`): published figures of real interconnects and servers, for
+what-if predictions at a scale this host cannot run.
 
 The cost model is Hockney's, t(n) = α + β·n (R. W. Hockney, "The communication challenge
 for MPP: Intel Paragon and Meiko CS-2", Parallel Computing 20(3), 1994), with α and β
@@ -79,6 +90,25 @@ class MachineModel:
     path: str | None = None
     exchange_segments: tuple = ()        # of Segment: both ranks Sendrecv at once
     gamma_curve: tuple = ()              # of (buffer_bytes, s/byte), sorted by size
+    allreduce_overheads: Mapping[str, float] = field(default_factory=dict)  # algorithm -> s
+    fusion_copy: tuple | None = None     # (per_tensor_s, s_per_byte) of FusedBuffer.pack
+
+    def allreduce_overhead(self, algorithm: str) -> float:
+        """Deep500's per-call software overhead o (s) of ``CommunicationNetwork.allreduce``
+        with ``algorithm`` (LogP's o: Culler et al., "LogP: Towards a Realistic Model of
+        Parallel Computation", PPoPP 1993): the measured time of a 4-byte allreduce
+        minus its α-β-γ prediction, from the file's ``software.allreduce_call_overhead_s``;
+        0.0 when the file has none for ``algorithm``."""
+        return float(self.allreduce_overheads.get(algorithm, 0.0))
+
+    def fusion_copy_time(self, nbytes: float, tensors: int = 1) -> float:
+        """Seconds of ``FusedBuffer.pack`` copying ``tensors`` arrays of ``nbytes`` in
+        all into the fusion buffer (``software.fusion_copy``); 0.0 when the file has
+        none."""
+        if self.fusion_copy is None:
+            return 0.0
+        per_tensor, per_byte = self.fusion_copy
+        return per_tensor * int(tensors) + per_byte * float(nbytes)
 
     def exchange_time(self, nbytes: float, resident_bytes: float | None = None) -> float:
         """Seconds of a ``Sendrecv`` of ``nbytes`` each way between two ranks at once:
@@ -315,24 +345,85 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                     raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
                                        f">= 1; {_FIX}")
                 peak[str(kind)][t] = _number(value, fname, path)
+    overheads, fusion = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
                         raw=dict(data), path=path, exchange_segments=tuple(exchange),
-                        gamma_curve=tuple(curve))
+                        gamma_curve=tuple(curve), allreduce_overheads=overheads,
+                        fusion_copy=fusion)
+
+
+def _software(section, path) -> tuple[dict, tuple | None]:
+    """The optional ``software`` section: ``{algorithm: o}`` and the fusion copy's
+    (per_tensor_s, s_per_byte), validated (non-negative numbers)."""
+    if section is None:
+        return {}, None
+    if not isinstance(section, Mapping):
+        raise MachineError(f"{_where(path)}: field 'software' must be a mapping, not "
+                           f"{type(section).__name__}; {_FIX}")
+    overheads = {}
+    table = section.get("allreduce_call_overhead_s")
+    if table is not None:
+        if not isinstance(table, Mapping):
+            raise MachineError(f"{_where(path)}: field 'software.allreduce_call_overhead_s' "
+                               f"must map allreduce algorithms to seconds; {_FIX}")
+        for algorithm, value in table.items():
+            fname = f"software.allreduce_call_overhead_s.{algorithm}"
+            overheads[str(algorithm)] = _number(value, fname, path, allow_zero=True)
+    fusion = None
+    copy = section.get("fusion_copy")
+    if copy is not None:
+        prefix = "software.fusion_copy."
+        fusion = tuple(_number(_get(copy, key, prefix, path), prefix + key, path,
+                               allow_zero=True) for key in ("per_tensor_s", "s_per_byte"))
+    return overheads, fusion
+
+
+#: Where the machine files of real interconnects shipped with Deep500 are.
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "data", "machines")
+
+
+def shipped_machines() -> dict:
+    """``{name: path}`` of the machine files shipped in ``deep500/data/machines/``
+    (published figures of real interconnects; each number's source is in its file)."""
+    if not os.path.isdir(SHIPPED_DIR):
+        return {}
+    return {os.path.splitext(entry)[0]: os.path.join(SHIPPED_DIR, entry)
+            for entry in sorted(os.listdir(SHIPPED_DIR)) if entry.endswith((".yaml", ".yml"))}
+
+
+def _is_bare_name(path: str) -> bool:
+    return os.sep not in path and "/" not in path and not path.endswith((".yaml", ".yml"))
+
+
+def resolve_machine_path(source: str) -> str:
+    """The file ``source`` names: a path, or the name of a shipped machine file (when no
+    file of that name exists). Raises MachineError when it is neither."""
+    path = os.fspath(source)
+    if os.path.isfile(path):
+        return path
+    shipped = shipped_machines()
+    if _is_bare_name(path) and path in shipped:
+        return shipped[path]
+    names = ", ".join(shipped) or "none"
+    raise MachineError(f"machine file {path} does not exist and is not the name of a "
+                       f"shipped machine (shipped: {names}); give the path of a machine "
+                       f"file, a shipped name, or create one with "
+                       f"'deep500 calibrate --out {path}'")
 
 
 def load_machine(source) -> MachineModel:
-    """A MachineModel from a YAML machine file's path, a dict, or a MachineModel."""
+    """A MachineModel from a YAML machine file's path, the name of a shipped machine
+    file (``"infiniband-hdr"``, see :func:`shipped_machines`), a dict, or a
+    MachineModel."""
     if isinstance(source, MachineModel):
         return source
     if isinstance(source, Mapping):
         return machine_from_dict(source)
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise MachineError(f"machine file {path} does not exist; give the path of a machine "
-                               f"file, or create one with 'deep500 calibrate --out {path}'")
+        path = resolve_machine_path(source)
         import yaml
         try:
             with open(path) as f:
@@ -375,6 +466,12 @@ def machine_to_dict(machine: MachineModel) -> dict:
                                                   "buffer_bytes": machine.gamma_memory_bytes}},
         "memory": {"bandwidth_bytes_per_s": machine.memory_bandwidth},
         "compute": {"peak_flops_per_s": {k: dict(v) for k, v in machine.peak.items()}},
+        **({"software": {
+            **({"allreduce_call_overhead_s": dict(machine.allreduce_overheads)}
+               if machine.allreduce_overheads else {}),
+            **({"fusion_copy": dict(zip(("per_tensor_s", "s_per_byte"), machine.fusion_copy))}
+               if machine.fusion_copy is not None else {})}}
+           if machine.allreduce_overheads or machine.fusion_copy is not None else {}),
     })
 
 

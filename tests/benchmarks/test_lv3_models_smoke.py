@@ -39,8 +39,13 @@ def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
     assert "# without the per-call overhead o: median relative error (>= 64 KB)" in out
     machine = yaml.safe_load(saved.read_text())
     assert machine["network"]["segments"] and machine["network"]["exchange_segments"]
+    # the o measured here is saved with the machine, and read back from it below
+    assert sorted(machine["software"]["allreduce_call_overhead_s"]) == sorted(modelled)
+    assert "(measured)" in out
 
     status, again, _ = mpirun(2, script, "--smoke", "--machine", str(saved), timeout=300)
     assert status == 0, again[-3000:]
     assert f"# machine: {saved}" in again
+    line = next(l for l in again.splitlines() if l.startswith("# per-call overhead o"))
+    assert line.count("(file)") == len(modelled) and "(measured)" not in line
     assert LAST.search(again.strip().splitlines()[-1])

@@ -53,6 +53,17 @@ metrics:
   MaxError: {}
 acceptance: ["L2Error.relative <= 1e-4", "MaxError <= 1e-3"]
 timeout: 60
+machine: machine.yaml
+"""
+
+# The machine file the operators recipe names (deep500.utils.machine).
+MACHINE_FILE = """\
+name: fuzz-machine
+source: written by the recipe fuzzer
+network: {alpha_s: 2.0e-6, beta_s_per_byte: 1.0e-10}
+reduction: {gamma_cache_s_per_byte: 1.0e-10}
+memory: {bandwidth_bytes_per_s: 1.0e+10}
+software: {allreduce_call_overhead_s: {ring: {value: 3.0e-6}}}
 """
 
 ONNX_RECIPE = """\
@@ -84,11 +95,12 @@ def _base_recipes(folder: pathlib.Path) -> dict[str, pathlib.Path]:
     shutil.copytree(REPO_ROOT / "recipes", folder, dirs_exist_ok=True)
     (folder / "small_operators.yaml").write_text(OPERATORS_RECIPE)
     (folder / "small_network.yaml").write_text(ONNX_RECIPE)
+    (folder / "machine.yaml").write_text(MACHINE_FILE)
     from deep500.networks import create_model
     import onnx
     onnx.save(create_model("mlp", batch_size=2, input_shape=(1, 4, 4), hidden=(8,)),
               str(folder / "model.onnx"))
-    return {p.name: p for p in sorted(folder.glob("*.yaml"))}
+    return {p.name: p for p in sorted(folder.glob("*.yaml")) if p.name != "machine.yaml"}
 
 
 # -- text mutations: (rng, bytes) -> (bytes, description) -----------------------------

@@ -81,6 +81,26 @@ def test_two_ranks_quick_calibration(tmp_path):
     assert machine.p2p_time(1 << 20) > machine.p2p_time(1)
     sizes = [m["nbytes"] for m in machine.raw["network"]["measurements"]]
     assert sizes == calibration.Plan.make(quick=True).pingpong_sizes
+    # the per-call overhead o of every algorithm with a time model, and its samples
+    from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS
+    from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+    table = machine.raw["software"]["allreduce_call_overhead_s"]
+    modelled = [a for a in ALLREDUCE_ALGORITHMS if a in ALLREDUCE_MODELS]
+    assert sorted(table) == sorted(modelled)
+    records = [json.loads(line) for line in open(calibration.samples_path_for(str(out)))]
+    calls = {r["algorithm"]: r for r in records if r["phase"] == "allreduce_call"}
+    assert sorted(calls) == sorted(ALLREDUCE_ALGORITHMS)
+    for name in modelled:
+        o = machine.allreduce_overhead(name)
+        # o is the median call minus the model, clamped at 0 (a Python call: < 10 ms)
+        expected = max(0.0, float(np.median(calls[name]["seconds"]))
+                       - predict_allreduce(name, 4, 2, machine))
+        assert o == pytest.approx(expected, rel=1e-9, abs=1e-15)
+        assert 0.0 <= o < 1e-2 and calls[name]["ranks"] == 2
+    # the fusion copy: a per-tensor cost and a per-byte cost below 1 ns/B (> 1 GB/s)
+    assert machine.fusion_copy is not None
+    per_tensor, per_byte = machine.fusion_copy
+    assert 0.0 <= per_tensor < 1e-3 and 0.0 < per_byte < 1e-9
 
 
 @pytest.mark.slow

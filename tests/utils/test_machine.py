@@ -57,6 +57,15 @@ def test_save_and_load_round_trip(tmp_path):
     (lambda d: d["reduction"].update(gamma_cache_s_per_byte=None), "reduction.gamma_cache_s_per_byte"),
     (lambda d: d["compute"]["peak_flops_per_s"]["gemm"].update({0: 1e9}), "compute.peak_flops_per_s.gemm.0"),
     (lambda d: d["compute"]["peak_flops_per_s"]["gemm"].update({2: True}), "compute.peak_flops_per_s.gemm.2"),
+    (lambda d: d.update(software={"allreduce_call_overhead_s": {"ring": -1e-6}}),
+     "software.allreduce_call_overhead_s.ring"),
+    (lambda d: d.update(software={"allreduce_call_overhead_s": {"mpi": {"value": "x"}}}),
+     "software.allreduce_call_overhead_s.mpi"),
+    (lambda d: d.update(software={"allreduce_call_overhead_s": [1e-6]}),
+     "software.allreduce_call_overhead_s"),
+    (lambda d: d.update(software={"fusion_copy": {"per_tensor_s": 1e-6}}),
+     "software.fusion_copy.s_per_byte"),
+    (lambda d: d.update(software=3), "software"),
 ])
 def test_bad_fields_name_field_and_file(tmp_path, edit, field):
     data = _data()

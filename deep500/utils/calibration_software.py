@@ -1,0 +1,183 @@
+"""The ``software`` part of ``deep500 calibrate``: what Deep500's own code costs per
+call, which no α-β-γ term holds (see ``deep500.utils.machine``).
+
+* **Per-call overhead o of each allreduce algorithm** (LogP's o: D. Culler et al.,
+  "LogP: Towards a Realistic Model of Parallel Computation", PPoPP 1993): for every
+  name in ``ALLREDUCE_ALGORITHMS``, ``CommunicationNetwork.allreduce`` of one float32
+  (4 bytes) on every rank, two warm-up calls, then calls each timed after a
+  ``Barrier`` outside the clock; a call's time is the slower rank's (a collective is
+  done when every rank is), as ``benchmarks/lv3_models.py`` times it. o = the median
+  call minus ``predict_allreduce(name, 4, p, machine)`` of the machine just
+  calibrated, clamped at 0: the Python work per call (checks, chunk bookkeeping,
+  traffic records, ufunc dispatch) that the ping-pong's per-message α does not hold.
+  Its CI: the median's nonparametric CI minus the same prediction.
+* **Fusion copy** (``FusedBuffer.pack``, the copy of every gradient into one buffer
+  before the allreduce, as Horovod's fusion buffer): pack timed for 1, 16 and 128
+  float32 tensors of 4 KB and 4 MB in all; t = per_tensor_s·k + s_per_byte·n fitted
+  by non-negative least squares on relative error, CIs from a bootstrap over the
+  configurations.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import numpy as np
+
+from deep500.utils.statistics import median_ci
+
+#: Message of the per-call overhead: one float32.
+OVERHEAD_BYTES = 4
+FUSION_TENSORS = (1, 16, 128)
+FUSION_BYTES = (4 << 10, 4 << 20)
+BOOTSTRAP_RESAMPLES = 200
+
+
+def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats: int,
+                            log=None, progress: bool = True) -> dict | None:
+    """Time a 4-byte allreduce of every algorithm on every rank of ``comm`` (the rule in
+    the module docstring); rank 0 returns ``{algorithm: seconds samples}`` (each the
+    slower rank's time of one call) and writes one samples line per algorithm, the
+    other ranks return None."""
+    from mpi4py import MPI
+    from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
+                                                       CommunicationNetwork)
+    from deep500.utils.calibration import _progress
+    net = CommunicationNetwork(comm)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    buffer = np.zeros(OVERHEAD_BYTES // 4, dtype=np.float32)  # 0 + 0 stays 0
+    results = {}
+    bar = _progress(len(ALLREDUCE_ALGORITHMS), "allreduce call overhead",
+                    progress and rank == 0)
+    clock = time.perf_counter
+    try:
+        for name in ALLREDUCE_ALGORITHMS:
+            for _ in range(2):
+                comm.Barrier()
+                net.allreduce(buffer, out=buffer, algorithm=name)
+            comm.Barrier()
+            start = clock()
+            net.allreduce(buffer, out=buffer, algorithm=name)
+            estimate = comm.allreduce(clock() - start, op=MPI.MAX)
+            repeats = int(min(max_repeats, max(min_repeats, budget_s / max(estimate, 1e-7))))
+            spent = np.empty(repeats)
+            gc.disable()  # a collection inside one call is not the call's cost
+            try:
+                for i in range(repeats):
+                    comm.Barrier()
+                    start = clock()
+                    net.allreduce(buffer, out=buffer, algorithm=name)
+                    spent[i] = clock() - start
+            finally:
+                gc.enable()
+            slowest = np.empty_like(spent)
+            comm.Allreduce(spent, slowest, op=MPI.MAX)
+            if rank == 0:
+                results[name] = slowest.tolist()
+                if log is not None:
+                    log.write({"phase": "allreduce_call", "algorithm": name, "ranks": size,
+                               "nbytes": OVERHEAD_BYTES, "seconds": results[name]})
+            bar.update(1)
+    finally:
+        bar.close()
+        net.close()
+    return results if rank == 0 else None
+
+
+def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
+    """``({algorithm: samples}, ranks)`` from the ``allreduce_call`` lines of a samples
+    file (ranks None when there are none)."""
+    samples, ranks = {}, None
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            if record.get("phase") == "allreduce_call":
+                samples[record["algorithm"]] = record["seconds"]
+                ranks = int(record["ranks"])
+    return samples, ranks
+
+
+def allreduce_overheads(samples: dict, ranks: int, machine) -> dict:
+    """``{algorithm: {value, ci, measured_median_s, predicted_s, n}}``: o per algorithm
+    (module docstring); algorithms without a time model are left out."""
+    from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+    table = {}
+    for name, seconds in samples.items():
+        if name not in ALLREDUCE_MODELS:
+            continue
+        predicted = predict_allreduce(name, OVERHEAD_BYTES, ranks, machine)
+        low, high, _ = median_ci(seconds)
+        median = float(np.median(seconds))
+        table[name] = {"value": max(0.0, median - predicted),
+                       "ci": [max(0.0, low - predicted), max(0.0, high - predicted)],
+                       "measured_median_s": median, "predicted_s": predicted,
+                       "n": len(seconds)}
+    return table
+
+
+def measure_fusion_copy(repeats: int, log=None) -> dict:
+    """``FusedBuffer.pack`` timed per (tensors, bytes) configuration (module docstring);
+    returns ``{per_tensor_s, s_per_byte}`` entries with value and CI, and the medians."""
+    from scipy.optimize import nnls
+    from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
+    rows = []
+    for tensors in FUSION_TENSORS:
+        for nbytes in FUSION_BYTES:
+            count = max(1, nbytes // 4 // tensors)
+            arrays = {f"t{i}": np.ones(count, dtype=np.float32) for i in range(tensors)}
+            fused = FusedBuffer(arrays)
+            inner = max(1, int(2e6 // (tensors * count * 4)))  # small copies: many at once
+            def run():
+                for _ in range(inner):
+                    fused.pack(arrays)
+            fused.pack(arrays)
+            samples = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                run()
+                samples.append((time.perf_counter() - start) / inner)
+            if log is not None:
+                log.write({"phase": "fusion_copy", "tensors": tensors,
+                           "nbytes": tensors * count * 4, "seconds": samples})
+            rows.append((tensors, tensors * count * 4, float(np.median(samples))))
+    data = np.asarray(rows, dtype=np.float64)
+
+    def fit(part):
+        scale = 1.0 / part[:, 2]
+        design = np.stack([part[:, 0] * scale, part[:, 1] * scale], axis=1)
+        column = np.array([1.0, 1.0 / part[:, 1].max()])  # condition the byte column
+        solution, _ = nnls(design / column, np.ones(len(part)))
+        return solution / column
+
+    value = fit(data)
+    rng = np.random.default_rng(0)
+    boot = np.asarray([fit(data[rng.integers(0, len(data), len(data))])
+                       for _ in range(BOOTSTRAP_RESAMPLES)])
+    return {"method": "FusedBuffer.pack of k float32 tensors, n bytes in all: "
+                      "t = per_tensor_s*k + s_per_byte*n (NNLS on relative error)",
+            **{key: {"value": float(value[i]),
+                     "ci": [float(np.percentile(boot[:, i], 2.5)),
+                            float(np.percentile(boot[:, i], 97.5))]}
+               for i, key in enumerate(("per_tensor_s", "s_per_byte"))},
+            "measurements": [{"tensors": int(k), "nbytes": int(n), "median_s": t}
+                             for k, n, t in rows]}
+
+
+def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
+                     fusion: dict | None) -> dict:
+    """The machine file's ``software`` section."""
+    section = {}
+    if allreduce_samples:
+        section["allreduce_call_overhead_s"] = allreduce_overheads(allreduce_samples,
+                                                                   ranks, machine)
+        section["allreduce_call_method"] = (
+            f"CommunicationNetwork.allreduce of {OVERHEAD_BYTES} bytes (float32) on "
+            f"{ranks} ranks, median over calls of the slower rank, minus "
+            f"predict_allreduce of this machine, clamped at 0 (LogP's o)")
+    if fusion:
+        section["fusion_copy"] = fusion
+    return section

@@ -1,0 +1,95 @@
+"""The machine file's ``software`` section (per-call allreduce overhead o, fusion copy),
+``predict_allreduce_call``, and the machine files shipped in deep500/data/machines."""
+import math
+
+import pytest
+import yaml
+
+import deep500 as d5
+from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS
+from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+from deep500.utils.machine import (MachineError, load_machine, machine_to_dict,
+                                   save_machine, shipped_machines)
+
+
+def _data(software=None):
+    data = {"name": "t", "source": "tests",
+            "network": {"alpha_s": 2e-6, "beta_s_per_byte": 1e-10},
+            "reduction": {"gamma_cache_s_per_byte": 1e-10},
+            "memory": {"bandwidth_bytes_per_s": 1e10}}
+    if software is not None:
+        data["software"] = software
+    return data
+
+
+def test_overhead_accessor_defaults_to_zero():
+    m = load_machine(_data())
+    assert m.allreduce_overhead("ring") == 0.0 and m.fusion_copy_time(1 << 20, 10) == 0.0
+    m = load_machine(_data({"allreduce_call_overhead_s": {"ring": {"value": 4e-6, "ci": [3e-6, 5e-6]},
+                                                          "mpi": 0}}))
+    assert m.allreduce_overhead("ring") == 4e-6 and m.allreduce_overhead("mpi") == 0.0
+    assert m.allreduce_overhead("binomial") == 0.0
+
+
+def test_fusion_copy_time():
+    m = load_machine(_data({"fusion_copy": {"per_tensor_s": {"value": 1e-6},
+                                            "s_per_byte": {"value": 1e-10}}}))
+    assert m.fusion_copy_time(1000, tensors=3) == pytest.approx(3e-6 + 1e-7)
+
+
+@pytest.mark.parametrize("algorithm", list(ALLREDUCE_MODELS))
+def test_predict_allreduce_call_adds_o(algorithm):
+    o = {"ring": 3e-6, "mpi": 1e-6, "segmented_ring": 9e-6}.get(algorithm, 5e-6)
+    m = load_machine(_data({"allreduce_call_overhead_s": {algorithm: o}}))
+    for nbytes, ranks in ((4, 2), (1 << 20, 8), (12345, 5)):
+        bare = predict_allreduce(algorithm, nbytes, ranks, m)
+        assert d5.predict_allreduce_call(algorithm, nbytes, ranks, m) == pytest.approx(bare + o)
+    assert d5.predict_allreduce_call(algorithm, 1 << 20, 1, m) == 0.0
+    # without o in the file, the call is priced as the model alone
+    plain = load_machine(_data())
+    assert d5.predict_allreduce_call(algorithm, 4096, 4, plain) == \
+        predict_allreduce(algorithm, 4096, 4, plain)
+
+
+def test_software_round_trips_through_save(tmp_path):
+    data = _data({"allreduce_call_overhead_s": {"ring": 2e-6},
+                  "fusion_copy": {"per_tensor_s": 1e-6, "s_per_byte": 2e-10}})
+    m = load_machine(save_machine(data, str(tmp_path / "m.yaml")))
+    assert m.allreduce_overhead("ring") == 2e-6 and m.fusion_copy == (1e-6, 2e-10)
+    # built without a file: machine_to_dict writes the section too
+    rebuilt = load_machine({k: v for k, v in machine_to_dict(
+        type(m)(**{**m.__dict__, "raw": {}})).items()})
+    assert rebuilt.allreduce_overhead("ring") == 2e-6 and rebuilt.fusion_copy == (1e-6, 2e-10)
+
+
+def test_shipped_machines_load_and_price_1024_ranks():
+    shipped = shipped_machines()
+    assert {"infiniband-hdr", "infiniband-edr"} <= set(shipped)
+    for name, path in shipped.items():
+        m = load_machine(name)
+        assert m.path == path and m.name == name and "published" in m.source
+        assert load_machine(path).raw == m.raw
+        assert m.memory_bandwidth > 1e10 and m.peak_flops(1) > 1e9
+        for algorithm in ALLREDUCE_ALGORITHMS:
+            if algorithm not in ALLREDUCE_MODELS:
+                continue
+            for nbytes in (4, 1 << 20, 100 << 20):
+                t = predict_allreduce(algorithm, nbytes, 1024, m)
+                assert math.isfinite(t) and t > 0, (name, algorithm, nbytes)
+        # 100 MB ring allreduce on 1024 ranks: at least the bandwidth term 2(p-1)/p n β
+        n, p = 100 << 20, 1024
+        assert predict_allreduce("ring", n, p, m) >= 2 * (p - 1) / p * n * m.beta(n)
+
+
+def test_shipped_files_cite_their_sources():
+    for path in shipped_machines().values():
+        text = open(path).read()
+        assert "Sources:" in text and "http" in text
+        data = yaml.safe_load(text)
+        assert data["name"] and data["source"]
+
+
+def test_unknown_name_lists_the_shipped_machines():
+    with pytest.raises(MachineError) as error:
+        load_machine("infiniband-xyz")
+    assert "infiniband-hdr" in str(error.value) and "infiniband-edr" in str(error.value)
