@@ -38,6 +38,10 @@ from deep500.utils.machine import MachineModel, load_machine
 from deep500.lv3_distributed.collective_models import (predict_allreduce,
                                                        predict_allreduce_call)
 
+from deep500.lv3_distributed.simulator import SimulatedStep, simulate_training
+from deep500.lv3_distributed.step_profile import (StepProfile, measure_step_profile,
+                                                  modelled_step_profile)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -56,4 +60,6 @@ __all__ = [
     "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
     "PartitionedDistributedSampler",
     "MachineModel", "load_machine", "predict_allreduce", "predict_allreduce_call",
+    "simulate_training", "SimulatedStep", "StepProfile", "measure_step_profile",
+    "modelled_step_profile",
 ]

@@ -23,6 +23,10 @@
                                      measure this machine's alpha, beta, gamma, memory
                                      bandwidth, peak FLOP/s and, on 2+ ranks, each
                                      allreduce's per-call overhead into a machine file
+    deep500 predict RECIPE --machine FILE [--ranks 1,2,4,...] [--compute measured|analytic]
+                                     strong- and weak-scaling curves of the recipe's
+                                     training, predicted without training (printed and
+                                     plotted)
     deep500 conformance [...]        run ONNX's node tests on the executors
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
                                      build a C++ operator ahead of time
@@ -104,6 +108,17 @@ def _run_ranks(args, comm):
                           remeasure_interfered=args.remeasure_interfered,
                           append=args.append, database=_database(args),
                           machine=args.machine)
+
+
+def _predict(args) -> int:
+    from deep500.recipe.predict import parse_ranks, predict_recipe
+    predict_recipe(args.recipe, args.machine, parse_ranks(args.ranks), compute=args.compute,
+                   algorithm=args.algorithm, overlap=args.overlap,
+                   comm_dtype=args.comm_dtype, threads=args.threads,
+                   global_batch=args.global_batch,
+                   plot_path=None if args.plot == "none" else args.plot,
+                   json_path=args.json)
+    return 0
 
 
 def _database(args) -> str:
@@ -412,6 +427,32 @@ def build_parser() -> argparse.ArgumentParser:
                            "repeats (seconds; for tests, not for predictions)")
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
     calibrate.set_defaults(handler=_calibrate)
+    predict = commands.add_parser("predict", help="strong- and weak-scaling curves of a "
+                                  "recipe's training, predicted (no training; "
+                                  "docs/performance_models.md)")
+    predict.add_argument("recipe", help="a 'distributed' or 'training' recipe")
+    predict.add_argument("--machine", required=True, metavar="FILE", help="machine file "
+                         "(from 'deep500 calibrate') or a shipped one by name, e.g. "
+                         "infiniband-hdr or infiniband-edr")
+    predict.add_argument("--ranks", default="1,2,4,8,16,32,64,128,256,512,1024",
+                         help="rank counts (default 1,2,4,...,1024)")
+    predict.add_argument("--compute", choices=("measured", "analytic"), default="measured",
+                         help="per-layer compute: profiled here (default) or the roofline "
+                         "of the machine file")
+    predict.add_argument("--algorithm", help="allreduce algorithm (default: the recipe's "
+                         "scheme's, else ring)")
+    predict.add_argument("--overlap", action="store_true", help="overlap per-bucket "
+                         "allreduces with backprop")
+    predict.add_argument("--comm-dtype", default="float32",
+                         choices=("float32", "float16", "bfloat16"))
+    predict.add_argument("--threads", type=int, help="threads per rank (default: the "
+                         "recipe's)")
+    predict.add_argument("--global-batch", type=int, help="strong scaling's global batch "
+                         "(default: batch per rank x 64)")
+    predict.add_argument("--plot", default="predict.png", help="plot to write (default "
+                         "predict.png, and .svg beside it; 'none' for no plot)")
+    predict.add_argument("--json", metavar="FILE", help="also write the curves as JSON")
+    predict.set_defaults(handler=_predict)
     info = commands.add_parser("info", help="software versions and hardware")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_info)

@@ -9,7 +9,8 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   count asked, scaled as ``step_profile`` says), plus the compute outside the nodes;
 * **communication**, *blocking* (the scheme as Deep500 runs it): after the backward
   pass the gradients are packed into one fusion buffer and allreduced once:
-  exposed = fusion copy + T_allreduce(n) + o, where T_allreduce is the α-β-γ model of
+  exposed = fusion copy + T_allreduce(n) + o (the copy also on one rank, where the
+  scheme packs too; T and o are 0 there), where T_allreduce is the α-β-γ model of
   the algorithm (``collective_models``, Thakur, Rabenseifner & Gropp 2005) and o the
   per-call software overhead of the machine file (LogP's o; 0 when it has none);
 * **communication**, *overlapped* (PyDTNN's non-blocking per-layer allreduce; Horovod's
@@ -45,7 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,
+                                                       predict_allreduce_call)
 from deep500.lv3_distributed.step_profile import StepProfile
 from deep500.utils.errors import Deep500Error
 
@@ -95,10 +97,8 @@ def _allreduce_call(machine, algorithm, nbytes, ranks, segment_bytes):
     """One allreduce call: the α-β-γ model plus the machine's per-call overhead o."""
     if ranks == 1 or nbytes <= 0:
         return 0.0
-    overhead = getattr(machine, "allreduce_overhead", None)
-    o = overhead(algorithm) if callable(overhead) else 0.0
-    return predict_allreduce(algorithm, nbytes, ranks, machine,
-                             segment_bytes=segment_bytes) + o
+    return predict_allreduce_call(algorithm, nbytes, ranks, machine,
+                                  segment_bytes=segment_bytes)
 
 
 def expected_max(samples, ranks: int) -> float:
@@ -175,7 +175,8 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
             timeline.append(("compute", f"forward {layer.name}", t, t + layer.forward_s))
         t += layer.forward_s
     total = step.gradient_bytes
-    fusion = step.fusion_s if p > 1 else 0.0
+    # The scheme packs its gradients into the fusion buffer on one rank too.
+    fusion = step.fusion_s if total > 0 else 0.0
     communication, buckets = 0.0, 0
     if not overlap or p == 1:
         for layer in reversed(step.layers):
@@ -183,7 +184,7 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
                 timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
             t += layer.backward_s
         backward_end = t
-        if p > 1 and total > 0:
+        if total > 0:
             communication = fusion + communicate(total)
             timeline.append(("communication", f"allreduce {total} B", t, t + communication))
             buckets = 1

@@ -303,7 +303,8 @@ def modelled_step_profile(model, machine, batch: int | None = None, threads: int
     ``cost_model`` on ``machine`` (plus ``overhead[direction]`` seconds per node) or,
     with ``layer_model`` (a fitted ``LearnedLayerModel``), its prediction; the update
     as a memory-bound pass over parameters and gradients (SGD reads w and g and writes
-    w: 12 bytes per parameter); the fusion copy 8 bytes per parameter.
+    w: 12 bytes per parameter); the fusion copy from the machine file's measured
+    ``fusion_copy`` (per tensor + per byte), else 8 bytes per parameter.
 
     The model's batch axis must be static (it is the batch per rank); ``batch`` only
     labels the profile. A node whose operator has no cost rule raises a Deep500Error
@@ -343,11 +344,15 @@ def modelled_step_profile(model, machine, batch: int | None = None, threads: int
         layers.append(LayerTime(cost.node, cost.op_type, float(forward), float(backward),
                                 sum(b for _, b in owned), tuple(p for p, _ in owned)))
     nbytes = sum(layer.gradient_bytes for layer in layers)
+    tensors = sum(len(layer.parameters) for layer in layers)
+    fusion = machine.fusion_copy_time(nbytes, max(tensors, 1))
+    if fusion <= 0:  # the machine file has no measured fusion copy: read + write
+        fusion = 2 * nbytes / machine.memory_bandwidth
     batch_value = batch
     if batch_value is None:
         first = costs[0].input_shape if costs else ()
         batch_value = first[0] if first else 1
     return StepProfile(model=name or model_name, batch=int(batch_value), threads=int(threads),
                        layers=layers, update_s=3 * nbytes / machine.memory_bandwidth,
-                       fusion_s=2 * nbytes / machine.memory_bandwidth, source=source,
+                       fusion_s=fusion, source=source,
                        executor="model")

@@ -1,0 +1,262 @@
+"""``deep500 predict RECIPE --machine FILE --ranks 1,2,4,...``: strong- and weak-scaling
+curves of a recipe's training, predicted by ``d5.simulate_training`` without training.
+
+For every distinct (network, batch size per rank, threads, allreduce algorithm) of the
+recipe (experiments ``distributed`` and ``training``):
+
+1. **Compute** of one step. ``--compute measured`` (default): the recipe's model is
+   profiled here, on one rank of this machine (``measure_step_profile`` at the batch
+   per rank and at 4× it, combined into per-node lines in the batch size, so the
+   strong-scaling batches are interpolated, not guessed). ``--compute analytic``:
+   the roofline of ``cost_model`` on the machine file's peak FLOP/s and memory
+   bandwidth, for a node that is not this one (no Python overheads: a lower bound).
+2. **Communication**: the α-β-γ model of the allreduce algorithm on the machine
+   file's network (a shipped interconnect such as ``infiniband-hdr``, or a calibrated
+   file), blocking or ``--overlap``, fp32 or ``--comm-dtype``.
+3. **Curves**: weak scaling keeps the recipe's batch per rank (efficiency
+   T(1)/T(p)); strong scaling keeps the global batch ``--global-batch`` (default: the
+   batch per rank × 64) and gives each rank G/p samples (speedup T(1)/T(p) and
+   efficiency speedup/p; rank counts with G/p < 1 are left out).
+
+Limits (docs/performance_models.md): contention-free network (no congestion, no
+topology), one rank per node's network link, compute measured on this host unless
+``--compute analytic``, the wait for the slowest rank bounded by the spread measured
+here. A prediction at 1024 ranks is a model's statement, not a measurement.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from deep500.utils.errors import Deep500Error, RecipeError
+
+DEFAULT_RANKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+STRONG_BATCH_FACTOR = 64
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One distinct training setting of the recipe that the curves are predicted for."""
+    label: str
+    network: object          # NetworkSpec
+    dataset: dict
+    loss: str
+    seed: int
+    optimizer: dict
+    batch: int
+    threads: int
+    algorithm: str
+    segment_bytes: int | None
+
+
+def parse_ranks(text: str) -> list[int]:
+    try:
+        ranks = sorted({int(t) for t in str(text).split(",") if t.strip()})
+    except ValueError:
+        raise Deep500Error(f"--ranks {text!r}: give rank counts separated by commas, "
+                           f"e.g. 1,2,4,8") from None
+    if not ranks or ranks[0] < 1:
+        raise Deep500Error(f"--ranks {text!r}: rank counts are integers >= 1")
+    return ranks
+
+
+def workloads(recipe, algorithm: str | None = None, threads: int | None = None) -> list:
+    """The distinct workloads of a ``distributed`` or ``training`` recipe."""
+    if recipe.experiment not in ("distributed", "training"):
+        raise RecipeError(f"deep500 predict predicts training: recipe {recipe.path} is an "
+                          f"'{recipe.experiment}' experiment; give a 'distributed' or "
+                          f"'training' recipe")
+    seen, result = set(), []
+    for configuration in recipe.configurations():
+        scheme = configuration.get("scheme") or {}
+        chosen = algorithm or (scheme.get("algorithm") if isinstance(scheme, dict) else None) \
+            or "ring"
+        if isinstance(scheme, dict) and scheme.get("framework", "reference") != "reference" \
+                and algorithm is None:
+            chosen = "mpi"   # a framework's baseline reduces with its own library
+        network = configuration["network"]
+        optimizer = dict(configuration["optimizer"])
+        key = (repr(network), int(configuration.get("batch_size") or 32),
+               int(threads or configuration.get("threads") or 1), chosen,
+               repr(sorted(optimizer.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        label = (f"{getattr(network, 'label', network)}, batch {key[1]}/rank, "
+                 f"{key[2]} thread(s), {chosen}")
+        result.append(Workload(label, network, dict(configuration["dataset"]),
+                               configuration.get("loss", "softmax_cross_entropy"),
+                               int(configuration.get("seed", 0)), optimizer, key[1], key[2],
+                               chosen, scheme.get("segment_bytes") if isinstance(scheme, dict)
+                               else None))
+    return result
+
+
+def _model_and_data(workload: Workload):
+    from deep500.datasets import load_dataset
+    from deep500.recipe.experiments.training import build_network
+    options = dict(workload.dataset)
+    train, _ = load_dataset(options.pop("name"), **options)
+    configuration = {"network": workload.network, "seed": workload.seed,
+                     "loss": workload.loss}
+    return build_network(configuration, train), train
+
+
+def step_profile(workload: Workload, compute: str, machine, reruns: int = 30,
+                 largest_batch: int | None = None):
+    """The workload's StepProfile: measured here at the batch per rank and at
+    ``largest_batch`` (default 4× it; the strong-scaling global batch), combined into
+    per-node lines in the batch size; or analytic."""
+    import deep500 as d5
+    model, train = _model_and_data(workload)
+    if compute not in ("measured", "analytic"):
+        raise Deep500Error(f"--compute {compute!r}: give 'measured' or 'analytic'")
+    largest = int(largest_batch or 4 * workload.batch)
+    if largest == workload.batch:
+        largest = 4 * workload.batch
+    batches = sorted({workload.batch, largest})
+    if compute == "analytic":
+        profiles = [d5.modelled_step_profile(model, machine, batch=b, threads=workload.threads,
+                                             name=workload.label) for b in batches]
+        return d5.StepProfile.combine(profiles).at(workload.batch)
+    from deep500.recipe.experiments.networks import executor_factory, make_inputs
+    from deep500.recipe.experiments.training import OptimizerSpec, make_optimizer
+    from deep500.utils.threads import set_thread_counts
+    set_thread_counts(workload.threads)
+    profiles = []
+    for batch in batches:
+        executor = executor_factory("reference")(model, "cpu")
+        optimizer = make_optimizer(OptimizerSpec({**workload.optimizer,
+                                                  "implementation": "reference"}),
+                                   "reference", executor)
+        inputs = make_inputs(model, batch, workload.seed, train.classes)
+        profiles.append(d5.measure_step_profile(
+            model, executor, optimizer, inputs, reruns=reruns, warmup=3, batch=batch,
+            threads=workload.threads, name=workload.label, executor_name="reference"))
+    return d5.StepProfile.combine(profiles).at(workload.batch)
+
+
+def curves(profile, machine, workload: Workload, ranks, global_batch: int | None = None,
+           overlap: bool = False, comm_dtype: str = "float32") -> dict:
+    """{"weak": [...], "strong": [...]} rows of SimulatedStep dicts per rank count."""
+    import deep500 as d5
+    options = dict(algorithm=workload.algorithm, overlap=overlap, comm_dtype=comm_dtype,
+                   segment_bytes=workload.segment_bytes)
+    weak = []
+    for p in ranks:
+        step = d5.simulate_training(profile, machine, p, batch_per_rank=workload.batch,
+                                    **options)
+        weak.append(step.to_dict())
+    strong = []
+    g = int(global_batch or workload.batch * STRONG_BATCH_FACTOR)
+    one = d5.simulate_training(profile, machine, 1, batch_per_rank=g, **options)
+    for p in ranks:
+        if g // p < 1:
+            continue
+        step = d5.simulate_training(profile, machine, p, batch_per_rank=g // p, **options)
+        row = step.to_dict()
+        row["speedup"] = one.step_s / step.step_s
+        row["strong_efficiency"] = row["speedup"] / p
+        row["global_batch"] = (g // p) * p
+        strong.append(row)
+    return {"weak": weak, "strong": strong, "global_batch": g}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f}"
+
+
+def format_table(workload: Workload, result: dict) -> str:
+    lines = [f"## {workload.label}",
+             f"weak scaling ({workload.batch} samples per rank):",
+             f"{'ranks':>6} {'step ms':>10} {'comm ms':>9} {'samples/s':>12} {'efficiency':>10}"]
+    for row in result["weak"]:
+        lines.append(f"{row['ranks']:>6} {_ms(row['step_s']):>10} "
+                     f"{_ms(row['exposed_communication_s']):>9} {row['throughput']:>12.1f} "
+                     f"{row['parallel_efficiency']:>10.1%}")
+    lines += [f"strong scaling (global batch {result['global_batch']}):",
+              f"{'ranks':>6} {'batch/rank':>10} {'step ms':>10} {'comm ms':>9} "
+              f"{'speedup':>8} {'efficiency':>10}"]
+    for row in result["strong"]:
+        lines.append(f"{row['ranks']:>6} {row['batch_per_rank']:>10} {_ms(row['step_s']):>10} "
+                     f"{_ms(row['exposed_communication_s']):>9} {row['speedup']:>8.2f} "
+                     f"{row['strong_efficiency']:>10.1%}")
+    return "\n".join(lines)
+
+
+def plot(results: list, machine_name: str, path: str) -> list[str]:
+    """Weak-scaling efficiency and strong-scaling speedup against ranks (log2 axes)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, (weak_axis, strong_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for workload, result in results:
+        weak_axis.plot([r["ranks"] for r in result["weak"]],
+                       [r["parallel_efficiency"] for r in result["weak"]], "o-",
+                       label=workload.label)
+        strong_axis.plot([r["ranks"] for r in result["strong"]],
+                         [r["speedup"] for r in result["strong"]], "o-", label=workload.label)
+    top = max((r["ranks"] for _, result in results for r in result["strong"]), default=1)
+    strong_axis.plot([1, top], [1, top], "k--", linewidth=0.8, label="ideal")
+    for axis in (weak_axis, strong_axis):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("ranks")
+        axis.grid(True, which="both", alpha=0.3)
+    strong_axis.set_yscale("log", base=2)
+    weak_axis.set_ylim(0, 1.05)
+    weak_axis.set_ylabel("parallel efficiency T(1)/T(p)")
+    weak_axis.set_title("weak scaling (batch per rank fixed)")
+    strong_axis.set_ylabel("speedup T(1)/T(p)")
+    strong_axis.set_title("strong scaling (global batch fixed)")
+    strong_axis.legend(fontsize=7)
+    figure.suptitle(f"predicted on machine '{machine_name}' (deep500 predict)", fontsize=10)
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    written = [path]
+    figure.savefig(path, dpi=110)
+    root, ext = os.path.splitext(path)
+    if ext.lower() == ".png":
+        figure.savefig(root + ".svg")
+        written.append(root + ".svg")
+    plt.close(figure)
+    return written
+
+
+def predict_recipe(recipe_path: str, machine, ranks=DEFAULT_RANKS, compute: str = "measured",
+                   algorithm: str | None = None, overlap: bool = False,
+                   comm_dtype: str = "float32", threads: int | None = None,
+                   global_batch: int | None = None, plot_path: str | None = None,
+                   json_path: str | None = None, echo=print) -> list:
+    """Predict every workload of the recipe; print the tables, write the plot and the
+    JSON. Returns [(Workload, curves)]."""
+    from deep500.recipe.schema import load_recipe
+    from deep500.utils.machine import load_machine
+    machine = load_machine(machine)
+    recipe = load_recipe(recipe_path)
+    results = []
+    chosen = workloads(recipe, algorithm, threads)
+    echo(f"# machine '{machine.name}' ({machine.source}); compute {compute}"
+         + ("; overlapped" if overlap else "; blocking") + f"; {comm_dtype} on the wire")
+    profiles = {}
+    for workload in chosen:
+        # Workloads that differ only in their allreduce share one profile.
+        key = (repr(workload.network), repr(workload.dataset), workload.loss, workload.seed,
+               repr(sorted(workload.optimizer.items())), workload.batch, workload.threads)
+        if key not in profiles:
+            g = int(global_batch or workload.batch * STRONG_BATCH_FACTOR)
+            profiles[key] = step_profile(workload, compute, machine, largest_batch=g)
+        profile = profiles[key]
+        result = curves(profile, machine, workload, ranks, global_batch, overlap, comm_dtype)
+        results.append((workload, result))
+        echo(format_table(workload, result))
+    if plot_path:
+        for path in plot(results, machine.name, plot_path):
+            echo(f"Plot: {path}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"machine": machine.name, "source": machine.source, "compute": compute,
+                       "workloads": [{"label": w.label, **r} for w, r in results]}, f,
+                      indent=1)
+        echo(f"JSON: {json_path}")
+    return results
