@@ -59,6 +59,7 @@ def create_operator(framework: str, spec: OperatorSpec, device) -> CustomOp:
 def _metric_classes() -> dict[str, type]:
     import deep500 as d5
     from deep500.lv2_training.trajectory_metric import TrajectoryDivergenceMetric
+    from deep500.lv3_distributed.prediction_metric import StepTimePrediction
     classes = {cls.__name__: cls for cls in (d5.WallclockTime, d5.FLOPs, d5.L1Error,
                                              d5.L2Error, d5.MaxError, d5.DiffHeatmap,
                                              d5.VarHeatmap, d5.OperatorTimes,
@@ -66,6 +67,7 @@ def _metric_classes() -> dict[str, type]:
                                              d5.TrainingAccuracy, d5.TestAccuracy,
                                              d5.TimeToAccuracy, d5.LossCurve)}
     classes["TrajectoryDivergence"] = TrajectoryDivergenceMetric
+    classes["StepTimePrediction"] = StepTimePrediction
     return classes
 
 _FILE_METRICS = ("DiffHeatmap", "VarHeatmap")

@@ -8,12 +8,22 @@ import html
 import os
 
 from deep500.recipe.results import read_manifest, read_results, run_status
-from deep500.report import level0, level1, level2, level3
+from deep500.report import level0, level1, level2, level3, predictions
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
-SECTIONS = (level0, level1, level2, level3)
+SECTIONS = (level0, level1, level2, level3, predictions)
+
+
+def _records_of(section, records: list[dict]) -> list[dict]:
+    """The records ``section`` shows: those of the experiments it names
+    (``EXPERIMENTS``), or those of no section that names its experiments."""
+    claimed = {e for s in SECTIONS for e in getattr(s, "EXPERIMENTS", ())}
+    mine = getattr(section, "EXPERIMENTS", None)
+    if mine is not None:
+        return [r for r in records if r.get("experiment") in mine]
+    return [r for r in records if r.get("experiment") not in claimed]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
@@ -90,7 +100,8 @@ def write_reports(output_dir: str, per_seed: bool = False,
     records = read_results(output_dir)
     manifest = read_manifest(output_dir)
     context = ReportContext(manifest, per_seed=per_seed, figure_format=figure_format)
-    sections = [section.build(records, output_dir, context) for section in SECTIONS]
+    sections = [section.build(_records_of(section, records), output_dir, context)
+                for section in SECTIONS]
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
     counts = count_outcomes(records)  # the same counts deep500 run prints
     verdict = counts.sentence() + "."

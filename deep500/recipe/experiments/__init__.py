@@ -1,10 +1,12 @@
 """Experiment kinds a recipe can name (``experiment: <name>``)."""
 from deep500.recipe.experiments.distributed import DistributedExperiment
+from deep500.recipe.experiments.models import ModelsExperiment
 from deep500.recipe.experiments.networks import NetworksExperiment
 from deep500.recipe.experiments.operators import OperatorsExperiment
 from deep500.recipe.experiments.training import TrainingExperiment
 
 EXPERIMENTS = {e.name: e for e in (OperatorsExperiment(), NetworksExperiment(),
-                                   TrainingExperiment(), DistributedExperiment())}
+                                   TrainingExperiment(), DistributedExperiment(),
+                                   ModelsExperiment())}
 
 __all__ = ["EXPERIMENTS"]
