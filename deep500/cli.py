@@ -1,8 +1,10 @@
 """The ``deep500`` command (also ``python -m deep500``).
 
-    deep500 run RECIPE [--out DIR] [--np N] [--machine FILE] [--remeasure-interfered [N]]
+    deep500 run RECIPE [--out DIR] [--np N [--hostfile FILE]] [--machine FILE]
+                       [--remeasure-interfered [N]]
                                      run a recipe, write results and a report; with
-                                     --np, on N MPI ranks (re-run under mpirun); with
+                                     --np, on N MPI ranks (re-run under mpirun, given
+                                     the MPICH hostfile FILE if any); with
                                      --remeasure-interfered, configurations measured
                                      while other processes used the CPU are measured
                                      again (up to N times, default 2); with
@@ -59,17 +61,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from deep500.utils.errors import Deep500Error
 
 
-def _relaunch_under_mpirun(ranks: int, argv: list) -> None:
+def _relaunch_under_mpirun(ranks: int | None, argv: list,
+                           hostfile: str | None = None) -> None:
     """Run ``deep500 <argv>`` on ``ranks`` ranks under ``mpirun`` and exit with its
     status, unless this process already is a rank (``d5.mpi_fork`` re-running the
     deep500 command rather than ``sys.orig_argv``, so that ``main(argv)`` called from
-    another program does not re-run that program)."""
-    from deep500.lv3_distributed.mpi_launch import in_mpi_world, mpi_fork
+    another program does not re-run that program). ``hostfile``: an MPICH hostfile,
+    checked here (``read_hostfile``) and given to ``mpirun -f``; the ranks, which
+    mpirun already placed, do not read it again (on a cluster it may exist only where
+    ``deep500 run`` was started)."""
+    from deep500.lv3_distributed.mpi_launch import in_mpi_world, mpi_fork, read_hostfile
+    if ranks is None:
+        raise Deep500Error(f"--hostfile {hostfile}: give the number of ranks too, "
+                           f"'deep500 run --np N --hostfile {hostfile} RECIPE'")
     if ranks < 1:
         raise Deep500Error(f"--np {ranks}: the number of ranks is at least 1")
     if in_mpi_world():
@@ -81,7 +91,11 @@ def _relaunch_under_mpirun(ranks: int, argv: list) -> None:
                                f"one of the two (mpirun -np {ranks} deep500 run RECIPE, or "
                                f"deep500 run --np {ranks} RECIPE)")
         return
-    mpi_fork(ranks, program=["-m", "deep500", *argv])
+    mpirun_args = []
+    if hostfile is not None:
+        read_hostfile(hostfile)
+        mpirun_args = ["-f", os.path.abspath(hostfile)]
+    mpi_fork(ranks, mpirun_args, program=["-m", "deep500", *argv])
 
 
 def _run_ranks(args, comm):
@@ -141,8 +155,8 @@ def _run(args) -> int:
                                    "'deep500 runs') too")
             from deep500.store.compare import parse_threshold
             fail_above = parse_threshold(args.fail_above)
-        if args.np is not None:
-            _relaunch_under_mpirun(args.np, args.argv)
+        if args.np is not None or args.hostfile is not None:
+            _relaunch_under_mpirun(args.np, args.argv, args.hostfile)
         comm = world_communicator()
         if comm is None:
             summary = run_recipe(args.recipe, args.out, argv=sys.argv,
@@ -353,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
                      "command under the mpirun beside the Python interpreter (under "
                      "mpirun already: N must be its number of ranks)")
+    run.add_argument("--hostfile", metavar="FILE", help="with --np: the hosts to run on, "
+                     "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "
+                     "checked, then passed to mpirun as -f FILE (see docs/distributed.md)")
     run.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?", const=2,
                      default=0, metavar="N", help="re-measure a configuration that other "
                      "processes interfered with (see docs/measurement.md) up to N times "

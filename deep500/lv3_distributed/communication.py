@@ -29,6 +29,13 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
   binomial trees.
 * ``iallreduce``: ``MPI_Iallreduce`` only, modelled as the ring.
 
+Compressed communication: ``allreduce(..., wire_dtype="float16" | "bfloat16")`` and
+``iallreduce(..., wire_dtype=...)`` send a float32 (or float64) array's values in 16
+bits and reduce them at the array's precision (``compressed_allreduce``; the ``"ring"``
+and ``"mpi"`` algorithms; the others raise ``UnsupportedError``). Their volume entries
+are named ``"<algorithm>/<wire dtype>"`` (e.g. ``"ring/float16"``) and count 2 bytes a
+value. ``wire_dtype=None`` or ``"float32"`` is the uncompressed call, unchanged.
+
 Arrays travel through mpi4py's buffer methods (``Send``, ``Recv``, ``Sendrecv``,
 ``Allreduce``...), never pickled; they must be C-contiguous NumPy arrays of a fixed-size
 numeric dtype, and receive buffers must match what arrives, else ``d5.ShapeError``
@@ -48,7 +55,7 @@ import numpy as np
 
 import os
 
-from deep500.lv3_distributed import allreduce_algorithms
+from deep500.lv3_distributed import allreduce_algorithms, compressed_allreduce
 from deep500.lv3_distributed.allreduce_algorithms import DEFAULT_SEGMENT_BYTES
 from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
                                             allreduce_traffic,
@@ -57,6 +64,7 @@ from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
                                             binomial_scatter_traffic,
                                             dissemination_barrier_traffic, modelled,
                                             ring_allreduce_traffic)
+from deep500.lv3_distributed.wire_dtype import WireType, wire_type
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 
 #: Every allreduce algorithm of ``CommunicationNetwork.allreduce`` (the first is the
@@ -297,7 +305,8 @@ class CommunicationNetwork:
     # -- allreduce ------------------------------------------------------------------
     def allreduce(self, array: np.ndarray, op: str = "sum", out: np.ndarray | None = None,
                   algorithm: str | None = None, segment_bytes: int | None = None,
-                  mpi_algorithm: str | None = None) -> np.ndarray:
+                  mpi_algorithm: str | None = None,
+                  wire_dtype: str | None = None) -> np.ndarray:
         """Reduce ``array`` over all ranks; every rank gets the result.
 
         ``op``: ``"sum"``, ``"average"`` (sum / size; float and complex only), ``"max"``,
@@ -315,8 +324,13 @@ class CommunicationNetwork:
         to set it. The ``"mpi"`` entry of ``volume`` is modelled: as MPICH's forced
         algorithm where Deep500 has the same one, else as the ring, and says which.
         With one rank it is a copy, recorded as zero traffic (exact).
+        ``wire_dtype``: ``"float16"`` or ``"bfloat16"`` sends the values of a float32
+        (float64) array in 16 bits and reduces them at the array's precision
+        (``compressed_allreduce``; ``"ring"`` and ``"mpi"`` only); ``None`` or
+        ``"float32"``: the values as they are.
         """
         ufunc, mpi_op = self._reduction(array, op, "allreduce")
+        wire = self._wire(array, wire_dtype, "allreduce")
         if out is None:
             out = np.empty_like(array)
         elif out is not array:
@@ -328,6 +342,9 @@ class CommunicationNetwork:
             algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
         if mpi_algorithm is not None:
             self.check_mpi_algorithm(mpi_algorithm)
+        if wire is not None:
+            return self._wire_allreduce(algorithm, array, out, ufunc, op == "average",
+                                        wire)
         if self.size == 1:
             if out is not array:
                 np.copyto(out, array)
@@ -353,10 +370,15 @@ class CommunicationNetwork:
         return out
 
     def allreduce_traffic(self, count: int, itemsize: int, algorithm: str | None = None,
-                          segment_bytes: int | None = None) -> Traffic:
+                          segment_bytes: int | None = None,
+                          wire_dtype: str | None = None) -> Traffic:
         """What one ``allreduce`` of ``count`` elements of ``itemsize`` bytes records
         for this rank: the exact formula of Deep500's algorithm (``volume.py``), or for
-        ``"mpi"`` the model it records (the MPICH choice's, else the ring)."""
+        ``"mpi"`` the model it records (the MPICH choice's, else the ring). With a
+        ``wire_dtype`` narrower than float32 the values travel in its itemsize."""
+        wire = wire_type(wire_dtype)
+        if wire is not None:
+            itemsize = wire.itemsize
         algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
             algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
         if algorithm == "mpi":
@@ -380,6 +402,47 @@ class CommunicationNetwork:
                 f"'{MPICH_ALLREDUCE_CVAR}={mpi_algorithm} deep500 run --np N ...' or "
                 f"'... mpirun -np N ...'")
         return mpi_algorithm
+
+    def _wire(self, array, wire_dtype, what) -> WireType | None:
+        """The ``WireType`` of ``wire_dtype`` (``None``: uncompressed), checked
+        against ``array``."""
+        wire = wire_type(wire_dtype)
+        if wire is not None and (array.dtype.kind != "f" or array.itemsize < 4):
+            raise UnsupportedError(f"rank {self.rank} of {self.size}: {what} with "
+                                   f"wire_dtype={wire_dtype!r} narrows float32 or float64 "
+                                   f"arrays; got {array.dtype}")
+        return wire
+
+    def _wire_allreduce(self, algorithm, array, out, ufunc, average, wire):
+        """``allreduce`` with ``wire`` on the wire (``compressed_allreduce``)."""
+        name = f"{algorithm}/{wire.name}"
+        if algorithm not in compressed_allreduce.WIRE_ALGORITHMS:
+            raise UnsupportedError(
+                f"rank {self.rank} of {self.size}: allreduce algorithm={algorithm!r} "
+                f"cannot send {wire.name} on the wire; the algorithms that can are "
+                f"{', '.join(compressed_allreduce.WIRE_ALGORITHMS)} (or use "
+                f"wire_dtype='float32')")
+        if self.size == 1:
+            if out is not array:
+                np.copyto(out, array)
+            self.volume.record("allreduce", name, EXACT, 0, 0, 0, 0)
+            return out
+        try:
+            if algorithm == "ring":
+                traffic = compressed_allreduce.ring(self, array.reshape(-1),
+                                                    out.reshape(-1), ufunc, average, wire)
+                self.volume.record_traffic("allreduce", name, EXACT, traffic)
+                return out
+            narrowed, buffer, operation = compressed_allreduce.narrowed_for_mpi(
+                self._MPI, array, wire, ufunc)
+            self.comm.Allreduce(self._MPI.IN_PLACE, buffer, operation)
+        except self._MPI.Exception as exc:
+            raise self._truncated(exc, "allreduce") from exc
+        compressed_allreduce.finish_mpi(narrowed, out, wire, average, self.size)
+        model, counted = self._mpi_model
+        self.volume.record_traffic("allreduce", name, counted, allreduce_traffic(
+            model, array.size, wire.itemsize, self.size, self.rank))
+        return out
 
     def _own_allreduce(self, algorithm, array, out, ufunc, average, segment_bytes):
         """One of ``allreduce_algorithms``, reducing in ``out`` (a copy of ``array``
@@ -466,11 +529,15 @@ class CommunicationNetwork:
         return out
 
     def iallreduce(self, array: np.ndarray, op: str = "sum",
-                   out: np.ndarray | None = None) -> Request:
+                   out: np.ndarray | None = None,
+                   wire_dtype: str | None = None) -> Request:
         """Non-blocking allreduce (``MPI_Iallreduce``; volume modelled as the ring).
         Neither array may be touched until ``wait()``, which returns the result (and
-        divides by the size for ``"average"``)."""
-        _, mpi_op = self._reduction(array, op, "iallreduce")
+        divides by the size for ``"average"``). ``wire_dtype`` (``"float16"``,
+        ``"bfloat16"``): the values travel in 16 bits and are reduced at the array's
+        precision by a user-defined MPI operation (``compressed_allreduce``)."""
+        ufunc, mpi_op = self._reduction(array, op, "iallreduce")
+        wire = self._wire(array, wire_dtype, "iallreduce")
         if out is None:
             out = np.empty_like(array)
         elif out is not array:
@@ -478,6 +545,8 @@ class CommunicationNetwork:
         elif not out.flags.writeable:
             raise self._fail("iallreduce", "array is read-only", "Pass a writable array "
                              "to reduce in place, or no out")
+        if wire is not None:
+            return self._wire_iallreduce(array, out, ufunc, op == "average", wire)
         request = self.comm.Iallreduce(self._MPI.IN_PLACE if out is array else array, out,
                                        mpi_op)
         self.volume.record_traffic("iallreduce", "mpi", _RING_MODEL,
@@ -488,6 +557,19 @@ class CommunicationNetwork:
         def average(status):
             np.true_divide(out, size, out=out)
         return Request(request, out, average if op == "average" else None)
+
+    def _wire_iallreduce(self, array, out, ufunc, average, wire) -> Request:
+        narrowed, buffer, operation = compressed_allreduce.narrowed_for_mpi(
+            self._MPI, array, wire, ufunc)
+        request = self.comm.Iallreduce(self._MPI.IN_PLACE, buffer, operation)
+        self.volume.record_traffic("iallreduce", f"mpi/{wire.name}", _RING_MODEL,
+                                   ring_allreduce_traffic(array.size, wire.itemsize,
+                                                          self.size, self.rank))
+        size = self.size
+
+        def finish(status):
+            compressed_allreduce.finish_mpi(narrowed, out, wire, average, size)
+        return Request(request, out, finish)
 
     # -- rooted collectives -----------------------------------------------------------
     def broadcast(self, array: np.ndarray, root: int = 0,

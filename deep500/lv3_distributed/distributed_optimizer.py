@@ -25,6 +25,13 @@ What is measured, per rank (``end_epoch`` returns it for each epoch, so it lands
 Parameters travel fused: one contiguous buffer of all parameters (or gradients) in the
 network's parameter order, so a step costs one collective rather than one per tensor
 (as Horovod's tensor fusion).
+
+Compressed communication: ``comm_dtype="float16"`` or ``"bfloat16"`` (every scheme's
+constructor option; default ``"float32"``) sends the fused values in 16 bits and does
+the arithmetic in float32 (:mod:`~deep500.lv3_distributed.wire_dtype`,
+:mod:`~deep500.lv3_distributed.compressed_allreduce`): the bytes counted are half of
+float32's, and ``analytic_traffic`` uses the wire's itemsize. Narrowing and widening are
+part of the ``communication`` phase.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ import numpy as np
 from deep500.lv2_training.optimizer import Optimizer, ThreeStepOptimizer
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
 from deep500.lv3_distributed.volume import ring_allreduce_traffic
+from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
 from deep500.utils.errors import Deep500Error
 
 _clock = time.perf_counter
@@ -104,10 +112,20 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     :meth:`finish_epoch` (outstanding work at the end of an epoch),
     :meth:`scheme_measurements` and :meth:`analytic_traffic`.
 
+    ``comm_dtype``: ``"float32"`` (default), ``"float16"`` or ``"bfloat16"``: the
+    number format of the values on the wire (see the module docstring); the arithmetic
+    stays float32. A scheme passes it on to this constructor and uses ``self.wire``
+    (``None`` for float32, else a :class:`~deep500.lv3_distributed.wire_dtype.WireType`).
+
     Attributes: ``base``, ``comm``, ``rank``, ``size``, ``parameter_names`` (the same
-    order on every rank), ``phase_times`` (cumulative seconds per phase).
+    order on every rank), ``phase_times`` (cumulative seconds per phase), ``comm_dtype``,
+    ``wire``.
     """
-    def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None):
+    def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None,
+                 comm_dtype: str = "float32"):
+        self.comm_dtype = check_comm_dtype(comm_dtype, f"{type(self).__name__}: "
+                                                       f"comm_dtype")
+        self.wire = wire_type(comm_dtype)
         if isinstance(base_optimizer, DistributedOptimizer):
             raise Deep500Error(f"{type(self).__name__}: the base optimizer is already "
                                f"distributed ({base_optimizer.name}); wrap the local "
@@ -124,6 +142,32 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         self.parameter_names = list(base_optimizer.parameters())
         self._start_measuring(comm)
         self._fused: FusedBuffer | None = None
+
+    @classmethod
+    def check_options(cls, comm_dtype: str = "float32", **_options) -> None:
+        """The checks of the constructor that need no MPI (a recipe calls this up
+        front): ``comm_dtype``."""
+        check_comm_dtype(comm_dtype, f"{cls.__name__}: comm_dtype")
+
+    def hyperparameters(self) -> dict:
+        chosen = super().hyperparameters()
+        if self.wire is not None:
+            chosen["comm_dtype"] = self.comm_dtype
+        return chosen
+
+    @property
+    def wire_options(self) -> dict:
+        """Keywords of ``comm.allreduce`` / ``iallreduce`` for this ``comm_dtype``
+        (none for float32, whose calls stay as they were)."""
+        return {} if self.wire is None else {"wire_dtype": self.comm_dtype}
+
+    def wire_itemsize(self, buffer: np.ndarray) -> int:
+        """Bytes a value of ``buffer`` takes on the wire."""
+        return buffer.itemsize if self.wire is None else self.wire.itemsize
+
+    def wire_nbytes(self, buffer: np.ndarray) -> int:
+        """Bytes ``buffer`` takes on the wire."""
+        return buffer.size * self.wire_itemsize(buffer)
 
     # -- parts of a step ------------------------------------------------------------------
     def compute_gradients(self, inputs: dict) -> tuple[dict, dict]:
@@ -169,12 +213,15 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         """``analytic_traffic`` of ``calls`` ring allreduces of the fused buffer
         (2(p-1)/p x n bytes each way per rank; ``model`` says what is reduced)."""
         fused = self.fused()
-        one = ring_allreduce_traffic(fused.buffer.size, fused.buffer.itemsize, self.size,
-                                     self.rank)
+        one = ring_allreduce_traffic(fused.buffer.size, self.wire_itemsize(fused.buffer),
+                                     self.size, self.rank)
         return {"bytes_sent": calls * one.bytes_sent,
                 "bytes_received": calls * one.bytes_received,
-                "model": f"{model}: ring allreduce of {fused.nbytes} B, 2(p-1)/p x n per "
-                         f"rank each way"}
+                "model": f"{model}: ring allreduce of {self.wire_nbytes(fused.buffer)} B"
+                         f"{self._wire_note()}, 2(p-1)/p x n per rank each way"}
+
+    def _wire_note(self) -> str:
+        return "" if self.wire is None else f" ({self.comm_dtype} on the wire)"
 
     #: The allreduce of the default step (``None``: ``comm.allreduce_algorithm``).
     allreduce_algorithm: str | None = None
@@ -187,7 +234,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         with self.phase("communication"):
             self.comm.allreduce(buffer, op="average", out=buffer,
                                 algorithm=self.allreduce_algorithm,
-                                **self.allreduce_options)
+                                **self.allreduce_options, **self.wire_options)
         self.apply_gradients(fused.unpack())
         return self._finish_step(inputs, outputs)
 

@@ -1,11 +1,14 @@
 """Finding and using MPI: the ``mpirun`` next to the running Python (the ``mpich`` wheel
 puts it in the virtual environment's ``bin``), the world communicator when this
-process was started by it, re-running a program under it (``mpi_fork``), and stopping
-every rank when one fails (``guarded_main``)."""
+process was started by it, re-running a program under it (``mpi_fork``, with a
+checked hostfile: ``read_hostfile``), this rank's index on its node (``local_rank``,
+for mapping ranks to GPUs), and stopping every rank when one fails
+(``guarded_main``)."""
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +50,86 @@ def world_communicator():
     except ImportError as exc:
         raise MissingDependencyError("mpi4py", "mpi", "Running under mpirun") from exc
     return MPI.COMM_WORLD if MPI.COMM_WORLD.Get_size() > 1 else None
+
+
+# This rank's index among the ranks of its node, as Open MPI, MPICH's Hydra and Slurm's
+# srun set it (in this order of preference).
+LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def local_rank(comm=None, environ=None) -> int:
+    """This rank's index among the ranks on the same node (0 .. ranks on the node - 1):
+    what a GPU node maps to a device (``f"gpu:{local_rank() % gpus_per_node}"``).
+
+    Read from the launcher's environment (``environ``, default ``os.environ``): Open
+    MPI's ``OMPI_COMM_WORLD_LOCAL_RANK``, MPICH Hydra's ``MPI_LOCALRANKID``, Slurm's
+    ``SLURM_LOCALID``, the first one set. Without any, it is this rank's rank in
+    ``comm`` (an mpi4py communicator; default the world under ``mpirun``) split by
+    ``MPI_COMM_TYPE_SHARED`` (MPI-3.0 section 6.4.2: the ranks that share memory,
+    i.e. a node), which is collective over ``comm``; 0 outside MPI. A value that is
+    not a non-negative integer raises ``Deep500Error`` naming the variable.
+    """
+    environ = os.environ if environ is None else environ
+    for name in LOCAL_RANK_VARIABLES:
+        value = environ.get(name)
+        if value is not None and value.strip() != "":
+            if not value.strip().isdecimal():
+                raise Deep500Error(f"{name}={value!r} is not a local rank (a "
+                                   f"non-negative integer); unset it or fix the "
+                                   f"launcher's environment")
+            return int(value)
+    if comm is None:
+        comm = world_communicator()
+        if comm is None:
+            return 0
+    from mpi4py import MPI
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+# One host per line of an MPICH (Hydra) hostfile: a name or address, optionally
+# ":n" processes; "#" starts a comment.
+_HOSTFILE_LINE = re.compile(r"^([A-Za-z0-9_.\-]+)(?::([0-9]+))?$")
+
+
+def read_hostfile(path) -> list[tuple[str, int]]:
+    """The hosts of an MPICH hostfile (``mpirun -f FILE``) as ``[(host, processes)]``.
+
+    Format (MPICH's Hydra process manager): one host per line, ``host`` or
+    ``host:n`` (n >= 1 processes on it, default 1); ``#`` starts a comment; blank lines
+    are skipped. Hydra fills the hosts in order and wraps around when ``-np`` exceeds
+    their sum. A file that cannot be read, holds no host, or has a line of another
+    form (e.g. Open MPI's ``host slots=4``) raises ``Deep500Error`` naming the line
+    and what to write instead.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Deep500Error(f"hostfile {path}: cannot read it ({exc}); give a text file "
+                           f"with one host per line, 'host' or 'host:n'") from None
+    hosts = []
+    for number, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        match = _HOSTFILE_LINE.match(text)
+        if match is None or (match.group(2) is not None and int(match.group(2)) < 1):
+            slots = re.match(r"^(\S+)\s+(?:slots|max_slots|max-slots)\s*=\s*([0-9]+)",
+                             text)
+            hint = (f"; for MPICH write '{slots.group(1)}:{slots.group(2)}' (Open MPI's "
+                    f"'slots=' is not MPICH's format)" if slots else "")
+            raise Deep500Error(f"hostfile {path}, line {number}: {text!r} is not 'host' "
+                               f"or 'host:n' (a host name or address, optionally ':' and "
+                               f"a number of processes >= 1){hint}")
+        hosts.append((match.group(1), int(match.group(2) or 1)))
+    if not hosts:
+        raise Deep500Error(f"hostfile {path} names no host; write one per line, 'host' "
+                           f"or 'host:n' (e.g. 'node01:4')")
+    return hosts
 
 
 # Set in the ranks that mpi_fork starts, so that a launcher which sets none of the

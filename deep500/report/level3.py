@@ -11,6 +11,7 @@ for acceptance (each rank's replica is tested).
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics as stats
 
@@ -221,6 +222,50 @@ def _staleness(record: dict) -> dict[int, int]:
     return histogram
 
 
+def _comm_dtype(record: dict) -> str:
+    return record["configuration"]["scheme"].get("comm_dtype") or "float32"
+
+
+def _without_comm_dtype(record: dict) -> str:
+    """The configuration but for its wire dtype (and the label naming it)."""
+    configuration = dict(record["configuration"])
+    configuration["scheme"] = {k: v for k, v in configuration["scheme"].items()
+                               if k not in ("comm_dtype", "label")}
+    return json.dumps(configuration, sort_keys=True, default=str)
+
+
+def _largest_gap(record: dict, reference: dict, key: str):
+    pairs = [(a.get(key), b.get(key)) for a, b in zip(_global_epochs(record),
+                                                      _global_epochs(reference))]
+    gaps = [abs(a - b) for a, b in pairs if a is not None and b is not None]
+    return max(gaps) if gaps else None
+
+
+def compressed_rows(measured: list[dict], head) -> list[list]:
+    """One row per configuration with a 16-bit ``comm_dtype`` whose float32 twin (the
+    same configuration with ``comm_dtype`` float32) was measured: final test accuracy
+    of both, bytes sent by rank 0 per epoch against float32's, and how far the
+    per-epoch trajectory moved from float32's (largest gap of the training loss and
+    of the test accuracy over the epochs)."""
+    twins = {_without_comm_dtype(r): r for r in measured if _comm_dtype(r) == "float32"}
+    rows = []
+    for record in measured:
+        reference = twins.get(_without_comm_dtype(record))
+        if _comm_dtype(record) == "float32" or reference is None:
+            continue
+        last, first = (_global_epochs(record) or [{}])[-1], \
+            (_global_epochs(reference) or [{}])[-1]
+        sent = _bytes_per_epoch(record, "bytes_sent")
+        sent32 = _bytes_per_epoch(reference, "bytes_sent")
+        ratio = f"{sent[0] / sent32[0]:.3f}" if sent and sent32 and sent32[0] else "n/a"
+        rows.append([*head(record), _comm_dtype(record),
+                     _percent(last.get("test_accuracy")),
+                     _percent(first.get("test_accuracy")), ratio,
+                     fmt_number(_largest_gap(record, reference, "train_loss")),
+                     _percent(_largest_gap(record, reference, "test_accuracy"))])
+    return rows
+
+
 def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
     context = context or ReportContext({})
     measured_all = of_level(records, 3, "measurement")
@@ -341,7 +386,15 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                                     fmt_number(drift[-1] if drift else None),
                                     fmt_number(max(known) if known else None),
                                     _drift_before_sync(record)])
-    tables = [t for t in (table, traffic, phases, divergence) if t.rows]
+    compressed = Table("Level 3 — compressed communication against float32", [
+        *heads, "Wire dtype", "Final test acc.", "Final test acc. (float32)",
+        "Bytes sent / float32's (rank 0)", "Largest train-loss gap over epochs",
+        "Largest test-acc. gap over epochs"], compressed_rows(measured, head), note=(
+        "The same configuration with comm_dtype float16 or bfloat16 (16 bits on the "
+        "wire, float32 arithmetic) next to its float32 run: the trajectory's divergence "
+        "is the largest difference, over the epochs, of the training loss and of rank "
+        "0's test accuracy."))
+    tables = [t for t in (table, traffic, phases, compressed, divergence) if t.rows]
     if failed:
         tables.append(Table("Level 3 — configurations that failed",
                             ["Scheme", *(["Settings"] if settings else []), "Seed", "Rank",

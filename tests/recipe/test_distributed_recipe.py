@@ -42,7 +42,12 @@ def test_a_checked_recipe_lists_its_schemes():
                                     "available: ['ConsistentDecentralized'"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "period": 3}),
      "ConsistentDecentralized takes no options ['period']; it takes ['algorithm', "
-     "'mpi_algorithm', 'segment_bytes']"),
+     "'comm_dtype', 'mpi_algorithm', 'segment_bytes']"),
+    (_with_schemes({"scheme": "ConsistentDecentralized", "comm_dtype": "float8"}),
+     "ConsistentDecentralized: comm_dtype='float8' is not a communication dtype; choose "
+     "one of float32, float16, bfloat16"),
+    (_with_schemes({"scheme": "ConsistentNeighbors", "comm_dtype": "half"}),
+     "ConsistentNeighbors: comm_dtype='half' is not a communication dtype"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "tree"}),
      "ConsistentDecentralized: algorithm='tree' is not an allreduce algorithm; choose one "
      "of ring, linear, binomial, recursive_doubling, rabenseifner, segmented_ring, mpi"),

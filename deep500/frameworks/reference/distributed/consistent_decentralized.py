@@ -14,25 +14,37 @@ from __future__ import annotations
 
 import os
 
+from deep500.lv3_distributed.compressed_allreduce import WIRE_ALGORITHMS
 from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
                                                    check_mpich_allreduce_algorithm,
                                                    check_segment_bytes,
                                                    mpich_allreduce_algorithm)
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
+from deep500.lv3_distributed.wire_dtype import check_comm_dtype
 from deep500.utils.errors import Deep500Error
 
 
 def check_allreduce_options(owner: str, algorithm, segment_bytes=None,
-                            mpi_algorithm=None, environ=None) -> None:
+                            mpi_algorithm=None, environ=None,
+                            comm_dtype: str = "float32") -> None:
     """Raise ``Deep500Error`` naming the option if ``algorithm`` is not one of
     ``ALLREDUCE_ALGORITHMS``, if ``segment_bytes`` is given to another algorithm than
     ``"segmented_ring"`` or is not a positive integer, or if ``mpi_algorithm`` is given
     to another algorithm than ``"mpi"``, is not an MPICH algorithm, or is not the one
     MPICH will start with (``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` in ``environ``,
-    default ``os.environ``, which ``mpirun`` passes to the ranks)."""
+    default ``os.environ``, which ``mpirun`` passes to the ranks), or if ``comm_dtype``
+    is not one of ``wire_dtype.COMM_DTYPES`` or is narrower than float32 with an
+    algorithm that cannot carry it (``compressed_allreduce.WIRE_ALGORITHMS``)."""
     if algorithm not in ALLREDUCE_ALGORITHMS:
         raise Deep500Error(f"{owner}: algorithm={algorithm!r} is not an allreduce "
                            f"algorithm; choose one of {', '.join(ALLREDUCE_ALGORITHMS)}")
+    check_comm_dtype(comm_dtype, f"{owner}: comm_dtype")
+    if comm_dtype != "float32" and algorithm not in WIRE_ALGORITHMS:
+        raise Deep500Error(f"{owner}: comm_dtype={comm_dtype!r} needs an allreduce that "
+                           f"reduces at float32 what travels in 16 bits: algorithm "
+                           f"{' or '.join(map(repr, WIRE_ALGORITHMS))}, not "
+                           f"{algorithm!r}; change the algorithm or use "
+                           f"comm_dtype='float32'")
     if segment_bytes is not None:
         if algorithm != "segmented_ring":
             raise Deep500Error(f"{owner}: segment_bytes={segment_bytes!r} applies to "
@@ -67,25 +79,30 @@ class ConsistentDecentralized(DistributedOptimizer):
     ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm expected
     (``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``, which must be set in the environment
     before MPI starts; this option checks it is in effect and records it).
+    ``comm_dtype``: ``"float32"`` (default), ``"float16"`` or ``"bfloat16"`` on the
+    wire, reduced in float32 (``"ring"`` and ``"mpi"`` only; see
+    :mod:`~deep500.lv3_distributed.compressed_allreduce`); every rank still holds
+    bit-identical parameters.
     Bad values raise ``Deep500Error`` naming the option (``check_allreduce_options``).
     """
 
     def __init__(self, base_optimizer, comm=None, algorithm: str = "ring",
-                 segment_bytes: int | None = None, mpi_algorithm: str | None = None):
+                 segment_bytes: int | None = None, mpi_algorithm: str | None = None,
+                 comm_dtype: str = "float32"):
         check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
-                                mpi_algorithm)
-        super().__init__(base_optimizer, comm)
+                                mpi_algorithm, comm_dtype=comm_dtype)
+        super().__init__(base_optimizer, comm, comm_dtype)
         self.allreduce_algorithm = algorithm
         self.allreduce_options = {k: v for k, v in (("segment_bytes", segment_bytes),
                                                     ("mpi_algorithm", mpi_algorithm))
                                   if v is not None}
 
-    @staticmethod
-    def check_options(algorithm: str = "ring", segment_bytes=None,
-                      mpi_algorithm=None) -> None:
+    @classmethod
+    def check_options(cls, algorithm: str = "ring", segment_bytes=None,
+                      mpi_algorithm=None, comm_dtype: str = "float32") -> None:
         """The checks of the constructor, without one (a recipe calls this up front)."""
         check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
-                                mpi_algorithm)
+                                mpi_algorithm, comm_dtype=comm_dtype)
 
     @property
     def algorithm(self) -> str:
@@ -106,8 +123,9 @@ class ConsistentDecentralized(DistributedOptimizer):
         fused = self.fused()
         one = self.comm.allreduce_traffic(
             fused.buffer.size, fused.buffer.itemsize, self.allreduce_algorithm,
-            self.allreduce_options.get("segment_bytes"))
+            self.allreduce_options.get("segment_bytes"), self.comm_dtype)
         return {"bytes_sent": steps * one.bytes_sent,
                 "bytes_received": steps * one.bytes_received,
                 "model": f"the gradients, every step: {self.allreduce_algorithm} "
-                         f"allreduce of {fused.nbytes} B (volume.py)"}
+                         f"allreduce of {self.wire_nbytes(fused.buffer)} B"
+                         f"{self._wire_note()} (volume.py)"}

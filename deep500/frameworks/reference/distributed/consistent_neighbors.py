@@ -15,6 +15,11 @@ every rank (a ring of 2 or 3 ranks, a 2 x 2 torus) every rank averages the same 
 gradient mixing is consistent (``consistent`` says so per instance); otherwise
 information travels one hop per step and the replicas differ. Parameter mixing is never
 consistent: each rank applies its own gradient after mixing.
+
+``comm_dtype="float16"`` / ``"bfloat16"``: the buffer is narrowed once and sent in 16
+bits (half the bytes); every contribution to the mean, this rank's own included, is the
+narrowed value widened, and the mean is formed in float32, so ranks that average the
+same set still agree bit for bit.
 """
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ class ConsistentNeighbors(DistributedOptimizer):
     """Average gradients (or parameters) with the ring or torus neighbours."""
 
     def __init__(self, base_optimizer, comm=None, topology: str = "ring",
-                 mix: str = "gradients"):
-        super().__init__(base_optimizer, comm)
+                 mix: str = "gradients", comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
         if topology not in TOPOLOGIES:
             raise Deep500Error(f"ConsistentNeighbors: topology={topology!r}; choose one of "
                                f"{', '.join(TOPOLOGIES)}")
@@ -67,8 +72,13 @@ class ConsistentNeighbors(DistributedOptimizer):
         return got
 
     def _neighbourhood_mean(self, buffer: np.ndarray) -> np.ndarray:
+        wire = self.wire
         with self.phase("communication"):
-            got = self._exchange(buffer)
+            if wire is None:
+                got = self._exchange(buffer)
+            else:
+                got = {rank: wire.decode(narrowed, np.empty_like(buffer))
+                       for rank, narrowed in self._exchange(wire.encode(buffer)).items()}
         mean = np.zeros_like(buffer)
         for rank in self.neighbours:  # a fixed order: the same sum on every rank
             mean += got[rank]
@@ -90,7 +100,7 @@ class ConsistentNeighbors(DistributedOptimizer):
         return self._finish_step(inputs, outputs)
 
     def analytic_traffic(self, steps: int) -> dict:
-        n = self.fused().nbytes
+        n = self.wire_nbytes(self.fused().buffer)
         if self.size == 1:
             messages = 0
         elif self.topology == "ring":

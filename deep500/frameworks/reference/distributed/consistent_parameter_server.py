@@ -8,6 +8,13 @@ other ranks only compute gradients. After every step all ranks hold the root's
 parameters, so the scheme is consistent, and with ``d5.DistributedSampler`` it takes
 the same steps as data-parallel SGD with the global minibatch.
 
+``comm_dtype="float16"`` / ``"bfloat16"``: gradients and parameters travel in 16 bits
+(half the bytes). The root widens the gradients and averages them in float32 and keeps
+the float32 parameters (the master copy, as in mixed-precision training; Micikevicius
+et al., ICLR 2018); the workers compute on the parameters as they arrived, rounded to
+the wire's precision, so the replicas differ by that rounding (``consistent`` is then
+False and ``replica_divergence`` measures it).
+
 Traffic per step, counted exactly: each worker sends n bytes (its gradient, a linear
 gather) and receives n (the parameters, one message from the root); the root receives
 (p - 1) n and sends (p - 1) n: the root's link carries p - 1 times what a ring
@@ -27,14 +34,17 @@ _TAG_PARAMETERS = 4101
 class ConsistentParameterServer(DistributedOptimizer):
     """Gradients to ``root`` (gather), update there, parameters back to every rank."""
 
-    def __init__(self, base_optimizer, comm=None, root: int = 0):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, root: int = 0,
+                 comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
+        self.consistent = self.wire is None
         if not 0 <= int(root) < self.size:
             raise Deep500Error(f"ConsistentParameterServer: root {root} is not a rank of "
                                f"this world of {self.size}")
         self.root = int(root)
         self._gathered: np.ndarray | None = None
         self._parameters = None
+        self._widened: np.ndarray | None = None
 
     def scheme_hyperparameters(self) -> dict:
         return {"root": self.root}
@@ -45,28 +55,41 @@ class ConsistentParameterServer(DistributedOptimizer):
             self._parameters = self.new_fused_buffer()
         parameters = self._parameters
         is_root = self.rank == self.root
+        wire = self.wire
         with self.phase("communication"):
+            sent = buffer if wire is None else wire.encode(buffer)
             if is_root and self._gathered is None:
-                self._gathered = np.empty((self.size, buffer.size), buffer.dtype)
-            gathered = self.comm.gather(buffer, self.root, out=self._gathered)
+                self._gathered = np.empty((self.size, sent.size), sent.dtype)
+            gathered = self.comm.gather(sent, self.root, out=self._gathered)
         if is_root:
             with self.phase("communication"):   # the reduction, as inside an allreduce
+                if wire is not None:
+                    if self._widened is None:
+                        self._widened = np.empty(gathered.shape, buffer.dtype)
+                    gathered = wire.decode(gathered.reshape(-1), self._widened)
                 np.mean(gathered, axis=0, out=buffer)
             self.apply_gradients(fused.unpack())
             parameters.pack(self.fetch_parameters())
             with self.phase("communication"):
-                wait_all([self.comm.isend(parameters.buffer, rank, _TAG_PARAMETERS)
+                outgoing = (parameters.buffer if wire is None
+                            else wire.encode(parameters.buffer))
+                wait_all([self.comm.isend(outgoing, rank, _TAG_PARAMETERS)
                           for rank in range(self.size) if rank != self.root])
         else:
             with self.phase("communication"):
-                self.comm.recv(parameters.buffer, self.root, _TAG_PARAMETERS)
+                if wire is None:
+                    self.comm.recv(parameters.buffer, self.root, _TAG_PARAMETERS)
+                else:
+                    arrived = self.comm.recv(wire.empty(buffer.size), self.root,
+                                             _TAG_PARAMETERS)
+                    wire.decode(arrived, parameters.buffer)
             with self.phase("update"):
                 self.feed_parameters(parameters.unpack())
                 self.base.step_count += 1
         return self._finish_step(inputs, outputs)
 
     def analytic_traffic(self, steps: int) -> dict:
-        n, workers = self.fused().nbytes, self.size - 1
+        n, workers = self.wire_nbytes(self.fused().buffer), self.size - 1
         if self.rank == self.root:
             sent = received = workers * n
         else:

@@ -33,7 +33,7 @@ from deep500.lv0_operators.cpp_op import CustomCPPOp
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.lv3_distributed.mpi_toolchain import compile_mpi_cppop, kernel_path
 from deep500.lv3_distributed.volume import Traffic, modelled, ring_allreduce_traffic
-from deep500.utils.errors import Deep500Error
+from deep500.utils.errors import Deep500Error, UnsupportedError
 from deep500.utils.tensor_desc import TensorDescriptor
 
 DENSE_COLLECTIVE = ("allreduce", "cpp-mpi")
@@ -82,10 +82,13 @@ def sparse_topk_operator(count: int, dtype="float32", average: bool = True) -> C
 
 
 class _CppScheme(DistributedOptimizer):
-    """What both schemes share: the operator's communicator and output buffer."""
+    """What both schemes share: the operator's communicator and output buffer.
+    ``comm_dtype``: only ``"float32"``; the C++ kernels reduce float32 or float64
+    buffers in MPI and have no 16-bit wire."""
 
-    def __init__(self, base_optimizer, comm=None):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, comm_dtype: str = "float32"):
+        self.check_options(comm_dtype)
+        super().__init__(base_optimizer, comm, comm_dtype)
         buffer = self.fused().buffer
         self._op_comm = self.comm.comm.Dup()  # collective; the operator's own messages
         self._handle = np.array([self._op_comm.py2f()], np.int64)
@@ -95,6 +98,16 @@ class _CppScheme(DistributedOptimizer):
         if self._op_comm is not None:
             self._op_comm.Free()
             self._op_comm = None
+
+    @classmethod
+    def check_options(cls, comm_dtype: str = "float32", **_options) -> None:
+        super().check_options(comm_dtype)
+        if comm_dtype != "float32":
+            raise UnsupportedError(
+                f"{cls.__name__}: comm_dtype={comm_dtype!r}: the C++ MPI operators send "
+                f"float32 (or float64) buffers; use comm_dtype='float32', or "
+                f"ConsistentDecentralized, whose ring and mpi allreduces carry "
+                f"float16 and bfloat16")
 
     def _record(self, collective: tuple[str, str], model: str, traffic: Traffic) -> None:
         self.comm.volume.record_traffic(*collective, modelled(model), traffic)
@@ -110,8 +123,9 @@ class CppConsistentDecentralized(_CppScheme):
     """
     consistent = True
 
-    def __init__(self, base_optimizer, comm=None, average: bool = True):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, average: bool = True,
+                 comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
         self.average = bool(average)
         buffer = self.fused().buffer
         self.operator = allreduce_operator(buffer.size, buffer.dtype, self.average)
@@ -153,8 +167,9 @@ class SparseTopKDecentralized(_CppScheme):
     """
     consistent = True
 
-    def __init__(self, base_optimizer, comm=None, density: float = 0.01):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, density: float = 0.01,
+                 comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
         if not 0.0 < float(density) <= 1.0:
             raise Deep500Error(f"SparseTopKDecentralized on rank {self.rank}: density="
                                f"{density!r}; choose a fraction in (0, 1]")

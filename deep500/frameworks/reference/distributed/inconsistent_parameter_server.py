@@ -28,6 +28,10 @@ Traffic, per step of a worker: n bytes of gradient sent, n bytes of parameters r
 (n = the fused parameters' size); the root receives and sends n bytes per worker step;
 plus one 0-byte message per worker per epoch. Every byte goes through
 :class:`d5.CommunicationNetwork` point-to-point calls and is counted exactly.
+
+``comm_dtype="float16"`` / ``"bfloat16"``: gradients and parameters travel in 16 bits
+(n is then half); the root widens each gradient before applying it to its float32
+parameters (the master copy) and workers compute on the parameters as they arrived.
 """
 from __future__ import annotations
 
@@ -53,8 +57,9 @@ class InconsistentParameterServer(DistributedOptimizer):
     """
     consistent = False
 
-    def __init__(self, base_optimizer, comm=None, root: int = 0):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, root: int = 0,
+                 comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
         if not (isinstance(root, (int, np.integer)) and 0 <= root < self.size):
             raise Deep500Error(f"InconsistentParameterServer on rank {self.rank}: root="
                                f"{root!r} is not a rank of the communicator; choose one "
@@ -74,6 +79,7 @@ class InconsistentParameterServer(DistributedOptimizer):
         self._updates_by_rank = [0] * self.size
         self._incoming: FusedBuffer | None = None
         self._outgoing: FusedBuffer | None = None
+        self._narrowed: np.ndarray | None = None   # a 16-bit wire's buffer
 
     def close(self) -> None:
         if self._channel is not None:
@@ -97,11 +103,33 @@ class InconsistentParameterServer(DistributedOptimizer):
             self._apply(fused.unpack(), self.rank, computed_on)
         else:
             with self.phase("communication"):
-                self._channel.send(buffer, self.root, _TAG_GRADIENT)
-                self._channel.recv(buffer, self.root, _TAG_PARAMETERS)
+                self._channel.send(self._narrow(buffer), self.root, _TAG_GRADIENT)
+                self._channel.recv(self._arriving(buffer), self.root, _TAG_PARAMETERS)
+                self._widen(buffer)
             with self.phase("update"):
                 self.feed_parameters(fused.unpack())
         return self._finish_step(inputs, outputs)
+
+    # -- the wire ------------------------------------------------------------------------
+    def _narrow(self, buffer: np.ndarray) -> np.ndarray:
+        """``buffer`` as it goes on the wire."""
+        if self.wire is None:
+            return buffer
+        self._narrowed = self.wire.encode(buffer, self._narrowed)
+        return self._narrowed
+
+    def _arriving(self, buffer: np.ndarray) -> np.ndarray:
+        """Where a message for ``buffer`` is received."""
+        if self.wire is None:
+            return buffer
+        if self._narrowed is None:
+            self._narrowed = self.wire.empty(buffer.size)
+        return self._narrowed
+
+    def _widen(self, buffer: np.ndarray) -> None:
+        """Copy what arrived in ``_arriving(buffer)`` into ``buffer``."""
+        if self.wire is not None:
+            self.wire.decode(self._narrowed, buffer)
 
     # -- the server (root only) ---------------------------------------------------------
     def _apply(self, gradients: dict, source: int, computed_on: int) -> None:
@@ -137,11 +165,12 @@ class InconsistentParameterServer(DistributedOptimizer):
             self._incoming = self.new_fused_buffer()
             self._outgoing = self.new_fused_buffer()
         with self.phase("communication"):
-            channel.recv(self._incoming.buffer, source, _TAG_GRADIENT)
+            channel.recv(self._arriving(self._incoming.buffer), source, _TAG_GRADIENT)
+            self._widen(self._incoming.buffer)
         self._apply(self._incoming.unpack(), source, self._version_sent[source])
         parameters = self._outgoing.pack(self.fetch_parameters())
         with self.phase("communication"):
-            channel.send(parameters, source, _TAG_PARAMETERS)
+            channel.send(self._narrow(parameters), source, _TAG_PARAMETERS)
         self._version_sent[source] = self.version
 
     # -- epochs -------------------------------------------------------------------------
@@ -178,7 +207,7 @@ class InconsistentParameterServer(DistributedOptimizer):
         return measured
 
     def analytic_traffic(self, steps: int) -> dict:
-        n = self.fused().nbytes
+        n = self.wire_nbytes(self.fused().buffer)
         workers = self.size - 1
         if self.size == 1:
             sent = received = 0

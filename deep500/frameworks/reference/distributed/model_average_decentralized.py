@@ -4,6 +4,10 @@ Zhang et al., "Parallel SGD: When does averaging help?", 2016; Lin et al., "Don'
 Large Mini-Batches, Use Local SGD", ICLR 2020; Ben-Nun & Hoefler, ACM CSUR 2019,
 Section 7.4).
 
+``comm_dtype="float16"`` / ``"bfloat16"``: the parameters travel in 16 bits and are
+averaged in float32 (the ``"ring"`` or ``"mpi"`` allreduce); every replica then holds
+the average as it arrived, rounded once to the wire's precision.
+
 Between averagings the replicas drift apart (the scheme is inconsistent; the epoch's
 ``replica_divergence`` shows by how much), and communication drops by the factor
 ``period``. ``period=1`` averages after every step: for plain SGD (a linear update rule)
@@ -15,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
+from deep500.lv3_distributed.compressed_allreduce import WIRE_ALGORITHMS
+from deep500.lv3_distributed.wire_dtype import check_comm_dtype
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.utils.errors import Deep500Error
 
@@ -24,8 +30,13 @@ class ModelAverageDecentralized(DistributedOptimizer):
     consistent = False
 
     def __init__(self, base_optimizer, comm=None, period: int = 4,
-                 algorithm: str = "ring"):
-        super().__init__(base_optimizer, comm)
+                 algorithm: str = "ring", comm_dtype: str = "float32"):
+        check_comm_dtype(comm_dtype, "ModelAverageDecentralized: comm_dtype")
+        if comm_dtype != "float32" and algorithm not in WIRE_ALGORITHMS:
+            raise Deep500Error(f"ModelAverageDecentralized: comm_dtype={comm_dtype!r} "
+                               f"needs algorithm {' or '.join(map(repr, WIRE_ALGORITHMS))}"
+                               f", not {algorithm!r}; change one of the two")
+        super().__init__(base_optimizer, comm, comm_dtype)
         if int(period) < 1:
             raise Deep500Error(f"ModelAverageDecentralized: period must be at least 1 "
                                f"step, got {period}")
@@ -53,7 +64,8 @@ class ModelAverageDecentralized(DistributedOptimizer):
         buffer = fused.pack(self.fetch_parameters())
         local = buffer.copy()
         with self.phase("communication"):
-            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm)
+            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm,
+                                **self.wire_options)
         with self.phase("update"):
             self.feed_parameters(fused.unpack())
         # how far this replica had drifted from the average: free, the mean is here
@@ -77,8 +89,9 @@ class ModelAverageDecentralized(DistributedOptimizer):
                                                f"the parameters, every {self.period} steps")
         fused = self.fused()
         one = self.comm.allreduce_traffic(fused.buffer.size, fused.buffer.itemsize,
-                                          self.algorithm)
+                                          self.algorithm, wire_dtype=self.comm_dtype)
         return {"bytes_sent": calls * one.bytes_sent,
                 "bytes_received": calls * one.bytes_received,
                 "model": f"the parameters, every {self.period} steps: {self.algorithm} "
-                         f"allreduce of {fused.nbytes} B (volume.py)"}
+                         f"allreduce of {self.wire_nbytes(fused.buffer)} B"
+                         f"{self._wire_note()} (volume.py)"}

@@ -32,6 +32,10 @@ and blocked waiting for them.
 
 Traffic: ``MPI_Iallreduce`` of the n-byte fused gradient per step, modelled as the ring
 (2(p-1)/p n per rank each way; Patarasuk & Yuan, JPDC 2009).
+
+``comm_dtype="float16"`` / ``"bfloat16"``: the gradients travel in 16 bits (n is half)
+and MPI reduces them with a user-defined operation that sums in float32
+(:mod:`~deep500.lv3_distributed.compressed_allreduce`).
 """
 from __future__ import annotations
 
@@ -48,8 +52,9 @@ class StaleSynchronous(DistributedOptimizer):
     non-blocking allreduces (see the module docstring)."""
     consistent = True
 
-    def __init__(self, base_optimizer, comm=None, staleness: int = 2):
-        super().__init__(base_optimizer, comm)
+    def __init__(self, base_optimizer, comm=None, staleness: int = 2,
+                 comm_dtype: str = "float32"):
+        super().__init__(base_optimizer, comm, comm_dtype)
         if isinstance(staleness, bool) or not isinstance(staleness, (int, np.integer)) \
                 or staleness < 0:
             raise Deep500Error(f"StaleSynchronous on rank {self.rank}: staleness="
@@ -76,7 +81,8 @@ class StaleSynchronous(DistributedOptimizer):
         fused = self._ring[self._posted % len(self._ring)]
         buffer = fused.pack(gradients)
         with self.phase("communication"):
-            request = self.comm.iallreduce(buffer, op="average", out=buffer)
+            request = self.comm.iallreduce(buffer, op="average", out=buffer,
+                                           **self.wire_options)
             self._in_flight.append((request, fused, self.version))
             # MPICH advances non-blocking collectives only inside MPI calls: one test
             # of each request per step lets them complete behind the computation.
