@@ -184,8 +184,9 @@ def _scaling_table(measured: list[dict]) -> Table:
         "with the step profile measured here and each machine model's network. Weak "
         "scaling keeps the batch per rank (efficiency T(1)/T(p)); strong scaling splits "
         "the world's global batch over the ranks (down to one sample per rank). The "
-        "wait for the slowest rank is the expected maximum over the ranks of the "
-        "profiled step times, so a spread measured under interference dominates it. The "
+        "wait for the slowest rank is the median of the maximum over the ranks of the "
+        "profiled step times (their quantile 0.5^(1/p)), so at large p the slowest "
+        "steps of the profile, e.g. under interference, dominate it. The "
         "model assumes a contention-free network, one rank per node and this host's "
         "compute (docs/performance_models.md)."))
     for record in measured:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import deep500 as d5
-from deep500.lv3_distributed.simulator import expected_max
+from deep500.lv3_distributed.simulator import median_of_maximum
 from deep500.lv3_distributed.step_profile import LayerTime, StepProfile
 from deep500.utils.errors import Deep500Error
 
@@ -88,13 +88,23 @@ def test_half_precision_on_the_wire_halves_the_bytes_and_adds_the_casts():
                                                          rel=1e-12)
 
 
-def test_expected_maximum_of_the_empirical_distribution():
-    # Two equally likely values 1 and 2: P(max = 1) = 1/4 for two draws.
-    assert expected_max([1.0, 2.0], 1) == pytest.approx(1.5)
-    assert expected_max([1.0, 2.0], 2) == pytest.approx(1.75)
-    assert expected_max([1.0, 2.0], 1000) == pytest.approx(2.0)
-    step = d5.simulate_training(synthetic_profile([1e-3, 2e-3]), MACHINE, 2)
-    assert step.straggler_s == pytest.approx(0.25e-3)
+def test_median_of_the_maximum_of_p_draws():
+    samples = np.arange(1.0, 102.0)            # 1 ... 101: quantile q is 1 + 100 q
+    assert median_of_maximum(samples, 1) == pytest.approx(51.0)
+    assert median_of_maximum(samples, 2) == pytest.approx(1 + 100 * 0.5 ** 0.5)
+    assert median_of_maximum(samples, 1024) == pytest.approx(1 + 100 * 0.5 ** (1 / 1024))
+    # Monte Carlo: the median over many steps of the slowest of 4 ranks.
+    rng = np.random.default_rng(0)
+    draws = rng.exponential(1.0, size=200_000)
+    slowest = rng.exponential(1.0, size=(50_000, 4)).max(axis=1)
+    assert median_of_maximum(draws, 4) == pytest.approx(np.median(slowest), rel=0.02)
+    # An outlier in a short profile does not move the wait.
+    quiet = d5.simulate_training(synthetic_profile([1e-3, 1.1e-3, 1.2e-3]), MACHINE, 2)
+    noisy = d5.simulate_training(synthetic_profile([1e-3, 1.1e-3, 1.2e-3, 1.3e-3, 50e-3]),
+                                 MACHINE, 2)
+    # position (n - 1) q = 2 / sqrt(2) between 1.1 and 1.2 ms, minus the median 1.1 ms
+    assert quiet.straggler_s == pytest.approx(0.1e-3 * (2 * 0.5 ** 0.5 - 1))
+    assert noisy.straggler_s < 2e-3
 
 
 def test_segmented_ring_and_mpi_are_priced():
