@@ -1,34 +1,48 @@
 """Per-layer time models against measurement: for MLP, LeNet and ResNet-20 on the
 reference and PyTorch executors, each ONNX node's measured forward and backward time
-(``OperatorTimes`` with backprop) against
+(``OperatorTimes`` with backprop) against three models:
 
-* the **analytic** model: roofline max(FLOPs / peak, bytes / bandwidth)
-  (``deep500.lv0_operators.cost_model``) plus a fixed per-node overhead per direction
-  and executor, the median time of the nodes with the smallest roofline times in the
-  training profiles (``layer_profile.fit_overhead``);
-* the **learned** model: gradient boosting on operator shape features
-  (``deep500.lv1_network.learned_model``).
+* **roofline**: max(FLOPs / peak, bytes / bandwidth) (``cost_model.roofline_time``)
+  plus one fixed per-node overhead per direction and executor (the median time of the
+  nodes with the smallest roofline times, ``layer_profile.fit_overhead``); printed
+  for reference, it is not one of the two models of the last line;
+* **analytic** (calibrated): per operator type and direction, t = o + s·max(compute,
+  bytes / bandwidth), compute being the measured seconds of the node's matrix
+  products at their own sizes (``gemm_rate.GemmRate``) for Conv/Gemm/MatMul and
+  FLOPs / peak otherwise; o and s fitted by least absolute error on the training
+  profiles (``layer_profile.fit_calibration``);
+* **learned**: gradient boosting on operator shape features, the GEMM's sizes and
+  measured time, and the network's working set (``learned_model``).
 
 Split (leave-one-model-out): each evaluated model (MLP, LeNet, ResNet-20 at batch
 ``--batch``) is predicted by models fitted only on profiles of *other* networks: the
-two other evaluated models and auxiliary networks that are never evaluated (an MLP
-with other widths on 3×32×32, LeNet on 3×32×32, WRN-10-1 and WRN-10-2), each at the
+two other evaluated models and auxiliary networks that are never evaluated (MLPs of
+other widths and inputs, LeNet on 3×32×32, WRN-10-1 and WRN-10-2), each at the
 training batch sizes (``--train-batches``) and at ``--batch``. So no layer of the
-evaluated model, at any batch size, is in its training set.
+evaluated model, at any batch size, is in its training set. The GEMM times are an
+isolated BLAS call per product size, not a measurement of any network.
+
+Measurement: ``--rounds`` rounds, each profiling every network, batch and executor in
+turn (``--reruns`` timed runs after ``--warmup``); a node's time is the median over
+the rounds (``layer_profile.merge_profiles``), so that a burst of load on a shared
+machine does not fall on one network only.
 
 Error: the time-weighted error of Catalán's thesis, Σ|pred − meas| / Σ meas over the
 nodes of a step, forward, backward, and both together ("step"); and the relative error
-of the step time. Last line: ``per-layer model weighted error: analytic X%, learned Y%``,
+of the step time. The table lists the step's weighted error per model × executor; the
+line before the last says, per model × executor, whether the 10 % target is met and by
+which model. Last line: ``per-layer model weighted error: analytic X%, learned Y%``,
 each the median over model × executor of the step's weighted error (forward and
 backward nodes together).
 
 Machine: ``--machine FILE`` (from ``deep500 calibrate``), else measured here: GEMM
 FLOP/s as the best of a few float32 1024³ NumPy matmuls (at ``--threads``, the
 threads the executors get) and memory bandwidth from a NumPy triad a = b + s·c on 32 MB
-arrays (3 arrays of traffic counted, as STREAM does).
+arrays (3 arrays of traffic counted, as STREAM does). The GEMM times per size are
+always measured here.
 
-Run:  python benchmarks/lv1_layer_models.py [--machine FILE] [--batch 8] [--reruns 5]
-        [--smoke]
+Run:  python benchmarks/lv1_layer_models.py [--machine FILE] [--batch 8] [--reruns 7]
+        [--rounds 5] [--smoke]
 """
 from __future__ import annotations
 
@@ -42,7 +56,18 @@ EVALUATED = [("mlp", "mlp", {}), ("lenet", "lenet", {}), ("resnet20", "resnet20"
 AUXILIARY = [("mlp-3x32x32", "mlp", dict(input_shape=(3, 32, 32), hidden=(256, 128))),
              ("lenet-3x32x32", "lenet", dict(input_shape=(3, 32, 32))),
              ("wrn10-1", "wide_resnet", dict(depth=10, width=1)),
-             ("wrn10-2", "wide_resnet", dict(depth=10, width=2))]
+             ("wrn10-2", "wide_resnet", dict(depth=10, width=2)),
+             # MLPs of other widths and inputs: the region of small fully connected
+             # layers (and of networks whose weights fit in L2) that the evaluated MLP
+             # lies in, covered on both sides without its own layer shapes.
+             ("mlp-32-32", "mlp", dict(hidden=(32, 32))),
+             ("mlp-64", "mlp", dict(hidden=(64,))),
+             ("mlp-96-48", "mlp", dict(hidden=(96, 48))),
+             ("mlp-24x24-160-80", "mlp", dict(input_shape=(1, 24, 24), hidden=(160, 80))),
+             ("mlp-192", "mlp", dict(hidden=(192,))),
+             ("mlp-256-32-32", "mlp", dict(hidden=(256, 32, 32))),
+             ("mlp-512-256", "mlp", dict(hidden=(512, 256))),
+             ("mlp-1024", "mlp", dict(hidden=(1024,)))]
 
 
 class MeasuredMachine:
@@ -104,21 +129,69 @@ def _limit_threads(threads: int) -> int:
     return threads
 
 
-def profile_all(networks, batches, executors, reruns, warmup):
-    from deep500.lv1_network.layer_profile import measure_profile
+def profile_all(networks, batches, executors, reruns, warmup, rounds=1):
+    """Profiles of every network × batch × executor: ``rounds`` rounds of each in turn,
+    merged per node by the median over the rounds."""
+    from deep500.lv1_network.layer_profile import measure_profile, merge_profiles
     from deep500.networks import create_model
     from deep500.recipe.experiments.networks import make_inputs
-    profiles = []
+    cases = []
     for label, name, kwargs in networks:
         for batch in batches:
             model = create_model(name, batch_size=batch, loss="softmax_cross_entropy",
                                  **kwargs)
             inputs = make_inputs(model, batch, 0, 10)
             for executor_name, factory in executors:
-                profiles.append(measure_profile(
-                    model, factory(model), inputs, reruns=reruns, warmup=warmup,
-                    name=label, executor_name=executor_name, batch=batch))
-    return profiles
+                cases.append((label, batch, executor_name, model, factory(model), inputs))
+    runs = {}
+    for _ in range(rounds):
+        for label, batch, executor_name, model, executor, inputs in cases:
+            runs.setdefault((label, batch, executor_name), []).append(measure_profile(
+                model, executor, inputs, reruns=reruns, warmup=warmup, name=label,
+                executor_name=executor_name, batch=batch))
+    return [merge_profiles(found) for found in runs.values()]
+
+
+def _evaluate(test, train, machine, threads, gemm_rate):
+    """The three models' reports (``layer_profile.compare``) on one evaluated profile,
+    each fitted on ``train`` only; and the roofline's overhead."""
+    from deep500.lv1_network.layer_profile import (analytic_prediction,
+                                                   calibrated_prediction, compare,
+                                                   fit_calibration, fit_overhead)
+    from deep500.lv1_network.learned_model import LearnedLayerModel
+    overhead = fit_overhead(train, machine, threads)
+    calibration = fit_calibration(train, machine, threads, gemm_rate)
+    learned = LearnedLayerModel(gemm_rate=gemm_rate).fit(train)
+    reports = {
+        "roofline": compare(test, analytic_prediction(test, machine, threads, overhead)),
+        "analytic": compare(test, calibrated_prediction(test, machine, calibration, threads,
+                                                        gemm_rate)),
+        "learned": compare(test, learned.predict(test))}
+    return reports, overhead
+
+
+def _print_case(label, executor_name, batch, reports, overhead, worst):
+    any_report = reports["analytic"]
+    print(f"\n{label} (batch {batch}) on {executor_name}: measured "
+          f"forward {any_report['forward']['measured_s'] * 1e3:.3f} ms, "
+          f"backward {any_report['backward']['measured_s'] * 1e3:.3f} ms; roofline "
+          f"overhead per node fwd {overhead['forward'] * 1e6:.1f} µs, "
+          f"bwd {overhead['backward'] * 1e6:.1f} µs")
+    print(f"  {'model':9s} {'direction':9s} {'weighted':>9s} {'step':>8s} {'pred ms':>9s}")
+    for model_name, report in reports.items():
+        for direction in ("forward", "backward"):
+            r = report[direction]
+            print(f"  {model_name:9s} {direction:9s} {r['weighted_error']:9.1%} "
+                  f"{r['step_error']:8.1%} {r['predicted_s'] * 1e3:9.3f}")
+        r = report["step"]
+        print(f"  {model_name:9s} {'step':9s} {r['weighted_error']:9.1%} "
+              f"{r['step_error']:8.1%}")
+    for model_name in ("analytic", "learned"):
+        for direction in ("forward", "backward"):
+            rows = reports[model_name][direction]["worst"][:worst]
+            text = ", ".join(f"{n} ({t}) {p * 1e6:.0f} vs {m * 1e6:.0f} µs"
+                             for n, t, p, m in rows)
+            print(f"  worst {model_name} {direction}: {text}")
 
 
 def main() -> int:
@@ -127,24 +200,29 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8, help="evaluated batch size")
     parser.add_argument("--train-batches", default="4,16",
                         help="extra batch sizes of the training profiles")
-    parser.add_argument("--reruns", type=int, default=5)
+    parser.add_argument("--reruns", type=int, default=7,
+                        help="timed runs per profile and round")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds over all profiles (median per node over rounds)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--worst", type=int, default=3, help="worst layers printed")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS/OpenMP threads of NumPy and PyTorch (default 1)")
+    parser.add_argument("--target", type=float, default=0.10,
+                        help="weighted error a model must reach (default 0.10)")
     parser.add_argument("--smoke", action="store_true",
                         help="MLP and LeNet, reference executor, tiny batches, 1 run")
     args = parser.parse_args()
+    if min(args.reruns, args.rounds, args.batch) < 1 or args.warmup < 0:
+        parser.error("--reruns, --rounds and --batch must be at least 1, --warmup at least 0")
 
-    from deep500.lv1_network.layer_profile import (analytic_prediction, compare,
-                                                   fit_overhead)
-    from deep500.lv1_network.learned_model import LearnedLayerModel
+    from deep500.lv0_operators.gemm_rate import GemmRate
 
     evaluated, auxiliary = EVALUATED, AUXILIARY
     train_batches = [int(b) for b in args.train_batches.split(",") if b]
     if args.smoke:
         evaluated, auxiliary = EVALUATED[:2], AUXILIARY[:2]
-        args.batch, train_batches, args.reruns, args.warmup = 2, [4], 1, 1
+        args.batch, train_batches, args.reruns, args.warmup, args.rounds = 2, [4], 1, 1, 1
     executors = _executors(only_reference=args.smoke)
     threads = _limit_threads(args.threads)
     if args.machine:
@@ -159,44 +237,47 @@ def main() -> int:
     batches = sorted({args.batch, *train_batches})
     t0 = time.perf_counter()
     profiles = profile_all(evaluated + auxiliary, batches, executors, args.reruns,
-                           args.warmup)
+                           args.warmup, args.rounds)
     print(f"# {len(profiles)} profiles measured in {time.perf_counter() - t0:.1f} s "
-          f"(batches {batches}, {args.reruns} timed runs each)")
+          f"(batches {batches}, {args.rounds} round(s) of {args.reruns} timed runs each)")
+    gemm_rate = GemmRate()
+    t0 = time.perf_counter()
+    for profile in profiles:            # time every product size once, up front
+        for cost in profile.costs.values():
+            for direction in ("forward", "backward"):
+                gemm_rate.seconds(cost.gemms(direction))
+    print(f"# {len(gemm_rate.to_dict()['times'])} GEMM sizes timed in "
+          f"{time.perf_counter() - t0:.1f} s (NumPy float32, best of "
+          f"{gemm_rate.repeats})")
 
-    analytic_errors, learned_errors = [], []
+    table = []
     for executor_name, _ in executors:
         for label, _, _ in evaluated:
             test = next(p for p in profiles if p.model == label and p.batch == args.batch
                         and p.executor == executor_name)
             train = [p for p in profiles if p.model != label and p.executor == executor_name]
-            overhead = fit_overhead(train, machine, threads)
-            analytic = compare(test, analytic_prediction(test, machine, threads, overhead))
-            learned = compare(test, LearnedLayerModel().fit(train).predict(test))
-            analytic_errors.append(analytic["step"]["weighted_error"])
-            learned_errors.append(learned["step"]["weighted_error"])
-            print(f"\n{label} (batch {args.batch}) on {executor_name}: measured "
-                  f"forward {analytic['forward']['measured_s'] * 1e3:.3f} ms, "
-                  f"backward {analytic['backward']['measured_s'] * 1e3:.3f} ms; "
-                  f"overhead per node fwd {overhead['forward'] * 1e6:.1f} µs, "
-                  f"bwd {overhead['backward'] * 1e6:.1f} µs")
-            print(f"  {'model':9s} {'direction':9s} {'weighted':>9s} {'step':>8s} "
-                  f"{'pred ms':>9s}")
-            for model_name, report in (("analytic", analytic), ("learned", learned)):
-                for direction in ("forward", "backward"):
-                    r = report[direction]
-                    print(f"  {model_name:9s} {direction:9s} {r['weighted_error']:9.1%} "
-                          f"{r['step_error']:8.1%} {r['predicted_s'] * 1e3:9.3f}")
-                r = report["step"]
-                print(f"  {model_name:9s} {'step':9s} {r['weighted_error']:9.1%} "
-                      f"{r['step_error']:8.1%}")
-            for model_name, report in (("analytic", analytic), ("learned", learned)):
-                for direction in ("forward", "backward"):
-                    rows = report[direction]["worst"][:args.worst]
-                    text = ", ".join(f"{n} ({t}) {p * 1e6:.0f} vs {m * 1e6:.0f} µs"
-                                     for n, t, p, m in rows)
-                    print(f"  worst {model_name} {direction}: {text}")
-    print(f"\nper-layer model weighted error: analytic {np.median(analytic_errors):.1%}, "
-          f"learned {np.median(learned_errors):.1%}")
+            reports, overhead = _evaluate(test, train, machine, threads, gemm_rate)
+            _print_case(label, executor_name, args.batch, reports, overhead, args.worst)
+            table.append((label, executor_name,
+                          {k: r["step"]["weighted_error"] for k, r in reports.items()}))
+
+    print(f"\nstep weighted error per model × executor (batch {args.batch}, "
+          "leave-one-model-out):")
+    print(f"  {'model':10s} {'executor':10s} {'roofline':>9s} {'analytic':>9s} "
+          f"{'learned':>9s}")
+    for label, executor_name, errors in table:
+        print(f"  {label:10s} {executor_name:10s} {errors['roofline']:9.1%} "
+              f"{errors['analytic']:9.1%} {errors['learned']:9.1%}")
+    verdicts = []
+    for label, executor_name, errors in table:
+        met = [m for m in ("analytic", "learned") if errors[m] <= args.target]
+        verdicts.append(f"{label}/{executor_name} "
+                        + (f"met ({', '.join(met)})" if met else "MISSED"))
+    print(f"target weighted error <= {args.target:.0%}: " + "; ".join(verdicts))
+    analytic = [errors["analytic"] for _, _, errors in table]
+    learned = [errors["learned"] for _, _, errors in table]
+    print(f"per-layer model weighted error: analytic {np.median(analytic):.1%}, "
+          f"learned {np.median(learned):.1%}")
     return 0
 
 

@@ -24,6 +24,11 @@ modelled. The rules per operator type, forward / backward:
   forward (max, subtract, exp, sum, divide), 2 backward (softmax - one-hot).
 * Flatten, Reshape, Squeeze, Unsqueeze, Constant, Shape: views, zero cost.
 
+Conv, Gemm and MatMul also record the (m, n, k) of the matrix product they lower to
+(``OperatorCost.gemm``; Conv as im2col), and ``OperatorCost.gemms(direction)`` the
+products of a pass (backward: dX and dW), so that a measured, size-dependent GEMM rate
+(``deep500.lv0_operators.gemm_rate``) can replace the single peak.
+
 The roofline (Williams, Waterman & Patterson, CACM 2009) time of a pass is
 ``max(FLOPs / peak_flops(threads, kind), bytes / memory_bandwidth)`` plus an
 optional fixed per-node overhead (the time of the smallest operators, which
@@ -66,6 +71,15 @@ class OperatorCost:
     input_shape: tuple = ()    # the first input's shape (shape features of learned models)
     output_shape: tuple = ()   # the first output's shape
     kernel: tuple = ()         # Conv's weight spatial extent or a pool's window
+    gemm: tuple = ()           # (m, n, k) of the forward product of Conv/Gemm/MatMul
+
+    def gemms(self, direction: str) -> list:
+        """The (m, n, k) products of a pass: the forward's, or backward's two, dX
+        (m×n)·(n×k) and dW (k×m)·(m×n), as (m, k, n) and (k, n, m)."""
+        if not self.gemm:
+            return []
+        m, n, k = self.gemm
+        return [(m, n, k)] if direction == "forward" else [(m, k, n), (k, n, m)]
 
 
 def _elements(shape) -> int:
@@ -113,14 +127,33 @@ def operator_cost(op_type: str, input_shapes, output_shapes, attributes=None,
         fwd, bwd = 5 * in0, 2 * in0
     else:  # views
         return OperatorCost(node, op_type, kind, 0, 0, 0, 0)
+    kernel = ()
     if op_type == "Conv":
         kernel = tuple(input_shapes[1][2:])
     elif op_type in _POOL:
         kernel = tuple(attributes.get("kernel_shape", ()))
-    else:
-        kernel = ()
     return OperatorCost(node, op_type, kind, int(fwd), int(bwd), int(fwd_bytes), int(bwd_bytes),
-                        tuple(input_shapes[0]), tuple(output_shapes[0]), kernel)
+                        tuple(input_shapes[0]), tuple(output_shapes[0]), kernel,
+                        _gemm_size(op_type, input_shapes, output_shapes, attributes))
+
+
+def _gemm_size(op_type, input_shapes, output_shapes, attributes) -> tuple:
+    """(m, n, k) of the product an operator lowers to: Gemm Y[m,n] = X[m,k]·W[k,n];
+    MatMul with the leading axes folded into m; Conv as im2col, Y[C_out, N·H·W] =
+    W[C_out, C_in/group·kh·kw]·cols (the reference executor's lowering)."""
+    out = output_shapes[0]
+    if op_type == "Gemm":
+        x = input_shapes[0]
+        k = x[0] if attributes.get("transA", 0) else x[1]
+        return (int(out[0]), int(out[1]), int(k))
+    if op_type == "MatMul":
+        x = input_shapes[0]
+        m = _elements(out[:-1]) if len(out) > 1 else 1
+        return (int(m), int(out[-1]), int(x[-1]))
+    if op_type == "Conv":
+        w = input_shapes[1]
+        return (int(w[0]), int(out[0] * _elements(out[2:])), int(_elements(w[1:])))
+    return ()
 
 
 def _shape_map(model) -> dict:

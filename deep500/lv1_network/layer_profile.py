@@ -1,5 +1,21 @@
 """Per-layer profile of a network: measured forward and backward seconds per ONNX node,
-the analytic (roofline) and learned predictions of them, and their errors.
+the analytic predictions of them, and their errors.
+
+Two analytic models:
+
+* the **roofline** (``analytic_prediction``): max(FLOPs / peak, bytes / bandwidth)
+  (``cost_model.roofline_time``) plus one fixed overhead per direction
+  (``fit_overhead``);
+* the **calibrated analytic** model (``calibrated_prediction``): per operator type and
+  direction, t = o + s·max(compute, bytes / bandwidth) (``kernel_time``), compute
+  being the measured seconds of the node's matrix products (``gemm_rate.GemmRate``)
+  for Conv/Gemm/MatMul, and o (dispatch overhead of that type on that executor) and s
+  (how far that type's implementation is from its roofline: im2col copies, pooling
+  loops in NumPy) fitted by least absolute error on profiles of other networks
+  (``fit_calibration``).
+
+Measurements of several rounds (each network measured in turn, then again) combine
+with ``merge_profiles``.
 
 The error of a model over the nodes of one training step is the **time-weighted
 error** of Catalán's thesis (per-layer time models, its Table of weighted errors;
@@ -16,6 +32,7 @@ weighted error, which bounds it from above).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +91,29 @@ def measure_profile(model, executor, inputs: dict, loss: str = "loss", reruns: i
                         medians(times.backward_runs))
 
 
+def merge_profiles(profiles) -> LayerProfile:
+    """One profile from several of the same network, executor and batch measured at
+    different times (rounds interleaved with other networks' measurements, so that a
+    burst of load on a shared machine does not fall on one network only): each node's
+    median over the profiles."""
+    profiles = list(profiles)
+    if not profiles:
+        raise Deep500Error("merge_profiles got no profile")
+    first = profiles[0]
+    for p in profiles[1:]:
+        if (p.model, p.executor, p.batch) != (first.model, first.executor, first.batch):
+            raise Deep500Error(f"merge_profiles: {p.model}/{p.executor}/batch {p.batch} is "
+                               f"not {first.model}/{first.executor}/batch {first.batch}; "
+                               "merge only rounds of the same measurement")
+
+    def median(direction):
+        names = {n for p in profiles for n in p.measured(direction)}
+        return {n: float(np.median([p.measured(direction).get(n, 0.0) for p in profiles]))
+                for n in names}
+    return LayerProfile(first.model, first.executor, first.batch, list(first.order),
+                        dict(first.costs), median("forward"), median("backward"))
+
+
 def _machine(machine):
     if isinstance(machine, str):
         from deep500.utils.machine import load_machine
@@ -112,6 +152,90 @@ def analytic_prediction(profile: LayerProfile, machine, threads: int = 1,
                                     overhead.get(d, 0.0))
                 for node in profile.measured(d) if node in profile.costs}
             for d in DIRECTIONS}
+
+
+def kernel_time(cost: OperatorCost, machine, direction: str, threads: int = 1,
+                gemm_rate=None) -> float:
+    """The roofline of one pass with a size-dependent GEMM rate: max(compute, bytes /
+    bandwidth), compute being Σ 2mnk / rate(m, n, k) over the pass's products
+    (``OperatorCost.gemms``) when ``gemm_rate`` (a ``gemm_rate.GemmRate``) is given and
+    the operator lowers to GEMMs, else FLOPs / peak (``cost_model.roofline_time``)."""
+    gemms = cost.gemms(direction) if gemm_rate is not None else []
+    if not gemms:
+        return roofline_time(cost, machine, threads, direction)
+    nbytes = cost.forward_bytes if direction == "forward" else cost.backward_bytes
+    return max(gemm_rate.seconds(gemms), nbytes / machine.memory_bandwidth)
+
+
+def _least_absolute(kernel, measured) -> tuple:
+    """(o, s) ≥ 0 minimising Σ|measured − o − s·kernel|: the training nodes' total
+    absolute error, the numerator of the weighted error. For a given s the best o is
+    the median residual (clipped at 0); the error is convex in s, searched on a log
+    grid from 0.1 to 100 and refined by golden section between the grid's neighbours."""
+    kernel, measured = np.asarray(kernel, float), np.asarray(measured, float)
+
+    def error(s):
+        o = max(float(np.median(measured - s * kernel)), 0.0)
+        return float(np.abs(measured - o - s * kernel).sum()), o
+    if kernel.max() <= 0:
+        return error(0.0)[1], 1.0
+    grid = np.concatenate([[0.0], np.logspace(-1.0, 2.0, 61)])
+    best = int(np.argmin([error(s)[0] for s in grid]))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(40):
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        if error(a)[0] <= error(b)[0]:
+            hi = b
+        else:
+            lo = a
+    candidates = [grid[best], (lo + hi) / 2.0]
+    s = min(candidates, key=lambda c: error(c)[0])
+    return error(s)[1], float(s)
+
+
+def fit_calibration(profiles, machine, threads: int = 1, gemm_rate=None,
+                    min_nodes: int = 3) -> dict:
+    """The calibrated analytic model's constants: for each operator type and direction,
+    a fixed overhead o and a scale s of ``kernel_time`` (the roofline with the measured
+    GEMM rate), t = o + s·kernel_time, fitted to the measured nodes of ``profiles`` by
+    least absolute error (the training set's Σ|pred − meas|). Types with fewer than
+    ``min_nodes`` nodes use the fit over all types ("*"). Returns
+    {(op_type, direction): (o seconds, s)}."""
+    machine = _machine(machine)
+    groups: dict = {}
+    for profile in profiles:
+        for direction in DIRECTIONS:
+            for node, seconds in profile.measured(direction).items():
+                cost = profile.costs.get(node)
+                if cost is None:
+                    continue
+                pair = (kernel_time(cost, machine, direction, threads, gemm_rate), seconds)
+                groups.setdefault((cost.op_type, direction), []).append(pair)
+                groups.setdefault(("*", direction), []).append(pair)
+    if not any(key[0] == "*" for key in groups):
+        raise Deep500Error("fit_calibration got no measured node: give it profiles "
+                           "(measure_profile) with forward and backward times")
+    return {key: _least_absolute(*zip(*pairs)) for key, pairs in groups.items()
+            if key[0] == "*" or len(pairs) >= min_nodes}
+
+
+def calibrated_prediction(profile: LayerProfile, machine, calibration: dict,
+                          threads: int = 1, gemm_rate=None) -> dict:
+    """{direction: {node: o + s·kernel_time}} with the constants of ``fit_calibration``
+    for the node's operator type (the all-types fit for a type it did not see)."""
+    machine = _machine(machine)
+    result = {}
+    for d in DIRECTIONS:
+        fallback = calibration.get(("*", d), (0.0, 1.0))
+        result[d] = {}
+        for node in profile.measured(d):
+            cost = profile.costs.get(node)
+            if cost is None:
+                continue
+            o, s = calibration.get((cost.op_type, d), fallback)
+            result[d][node] = o + s * kernel_time(cost, machine, d, threads, gemm_rate)
+    return result
 
 
 def weighted_error(predicted: dict, measured: dict) -> float:

@@ -60,3 +60,46 @@ def test_network_costs_cover_the_shipped_models(name):
     assert compute and all(c.forward_flops > 0 and c.backward_flops == 2 * c.forward_flops
                            for c in compute)
     assert roofline_time(costs[0], FakeMachine()) >= 0.0
+
+
+def test_gemm_sizes_of_gemm_and_conv_by_hand():
+    # A fully connected layer as the networks store it: W (out, in), transB=1.
+    fc = operator_cost("Gemm", [(8, 784), (128, 784), (128,)], [(8, 128)], {"transB": 1})
+    assert fc.gemm == (8, 128, 784)
+    # Backward: dX (8×128)·(128×784) and dW (784×8)·(8×128).
+    assert fc.gemms("forward") == [(8, 128, 784)]
+    assert fc.gemms("backward") == [(8, 784, 128), (784, 128, 8)]
+    transposed = operator_cost("Gemm", [(784, 8), (784, 128)], [(8, 128)], {"transA": 1})
+    assert transposed.gemm == (8, 128, 784)
+    # Conv as im2col: W[C_out, C_in·kh·kw] · cols[C_in·kh·kw, N·H·W].
+    conv = operator_cost("Conv", [(2, 3, 8, 8), (4, 3, 3, 3)], [(2, 4, 6, 6)], {})
+    assert conv.gemm == (4, 2 * 36, 27)
+    assert 2 * 4 * 72 * 27 == conv.forward_flops
+    relu = operator_cost("Relu", [(2, 4)], [(2, 4)])
+    assert relu.gemm == () and relu.gemms("backward") == []
+
+
+def test_gemm_rate_times_each_size_once_and_round_trips():
+    from deep500.lv0_operators.gemm_rate import GemmRate
+    rate = GemmRate(repeats=2)
+    first = rate.time(8, 64, 32)
+    assert 0 < first < 0.1
+    assert rate.time(8, 64, 32) == first                 # memoised, not re-timed
+    assert rate.rate(8, 64, 32) == pytest.approx(2 * 8 * 64 * 32 / first, rel=1e-12)
+    assert rate.seconds([(8, 64, 32), (8, 64, 32)]) == pytest.approx(2 * first, rel=1e-12)
+    again = GemmRate(times=rate.to_dict()["times"])
+    assert again.time(8, 64, 32) == first
+    given = GemmRate(times={(2, 3, 4): 1e-6})
+    assert given.rate(2, 3, 4) == pytest.approx(48 / 1e-6)
+    # A large product runs faster per FLOP than a 1×1×1 one (call overhead dominates it).
+    assert rate.rate(128, 128, 128) > 10 * rate.rate(1, 1, 1)
+
+
+def test_gemm_rate_rejects_bad_sizes_and_times():
+    from deep500.lv0_operators.gemm_rate import GemmRate
+    with pytest.raises(Deep500Error, match="sizes must be positive"):
+        GemmRate().time(0, 4, 4)
+    with pytest.raises(Deep500Error, match="must be positive"):
+        GemmRate(times=[[1, 2, 3, 0.0]])
+    with pytest.raises(Deep500Error, match="repeats"):
+        GemmRate(repeats=0)
