@@ -32,6 +32,27 @@ the arithmetic in float32 (:mod:`~deep500.lv3_distributed.wire_dtype`,
 :mod:`~deep500.lv3_distributed.compressed_allreduce`): the bytes counted are half of
 float32's, and ``analytic_traffic`` uses the wire's itemsize. Narrowing and widening are
 part of the ``communication`` phase.
+
+Overlap: ``overlap=True`` (data-parallel SGD, i.e. this class used directly and
+``d5ref.ConsistentDecentralized``) starts one ``MPI_Iallreduce`` per bucket of
+``bucket_bytes`` as backpropagation completes the gradients, in reverse layer order, and
+waits for all before the update (:mod:`~deep500.lv3_distributed.gradient_buckets`). It
+needs an executor that reports gradients early (``reports_gradients_early``: the
+reference and PyTorch executors) and no gradient modifiers (they act on the whole
+gradient after backprop). Schemes whose algorithm is not a data-parallel allreduce set
+``cannot_overlap`` and refuse ``overlap=True`` with a ``Deep500Error``.
+
+Exposed communication (``exposed_communication`` in each epoch's measurements, seconds
+per step): the median step time (from the start of forward to the averaged gradients,
+the update excluded) minus the median compute-only time of forward and backprop, the
+method of the Intel MPI Benchmarks' non-blocking tests (IMB-NBC: overlapped time
+against the pure compute time). Blocking, the compute phase of each step is that
+compute-only time (nothing is in flight during it); overlapped, the scheme times an
+extra forward and backward pass without communication before every
+``compute_only_every``-th step of an epoch, from its second on (spread over the epoch,
+so that a change in the machine's load reaches both samples alike; not counted in the
+phases; they change no parameter; about 1/``compute_only_every`` more compute; an
+epoch of one step has no ``exposed_communication``).
 """
 from __future__ import annotations
 
@@ -40,6 +61,9 @@ import time
 import numpy as np
 
 from deep500.lv2_training.optimizer import Optimizer, ThreeStepOptimizer
+from deep500.lv2_training.optimizer import modifies_gradients
+from deep500.lv3_distributed.gradient_buckets import (DEFAULT_BUCKET_BYTES,
+                                                      GradientBuckets, check_bucket_bytes)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
 from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
@@ -117,15 +141,36 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     stays float32. A scheme passes it on to this constructor and uses ``self.wire``
     (``None`` for float32, else a :class:`~deep500.lv3_distributed.wire_dtype.WireType`).
 
+    ``overlap``: overlap the allreduce with backprop, one ``MPI_Iallreduce`` per bucket
+    of at least ``bucket_bytes`` bytes (see the module docstring); when overlapping, a
+    compute-only forward and backward pass before every ``compute_only_every``-th step
+    measures the compute-only time of ``exposed_communication`` (0: not measured).
+
     Attributes: ``base``, ``comm``, ``rank``, ``size``, ``parameter_names`` (the same
     order on every rank), ``phase_times`` (cumulative seconds per phase), ``comm_dtype``,
-    ``wire``.
+    ``wire``, ``overlap``, ``bucket_bytes``.
     """
+    #: Why the scheme cannot overlap its communication with backprop (``None``: it can).
+    cannot_overlap: str | None = None
+
     def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None,
-                 comm_dtype: str = "float32"):
+                 comm_dtype: str = "float32", overlap: bool = False,
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10):
         self.comm_dtype = check_comm_dtype(comm_dtype, f"{type(self).__name__}: "
                                                        f"comm_dtype")
         self.wire = wire_type(comm_dtype)
+        self.overlap = type(self).check_overlap(overlap, bucket_bytes)
+        self.bucket_bytes = check_bucket_bytes(bucket_bytes,
+                                               f"{type(self).__name__}: bucket_bytes")
+        if (isinstance(compute_only_every, bool) or
+                not isinstance(compute_only_every, (int, np.integer)) or
+                compute_only_every < 0):
+            raise Deep500Error(f"{type(self).__name__}: compute_only_every="
+                               f"{compute_only_every!r}: give a number of steps >= 1, or "
+                               f"0 not to measure exposed communication")
+        self.compute_only_every = int(compute_only_every)
+        self._step_seconds: list[float] = []
+        self._compute_only_seconds: list[float] = []
         if isinstance(base_optimizer, DistributedOptimizer):
             raise Deep500Error(f"{type(self).__name__}: the base optimizer is already "
                                f"distributed ({base_optimizer.name}); wrap the local "
@@ -140,19 +185,45 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         self.base = base_optimizer
         self.events = base_optimizer.events       # one list: gradient modifiers run once
         self.parameter_names = list(base_optimizer.parameters())
+        if self.overlap and not getattr(self.executor, "reports_gradients_early", False):
+            raise Deep500Error(
+                f"{type(self).__name__}: overlap=True needs an executor that reports each "
+                f"gradient as backprop completes it (per-node backward hooks: the "
+                f"reference executor, the PyTorch executors); "
+                f"{type(self.executor).__name__} does not. Use overlap=False, or one of "
+                f"those executors")
         self._start_measuring(comm)
         self._fused: FusedBuffer | None = None
+        self._buckets: GradientBuckets | None = None
 
     @classmethod
-    def check_options(cls, comm_dtype: str = "float32", **_options) -> None:
+    def check_overlap(cls, overlap, bucket_bytes=DEFAULT_BUCKET_BYTES) -> bool:
+        """``overlap`` as a bool; ``Deep500Error`` if it is not one, if the scheme cannot
+        overlap (``cannot_overlap`` says why), or if ``bucket_bytes`` is not a positive
+        integer."""
+        if not isinstance(overlap, (bool, np.bool_)):
+            raise Deep500Error(f"{cls.__name__}: overlap={overlap!r}: give true or false")
+        check_bucket_bytes(bucket_bytes, f"{cls.__name__}: bucket_bytes")
+        if overlap and cls.cannot_overlap:
+            raise Deep500Error(f"{cls.__name__}: overlap=True: {cls.cannot_overlap}. Use "
+                               f"overlap=False, or ConsistentDecentralized "
+                               f"(data-parallel SGD) with overlap=True")
+        return bool(overlap)
+
+    @classmethod
+    def check_options(cls, comm_dtype: str = "float32", overlap: bool = False,
+                      bucket_bytes: int = DEFAULT_BUCKET_BYTES, **_options) -> None:
         """The checks of the constructor that need no MPI (a recipe calls this up
-        front): ``comm_dtype``."""
+        front): ``comm_dtype``, ``overlap`` and ``bucket_bytes``."""
         check_comm_dtype(comm_dtype, f"{cls.__name__}: comm_dtype")
+        cls.check_overlap(overlap, bucket_bytes)
 
     def hyperparameters(self) -> dict:
         chosen = super().hyperparameters()
         if self.wire is not None:
             chosen["comm_dtype"] = self.comm_dtype
+        if self.overlap:
+            chosen.update(overlap=True, bucket_bytes=self.bucket_bytes)
         return chosen
 
     @property
@@ -175,7 +246,8 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         ``compute``); returns ``(outputs, {parameter: gradient})``."""
         started = _clock()
         outputs, gradients = self.base.compute_gradients(inputs)
-        self.phase_times["compute"] += _clock() - started
+        self._last_compute = _clock() - started
+        self.phase_times["compute"] += self._last_compute
         return outputs, gradients
 
     def apply_gradients(self, gradients: dict) -> None:
@@ -230,13 +302,86 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     def step(self, inputs: dict) -> dict:
         """Data-parallel SGD: average the gradients over the ranks, update everywhere."""
+        if self.overlap:
+            return self._overlapped_step(inputs)
+        started = _clock()
         outputs, fused, buffer = self.packed_gradients(inputs)
         with self.phase("communication"):
             self.comm.allreduce(buffer, op="average", out=buffer,
                                 algorithm=self.allreduce_algorithm,
                                 **self.allreduce_options, **self.wire_options)
+        self._step_seconds.append(_clock() - started)
+        self._compute_only_seconds.append(self._last_compute)
         self.apply_gradients(fused.unpack())
         return self._finish_step(inputs, outputs)
+
+    def _overlapped_step(self, inputs: dict) -> dict:
+        """Data-parallel SGD with one non-blocking allreduce per gradient bucket, started
+        during backprop (``GradientBuckets``) and waited for before the update."""
+        modifiers = [type(e).__name__ for e in self.events if modifies_gradients(e)]
+        if modifiers:
+            raise Deep500Error(
+                f"{self.name}: overlap=True sends each gradient as backprop completes it, "
+                f"but the gradient modifiers {modifiers} change the whole gradient after "
+                f"backprop; use overlap=False, or drop the modifiers")
+        self._before_step(inputs)
+        buckets = self._gradient_buckets()
+        # From the epoch's second step (its first pays for allocations), spread out.
+        done = len(self._step_seconds)
+        if self.compute_only_every and done and (done - 1) % self.compute_only_every == 0:
+            started = _clock()
+            self.executor.inference_and_backprop(inputs, self.loss)
+            self._compute_only_seconds.append(_clock() - started)
+        hooks_before = buckets.hook_seconds
+        started = _clock()
+        buckets.start_step()
+        try:
+            outputs, gradients = self.compute_gradients(inputs)
+        except BaseException:
+            buckets.active = False
+            raise
+        in_hooks = buckets.hook_seconds - hooks_before
+        # The hooks' packing, starting and testing is communication work.
+        self.phase_times["compute"] -= in_hooks
+        self.phase_times["communication"] += in_hooks
+        with self.phase("communication"):
+            averaged = buckets.finish(gradients)
+        self._step_seconds.append(_clock() - started)
+        self.apply_gradients({name: averaged[name] for name in self.parameter_names})
+        return self._finish_step(inputs, outputs)
+
+    def _gradient_buckets(self) -> GradientBuckets:
+        if self._buckets is None:
+            self._buckets = GradientBuckets(self.comm, self.fetch_parameters(),
+                                            self.bucket_bytes, self.wire_options)
+            self.executor.events.append(self._buckets)
+        return self._buckets
+
+    def restart_epoch(self) -> None:
+        super().restart_epoch()
+        self._step_seconds, self._compute_only_seconds = [], []
+
+    def end_epoch(self) -> dict:
+        measured = super().end_epoch()
+        measured.update(self.exposed_measurements())
+        self._step_seconds, self._compute_only_seconds = [], []
+        return measured
+
+    def exposed_measurements(self) -> dict:
+        """This epoch's ``exposed_communication`` (seconds per step: median step time
+        without the update minus median compute-only time; see the module docstring),
+        with ``step_seconds_median``, ``compute_only_seconds_median``, ``overlap`` and,
+        overlapped, ``buckets`` per step. Empty for schemes with their own step."""
+        if not self._step_seconds or not self._compute_only_seconds:
+            return {}
+        step = float(np.median(self._step_seconds))
+        compute = float(np.median(self._compute_only_seconds))
+        measured = {"exposed_communication": step - compute,
+                    "step_seconds_median": step, "compute_only_seconds_median": compute,
+                    "overlap": self.overlap}
+        if self.overlap and self._buckets is not None:
+            measured["buckets"] = self._buckets.buckets
+        return measured
 
     def analytic_traffic(self, steps: int) -> dict | None:
         if type(self).step is not DistributedOptimizer.step:

@@ -40,8 +40,34 @@ def _torch_device(device) -> "torch.device":
 
 class _TorchExecutor(GraphExecutor):
     """What both executors share: moving inputs to the device, checking ``y``,
-    collecting gradients."""
+    collecting gradients.
+
+    Events with ``wants_gradients`` (``lv3_distributed.gradient_buckets``) get
+    ``gradient_ready(parameter, gradient array)`` and ``backward_progress()`` from each
+    parameter's post-accumulate-grad hook, as soon as autograd has accumulated that
+    parameter's gradient (``reports_gradients_early``)."""
     framework = "pytorch"
+    reports_gradients_early = True
+
+    def _gradient_hooks(self) -> list:
+        """Post-accumulate-grad hooks on every parameter for the events that want
+        gradients early (their handles: remove them after ``backward``)."""
+        early = [e for e in self.events if getattr(e, "wants_gradients", False)]
+        if not early:
+            return []
+        on_cpu = self._on_cpu
+
+        def hook_for(name):
+            def ready(parameter):
+                grad = parameter.grad.detach()
+                array = grad.numpy() if on_cpu else grad.cpu().numpy()
+                for event in early:
+                    event.gradient_ready(name, array)
+                    event.backward_progress()
+            return ready
+        return [parameter.register_post_accumulate_grad_hook(hook_for(name))
+                for name, parameter in self.network.parameter_values.items()
+                if parameter.requires_grad]
 
     def _setup_device(self) -> None:
         self._torch_device = _torch_device(self.device)
@@ -222,6 +248,7 @@ class PyTorchGraphExecutor(_TorchExecutor):
         loss = outputs[y]
         result = self._outputs_to_numpy(outputs)
         self.network.last_values = {**inputs, **result}
+        hooks = self._gradient_hooks() if self.events else ()
         try:
             loss.backward()
             if timed:
@@ -234,6 +261,9 @@ class PyTorchGraphExecutor(_TorchExecutor):
             if problem is None:
                 raise
             raise problem from None
+        finally:
+            for hook in hooks:
+                hook.remove()
         return result
 
 
@@ -329,7 +359,12 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
                 outputs["loss"] = self.loss_fn(outputs, tensors)
             loss = outputs[y]
             self._check_loss(y, loss)
-            loss.backward()
+            hooks = self._gradient_hooks() if self.events else ()
+            try:
+                loss.backward()
+            finally:
+                for hook in hooks:
+                    hook.remove()
         result = {name: to_numpy(value) for name, value in outputs.items()}
         self.network.last_values = {**inputs, **result}
         return result

@@ -47,6 +47,8 @@ class _BackpropPlan:
     forward_free: list         # per step: tensors to free after its forward
     backward: list             # (step index, tensors to free after its backward), reversed
     differentiable: frozenset  # tensors that depend on a parameter
+    completes: dict = field(default_factory=dict)  # step index -> parameters whose
+    # gradient is complete after its backward (it is the first relevant step reading them)
 
 
 class ReferenceGraphExecutor(GraphExecutor):
@@ -61,8 +63,14 @@ class ReferenceGraphExecutor(GraphExecutor):
 
     Per-operator events (``wants_operator_events``) fire around each operation's forward;
     with ``events_in_backward = True`` also around each backward, in reverse order.
+
+    Events with ``wants_gradients`` (``lv3_distributed.gradient_buckets``) get
+    ``gradient_ready(parameter, gradient)`` as soon as a parameter's gradient is
+    complete, after the backward of the first node in graph order that reads it, and
+    ``backward_progress()`` after each node's backward (``reports_gradients_early``).
     """
     framework = "reference"
+    reports_gradients_early = True
 
     def __init__(self, network: ReferenceNetwork, device=None, events=(),
                  input_specs: dict | None = None):
@@ -149,8 +157,16 @@ class ReferenceGraphExecutor(GraphExecutor):
         for tensor, index in saved.items():
             if tensor not in keep:
                 backward_free[index].append(tensor)
+        completes = {}
+        params = set(network.get_params())
+        for index in sorted(relevant):
+            for t in plan.steps[index].inputs:
+                if t in params:
+                    params.discard(t)
+                    completes.setdefault(index, []).append(t)
         result = _BackpropPlan(forward_free, [(i, tuple(backward_free[i])) for i in relevant],
-                               frozenset(differentiable))
+                               frozenset(differentiable),
+                               {i: tuple(names) for i, names in completes.items()})
         plan.backprop[y] = result
         return result
 
@@ -284,6 +300,8 @@ class ReferenceGraphExecutor(GraphExecutor):
         # Events that collect per-node backward seconds (OperatorTimes): each node's
         # backward function is timed on its own.
         timed = [e for e in self.events if getattr(e, "wants_backward_times", False)]
+        early = [e for e in self.events if getattr(e, "wants_gradients", False)]
+        completes = bplan.completes
         for index, free in bplan.backward:
             step = plan.steps[index]
             args, result = saved.pop(index)
@@ -320,6 +338,14 @@ class ReferenceGraphExecutor(GraphExecutor):
             live -= sum(r.nbytes for name, r in zip(step.outputs, result) if name is None)
             for name in free:
                 live -= env.pop(name).nbytes
+            if early:
+                for name in completes.get(index, ()):
+                    g = grads.get(name)
+                    if g is not None:
+                        for event in early:
+                            event.gradient_ready(name, g)
+                for event in early:
+                    event.backward_progress()
         gradients = {}
         for param in network.get_params():
             g = grads.get(param)

@@ -20,6 +20,7 @@ from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
                                                    check_segment_bytes,
                                                    mpich_allreduce_algorithm)
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
+from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES
 from deep500.lv3_distributed.wire_dtype import check_comm_dtype
 from deep500.utils.errors import Deep500Error
 
@@ -83,15 +84,23 @@ class ConsistentDecentralized(DistributedOptimizer):
     wire, reduced in float32 (``"ring"`` and ``"mpi"`` only; see
     :mod:`~deep500.lv3_distributed.compressed_allreduce`); every rank still holds
     bit-identical parameters.
+    ``overlap``: one ``MPI_Iallreduce`` per gradient bucket of ``bucket_bytes``,
+    started during backprop and waited for before the update
+    (:mod:`~deep500.lv3_distributed.gradient_buckets`); it needs ``algorithm="mpi"``
+    (Deep500's own allreduce algorithms are blocking). The parameters equal the
+    blocking scheme's up to the association of the sums (bit for bit on 2 ranks).
+    ``compute_only_every``: see :class:`d5.DistributedOptimizer`.
     Bad values raise ``Deep500Error`` naming the option (``check_allreduce_options``).
     """
 
     def __init__(self, base_optimizer, comm=None, algorithm: str = "ring",
                  segment_bytes: int | None = None, mpi_algorithm: str | None = None,
-                 comm_dtype: str = "float32"):
-        check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
-                                mpi_algorithm, comm_dtype=comm_dtype)
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32", overlap: bool = False,
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10):
+        self.check_options(algorithm, segment_bytes, mpi_algorithm, comm_dtype, overlap,
+                           bucket_bytes)
+        super().__init__(base_optimizer, comm, comm_dtype, overlap, bucket_bytes,
+                         compute_only_every)
         self.allreduce_algorithm = algorithm
         self.allreduce_options = {k: v for k, v in (("segment_bytes", segment_bytes),
                                                     ("mpi_algorithm", mpi_algorithm))
@@ -99,10 +108,18 @@ class ConsistentDecentralized(DistributedOptimizer):
 
     @classmethod
     def check_options(cls, algorithm: str = "ring", segment_bytes=None,
-                      mpi_algorithm=None, comm_dtype: str = "float32") -> None:
+                      mpi_algorithm=None, comm_dtype: str = "float32",
+                      overlap: bool = False, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                      compute_only_every: int = 10) -> None:
         """The checks of the constructor, without one (a recipe calls this up front)."""
         check_allreduce_options("ConsistentDecentralized", algorithm, segment_bytes,
                                 mpi_algorithm, comm_dtype=comm_dtype)
+        if cls.check_overlap(overlap, bucket_bytes) and algorithm != "mpi":
+            raise Deep500Error(
+                f"ConsistentDecentralized: overlap=True starts a non-blocking allreduce "
+                f"(MPI_Iallreduce) per gradient bucket, but algorithm={algorithm!r} is "
+                f"one of Deep500's blocking allreduces; set algorithm='mpi' or "
+                f"overlap=False")
 
     @property
     def algorithm(self) -> str:

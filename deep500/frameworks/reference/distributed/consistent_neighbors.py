@@ -34,10 +34,16 @@ MIXES = ("gradients", "parameters")
 
 class ConsistentNeighbors(DistributedOptimizer):
     """Average gradients (or parameters) with the ring or torus neighbours."""
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "it averages with its ring or torus neighbours (Sendrecv of the whole buffer), "
+        "not by a data-parallel allreduce, and overlap here is the bucketed "
+        "MPI_Iallreduce")
 
     def __init__(self, base_optimizer, comm=None, topology: str = "ring",
-                 mix: str = "gradients", comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 mix: str = "gradients", comm_dtype: str = "float32",
+                 overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if topology not in TOPOLOGIES:
             raise Deep500Error(f"ConsistentNeighbors: topology={topology!r}; choose one of "
                                f"{', '.join(TOPOLOGIES)}")

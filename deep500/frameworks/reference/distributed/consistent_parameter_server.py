@@ -33,10 +33,16 @@ _TAG_PARAMETERS = 4101
 
 class ConsistentParameterServer(DistributedOptimizer):
     """Gradients to ``root`` (gather), update there, parameters back to every rank."""
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "its step gathers the gradients at the root, which updates and sends the "
+        "parameters back; that is not a data-parallel allreduce, and overlap here is "
+        "the bucketed MPI_Iallreduce")
 
     def __init__(self, base_optimizer, comm=None, root: int = 0,
-                 comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32",
+                 overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         self.consistent = self.wire is None
         if not 0 <= int(root) < self.size:
             raise Deep500Error(f"ConsistentParameterServer: root {root} is not a rank of "

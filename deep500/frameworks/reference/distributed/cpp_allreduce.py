@@ -85,10 +85,16 @@ class _CppScheme(DistributedOptimizer):
     """What both schemes share: the operator's communicator and output buffer.
     ``comm_dtype``: only ``"float32"``; the C++ kernels reduce float32 or float64
     buffers in MPI and have no 16-bit wire."""
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "its collective runs inside one C++ operator, a single blocking MPI call after "
+        "backprop; ConsistentDecentralized(algorithm='mpi', overlap=True) runs the "
+        "same MPI allreduce per bucket during backprop")
 
-    def __init__(self, base_optimizer, comm=None, comm_dtype: str = "float32"):
-        self.check_options(comm_dtype)
-        super().__init__(base_optimizer, comm, comm_dtype)
+    def __init__(self, base_optimizer, comm=None, comm_dtype: str = "float32",
+                 overlap: bool = False):
+        self.check_options(comm_dtype, overlap=overlap)
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         buffer = self.fused().buffer
         self._op_comm = self.comm.comm.Dup()  # collective; the operator's own messages
         self._handle = np.array([self._op_comm.py2f()], np.int64)
@@ -100,8 +106,8 @@ class _CppScheme(DistributedOptimizer):
             self._op_comm = None
 
     @classmethod
-    def check_options(cls, comm_dtype: str = "float32", **_options) -> None:
-        super().check_options(comm_dtype)
+    def check_options(cls, comm_dtype: str = "float32", **options) -> None:
+        super().check_options(comm_dtype, **options)
         if comm_dtype != "float32":
             raise UnsupportedError(
                 f"{cls.__name__}: comm_dtype={comm_dtype!r}: the C++ MPI operators send "
@@ -124,8 +130,8 @@ class CppConsistentDecentralized(_CppScheme):
     consistent = True
 
     def __init__(self, base_optimizer, comm=None, average: bool = True,
-                 comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32", overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         self.average = bool(average)
         buffer = self.fused().buffer
         self.operator = allreduce_operator(buffer.size, buffer.dtype, self.average)
@@ -168,8 +174,8 @@ class SparseTopKDecentralized(_CppScheme):
     consistent = True
 
     def __init__(self, base_optimizer, comm=None, density: float = 0.01,
-                 comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32", overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if not 0.0 < float(density) <= 1.0:
             raise Deep500Error(f"SparseTopKDecentralized on rank {self.rank}: density="
                                f"{density!r}; choose a fraction in (0, 1]")

@@ -55,11 +55,16 @@ class InconsistentParameterServer(DistributedOptimizer):
     ``mean_staleness`` and ``max_staleness``; on workers ``updates_applied`` is 0 and the
     histogram empty (staleness is measured where updates are applied).
     """
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "it is asynchronous (workers push gradients to and pull parameters from the "
+        "root without waiting for each other), not a data-parallel allreduce")
     consistent = False
 
     def __init__(self, base_optimizer, comm=None, root: int = 0,
-                 comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32",
+                 overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if not (isinstance(root, (int, np.integer)) and 0 <= root < self.size):
             raise Deep500Error(f"InconsistentParameterServer on rank {self.rank}: root="
                                f"{root!r} is not a rank of the communicator; choose one "

@@ -27,16 +27,21 @@ from deep500.utils.errors import Deep500Error
 
 class ModelAverageDecentralized(DistributedOptimizer):
     """Local steps; allreduce-average the parameters every ``period`` steps."""
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "it averages the parameters every `period` steps after the update, so no "
+        "communication waits for backprop")
     consistent = False
 
     def __init__(self, base_optimizer, comm=None, period: int = 4,
-                 algorithm: str = "ring", comm_dtype: str = "float32"):
+                 algorithm: str = "ring", comm_dtype: str = "float32",
+                 overlap: bool = False):
         check_comm_dtype(comm_dtype, "ModelAverageDecentralized: comm_dtype")
         if comm_dtype != "float32" and algorithm not in WIRE_ALGORITHMS:
             raise Deep500Error(f"ModelAverageDecentralized: comm_dtype={comm_dtype!r} "
                                f"needs algorithm {' or '.join(map(repr, WIRE_ALGORITHMS))}"
                                f", not {algorithm!r}; change one of the two")
-        super().__init__(base_optimizer, comm, comm_dtype)
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if int(period) < 1:
             raise Deep500Error(f"ModelAverageDecentralized: period must be at least 1 "
                                f"step, got {period}")

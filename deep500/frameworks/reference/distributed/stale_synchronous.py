@@ -50,11 +50,16 @@ from deep500.utils.errors import Deep500Error
 class StaleSynchronous(DistributedOptimizer):
     """Averaged gradients applied ``staleness`` steps after they were computed, over
     non-blocking allreduces (see the module docstring)."""
+    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
+    cannot_overlap = (
+        "it already hides its allreduce behind the next steps (updates use gradients up"
+        " to `staleness` steps old), which changes the algorithm")
     consistent = True
 
     def __init__(self, base_optimizer, comm=None, staleness: int = 2,
-                 comm_dtype: str = "float32"):
-        super().__init__(base_optimizer, comm, comm_dtype)
+                 comm_dtype: str = "float32",
+                 overlap: bool = False):
+        super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if isinstance(staleness, bool) or not isinstance(staleness, (int, np.integer)) \
                 or staleness < 0:
             raise Deep500Error(f"StaleSynchronous on rank {self.rank}: staleness="

@@ -1,0 +1,167 @@
+"""Overlapping the gradient allreduce with backprop: exposed communication, blocking
+against overlapped, measured under ``mpirun -np 2`` and predicted by the simulator.
+
+Per model (the distributed recipe's MLP 64-128-64-10 and a wide MLP 64-1024-1024-1024-10,
+whose 8.7 MB of gradients make communication matter and whose last layers finish
+backprop while the first ones still compute), on the digits, reference
+executor, reference SGD, batch 16 per rank, one thread per rank:
+
+* **Measured**: ``d5ref.ConsistentDecentralized(algorithm="mpi")`` blocking (one
+  ``MPI_Allreduce`` of the fused gradients after backprop) and with ``overlap=True``
+  (one ``MPI_Iallreduce`` per ``--bucket-bytes`` bucket, started during backprop). The
+  two alternate for ``--rounds`` rounds of ``--steps`` steps (so that a change in the
+  machine's load hits both). Each round's figure is the scheme's
+  ``exposed_communication``: median step time (forward to averaged gradients) minus the
+  median compute-only time of forward and backprop (the method of the Intel MPI
+  Benchmarks' non-blocking tests; the overlapped scheme times a compute-only pass
+  before every 4th step, the blocking one its compute phase), the larger of the two
+  ranks'; a model's figure is the median over rounds.
+* **Predicted**: ``d5.simulate_training(profile, machine, 2, algorithm="ring",
+  overlap=False/True, bucket_bytes=...)`` from a ``d5.measure_step_profile`` taken by
+  each rank at the same time (both cores busy, as in training) and the machine file
+  ``--machine FILE`` or a quick ``deep500 calibrate --np 2 --quick`` run first. No
+  target: the numbers side by side.
+
+Last line: ``overlap hides X% of communication``, X = 1 − exposed overlapped / exposed
+blocking, the median over models. On a 2-core machine both ranks compute on both cores
+and MPICH progresses a collective only inside MPI calls (``MPI_Test`` after each node's
+backward), so there is little room to hide anything; the figure is what it is.
+
+Run:  python benchmarks/lv3_overlap.py [--machine FILE] [--steps 40] [--rounds 3]
+        [--bucket-bytes 1048576] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import deep500 as d5  # noqa: E402
+from deep500.frameworks import reference as d5ref  # noqa: E402
+from deep500.lv3_distributed import guarded_main, in_mpi_world, mpi_fork  # noqa: E402
+from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
+from deep500.networks import create_model  # noqa: E402
+
+MODELS = {"mlp 64-128-64-10 (distributed.yaml)": (128, 64),
+          "mlp 64-1024-1024-1024-10 (wide)": (1024, 1024, 1024)}
+BATCH = 16
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--machine", help="machine file (default: calibrate here)")
+    parser.add_argument("--steps", type=int, default=40, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES)
+    parser.add_argument("--smoke", action="store_true", help="quick calibration, 12 steps, "
+                        "1 round")
+    return parser.parse_args()
+
+
+def model(hidden):
+    return create_model("mlp", input_shape=(1, 8, 8), hidden=hidden, classes=10,
+                        loss="softmax_cross_entropy", seed=0)
+
+
+def exposed(comm, train, hidden, overlap: bool, steps: int, bucket_bytes: int) -> float:
+    """One round: this scheme's ``exposed_communication``, the larger over the ranks."""
+    executor = d5ref.from_onnx(model(hidden))
+    base = d5ref.GradientDescent(executor, learning_rate=0.1)
+    options = {"overlap": True, "bucket_bytes": bucket_bytes,
+               "compute_only_every": 4} if overlap else {}
+    scheme = d5ref.ConsistentDecentralized(base, comm, algorithm="mpi", **options)
+    sampler = d5.DistributedSampler(train, BATCH, comm, seed=0)
+    done = 0
+    while done < steps:
+        for batch in sampler:
+            scheme.step(batch)
+            done += 1
+            if done == steps:
+                break
+    value = scheme.end_epoch()["exposed_communication"]
+    scheme.close()
+    return max(comm.comm.allgather(value))
+
+
+def profile(train, hidden, name) -> d5.StepProfile:
+    proto = model(hidden)
+    executor = d5ref.from_onnx(proto)
+    optimizer = d5ref.GradientDescent(executor, learning_rate=0.1)
+    sampler = d5.ShuffleSampler(train, BATCH, seed=0)
+    inputs = next(iter(sampler))
+    return d5.measure_step_profile(proto, executor, optimizer, inputs, reruns=20,
+                                   warmup=5, batch=BATCH, threads=1, name=name,
+                                   executor_name="reference")
+
+
+def main(args) -> int:
+    comm = d5.CommunicationNetwork()
+    if comm.size != 2:
+        print("lv3_overlap: run it as a plain script; it starts 2 ranks itself")
+        return 2
+    train, _ = d5.load_dataset("digits", normalize="standardize")
+    machine = d5.load_machine(args.machine)
+    steps, rounds = (12, 1) if args.smoke else (args.steps, args.rounds)
+    lead = comm.rank == 0
+    if lead:
+        print(f"# 2 ranks, reference executor, SGD, batch {BATCH} per rank, 1 thread per "
+              f"rank, MPI allreduce; overlap: buckets of {args.bucket_bytes} B; "
+              f"{rounds} round(s) of {steps} steps; machine {machine.name}")
+        print(f"{'model':40s} {'mode':>10s} {'exposed ms':>11s} {'predicted ms':>13s} "
+              f"{'pred. step ms':>14s}")
+    hidden_fractions = []
+    for name, hidden in MODELS.items():
+        measured = {False: [], True: []}
+        for _ in range(rounds):
+            for overlap in (False, True):
+                measured[overlap].append(exposed(comm, train, hidden, overlap, steps,
+                                                 args.bucket_bytes))
+        step_profile = profile(train, hidden, name)
+        predicted = {overlap: d5.simulate_training(step_profile, machine, 2,
+                                                   overlap=overlap,
+                                                   bucket_bytes=args.bucket_bytes)
+                     for overlap in (False, True)}
+        medians = {overlap: float(np.median(values)) for overlap, values in measured.items()}
+        if medians[False] > 0:
+            hidden_fractions.append(1.0 - medians[True] / medians[False])
+        if lead:
+            for overlap in (False, True):
+                p = predicted[overlap]
+                print(f"{name:40s} {'overlapped' if overlap else 'blocking':>10s} "
+                      f"{medians[overlap] * 1e3:11.3f} "
+                      f"{p.exposed_communication_s * 1e3:13.3f} {p.step_s * 1e3:14.3f}"
+                      f"   rounds: {', '.join(f'{v * 1e3:.3f}' for v in measured[overlap])}"
+                      + (f"; {p.buckets} buckets" if overlap else ""))
+    comm.close()
+    if lead:
+        hidden = float(np.median(hidden_fractions)) if hidden_fractions else float("nan")
+        print(f"overlap hides {hidden * 100:.0f}% of communication")
+    return 0
+
+
+def calibrate(folder: str) -> str:
+    out = os.path.join(folder, "machine.yaml")
+    subprocess.run([sys.executable, "-m", "deep500", "calibrate", "--np", "2", "--out",
+                    out, "--quiet", "--quick"], check=True)
+    return out
+
+
+if __name__ == "__main__":
+    arguments = parse()
+    if not in_mpi_world():
+        with tempfile.TemporaryDirectory() as folder:
+            # Calibrated once, before the ranks start; they read the file.
+            machine = arguments.machine or calibrate(folder)
+            mpi_fork(2, program=[os.path.abspath(__file__), *sys.argv[1:],
+                                 "--machine", machine])
+    with guarded_main():
+        sys.exit(main(arguments))

@@ -1,0 +1,188 @@
+"""Layer-wise overlap of the gradient allreduce with backpropagation.
+
+As PyDTNN (a non-blocking allreduce per layer, started as soon as backprop has computed
+that layer's gradient; Barrachina et al., JPDC 2023), Horovod's tensor fusion and
+PyTorch DDP's gradient buckets (Li et al., VLDB 2020): while the executor runs the
+backward pass, each parameter's gradient is handed over as soon as it is complete
+(executors call :meth:`GradientBuckets.gradient_ready`; see "Executors" below). The
+gradients join a bucket in the order they arrive (reverse layer order); when a bucket
+holds at least ``bucket_bytes`` it is packed into its own contiguous buffer and its
+``MPI_Iallreduce`` starts (``CommunicationNetwork.iallreduce``). After the backward pass
+the rest forms the last bucket, and :meth:`GradientBuckets.finish` waits for every
+bucket and returns the averaged gradients (views into the bucket buffers) before the
+update. Several buckets may be in flight; MPI runs the collectives of one communicator
+in the order they were started. Every rank forms the same buckets: the arrival order
+is the executor's backward order, the same on every rank.
+
+Each element's sum is formed by MPI exactly as in one allreduce of the whole gradient,
+up to the association MPI's algorithm picks for the bucket's size; with two ranks a sum
+has one addition (a + b = b + a in IEEE arithmetic), so the parameters equal those of
+the blocking scheme bit for bit.
+
+**MPI progress.** MPICH (without an asynchronous progress thread) advances a
+non-blocking collective only inside MPI calls. After each node's backward the executor
+calls :meth:`GradientBuckets.backward_progress`, which calls ``MPI_Test`` on the oldest
+outstanding bucket: that call runs MPICH's progress engine, which moves every pending
+collective forward. This is what Horovod's background thread and PyDTNN's progress
+calls achieve in effect, without a thread (on a machine whose cores all compute, a
+thread would only take time from backprop).
+
+**Executors.** An executor that can report gradients early sets
+``reports_gradients_early = True`` and, for each event with ``wants_gradients``, calls
+``gradient_ready(parameter name, gradient array)`` once per parameter per backward pass
+when that gradient is complete, and ``backward_progress()`` after each node's backward:
+the reference executor after the backward of the first node in graph order that reads
+the parameter (``step_profile.gradient_owners``), the PyTorch executors from each
+parameter's post-accumulate-grad hook. Parameters the loss does not reach are not
+reported: their gradients (zeros) join the last bucket.
+
+Time spent in the hooks (packing, starting collectives, ``MPI_Test``) is
+communication work on the critical path; :attr:`GradientBuckets.hook_seconds`
+accumulates it so that the scheme moves it from its compute phase to its communication
+phase.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from deep500.lv1_network.events import ExecutorEvent
+from deep500.utils.errors import Deep500Error
+
+_clock = time.perf_counter
+#: Bucket size when none is given (as ``simulator.DEFAULT_BUCKET_BYTES``).
+DEFAULT_BUCKET_BYTES = 1 << 20
+
+
+def check_bucket_bytes(value, where: str = "bucket_bytes") -> int:
+    """``value`` if it is a positive integer number of bytes, else ``Deep500Error``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
+                           f"(the default is {DEFAULT_BUCKET_BYTES}, 1 MiB)")
+    return int(value)
+
+
+class _Bucket:
+    __slots__ = ("names", "buffer", "views", "request")
+
+    def __init__(self, names: tuple, like: dict):
+        self.names = names
+        sizes = [like[n].size for n in names]
+        self.buffer = np.empty(int(sum(sizes)), np.result_type(*[like[n] for n in names]))
+        offsets = np.cumsum([0] + sizes).tolist()
+        self.views = {n: self.buffer[offsets[i]:offsets[i + 1]].reshape(like[n].shape)
+                      for i, n in enumerate(names)}
+        self.request = None
+
+
+class GradientBuckets(ExecutorEvent):
+    """An executor event that buckets gradients as backprop completes them and starts
+    one non-blocking allreduce-average per bucket (see the module docstring).
+
+    Args:
+        comm: the :class:`CommunicationNetwork`.
+        like: ``{parameter: array}`` shaped like the gradients (their dtypes and shapes).
+        bucket_bytes: a bucket starts its allreduce once it holds at least this many
+            bytes (of the gradients' dtype).
+        wire_options: further keywords of ``comm.iallreduce`` (``wire_dtype``).
+
+    Use: :meth:`start_step` before the backward pass, then :meth:`finish` after it.
+    Attributes: ``hook_seconds`` (cumulative seconds spent in the hooks), ``buckets``
+    (how many buckets the latest step had).
+    """
+    wants_operator_events = False
+    wants_gradients = True
+
+    def __init__(self, comm, like: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                 wire_options: dict | None = None):
+        self.comm = comm
+        self.like = {name: np.asarray(value) for name, value in like.items()}
+        self.bucket_bytes = check_bucket_bytes(bucket_bytes)
+        self.wire_options = dict(wire_options or {})
+        self.active = False
+        self.hook_seconds = 0.0
+        self.buckets = 0
+        self._cache: dict[tuple, _Bucket] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pending: list[tuple[str, np.ndarray]] = []
+        self._pending_bytes = 0
+        self._started: list[_Bucket] = []
+        self._untested = 0
+        self._seen: set[str] = set()
+
+    # -- the executor's side ------------------------------------------------------------
+    def start_step(self) -> None:
+        """Collect the next backward pass's gradients."""
+        if self.active:
+            raise Deep500Error("GradientBuckets: a step started before the previous one "
+                               "finished; call finish() after each backward pass")
+        self._reset()
+        self.active = True
+
+    def gradient_ready(self, name: str, gradient) -> None:
+        """Parameter ``name``'s gradient is complete: add it to the open bucket and
+        start that bucket's allreduce if it is full."""
+        if not self.active or name not in self.like:
+            return
+        started = _clock()
+        if name in self._seen:
+            raise Deep500Error(f"GradientBuckets: the executor reported the gradient of "
+                               f"{name!r} twice in one backward pass")
+        self._seen.add(name)
+        self._pending.append((name, gradient))
+        self._pending_bytes += self.like[name].nbytes
+        if self._pending_bytes >= self.bucket_bytes:
+            self._start_bucket()
+        self._progress()
+        self.hook_seconds += _clock() - started
+
+    def backward_progress(self) -> None:
+        """After a node's backward: let MPI progress the outstanding allreduces."""
+        if self.active and self._untested < len(self._started):
+            started = _clock()
+            self._progress()
+            self.hook_seconds += _clock() - started
+
+    # -- the scheme's side ----------------------------------------------------------------
+    def finish(self, gradients: dict) -> dict:
+        """After the backward pass: put the gradients not reported (``gradients`` holds
+        every parameter's) into the last bucket, start it, wait for every bucket, and
+        return ``{parameter: averaged gradient}`` (views into the bucket buffers)."""
+        if not self.active:
+            raise Deep500Error("GradientBuckets.finish() without start_step()")
+        for name in self.like:
+            if name not in self._seen:
+                self._seen.add(name)
+                self._pending.append((name, gradients[name]))
+        if self._pending:
+            self._start_bucket()
+        averaged = {}
+        for bucket in self._started:
+            bucket.request.wait()
+            averaged.update(bucket.views)
+        self.buckets = len(self._started)
+        self.active = False
+        self._reset()
+        return averaged
+
+    def _start_bucket(self) -> None:
+        names = tuple(name for name, _ in self._pending)
+        bucket = self._cache.get(names)
+        if bucket is None:
+            bucket = self._cache[names] = _Bucket(names, self.like)
+        for name, gradient in self._pending:
+            np.copyto(bucket.views[name], gradient, casting="same_kind")
+        bucket.request = self.comm.iallreduce(bucket.buffer, op="average",
+                                              out=bucket.buffer, **self.wire_options)
+        self._started.append(bucket)
+        self._pending, self._pending_bytes = [], 0
+
+    def _progress(self) -> None:
+        # MPI_Test on the oldest outstanding request runs MPICH's progress engine.
+        while self._untested < len(self._started):
+            if not self._started[self._untested].request.test():
+                return
+            self._untested += 1
