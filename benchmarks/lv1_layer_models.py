@@ -23,9 +23,11 @@ evaluated model, at any batch size, is in its training set. The GEMM times are a
 isolated BLAS call per product size, not a measurement of any network.
 
 Measurement: ``--rounds`` rounds, each profiling every network, batch and executor in
-turn (``--reruns`` timed runs after ``--warmup``); a node's time is the median over
-the rounds (``layer_profile.merge_profiles``), so that a burst of load on a shared
-machine does not fall on one network only.
+turn (``--reruns`` timed runs after ``--warmup``, a node's median over them); a node's
+time is then the smallest of its rounds (``--merge min``, the round least disturbed by
+other jobs on a shared machine: contention only adds time) or their median
+(``layer_profile.merge_profiles``). Interleaving the rounds keeps a burst of load from
+falling on one network only.
 
 Error: the time-weighted error of Catalán's thesis, Σ|pred − meas| / Σ meas over the
 nodes of a step, forward, backward, and both together ("step"); and the relative error
@@ -129,9 +131,10 @@ def _limit_threads(threads: int) -> int:
     return threads
 
 
-def profile_all(networks, batches, executors, reruns, warmup, rounds=1):
+def profile_all(networks, batches, executors, reruns, warmup, rounds=1,
+                statistic="median"):
     """Profiles of every network × batch × executor: ``rounds`` rounds of each in turn,
-    merged per node by the median over the rounds."""
+    merged per node by ``statistic`` over the rounds (``merge_profiles``)."""
     from deep500.lv1_network.layer_profile import measure_profile, merge_profiles
     from deep500.networks import create_model
     from deep500.recipe.experiments.networks import make_inputs
@@ -149,7 +152,7 @@ def profile_all(networks, batches, executors, reruns, warmup, rounds=1):
             runs.setdefault((label, batch, executor_name), []).append(measure_profile(
                 model, executor, inputs, reruns=reruns, warmup=warmup, name=label,
                 executor_name=executor_name, batch=batch))
-    return [merge_profiles(found) for found in runs.values()]
+    return [merge_profiles(found, statistic) for found in runs.values()]
 
 
 def _evaluate(test, train, machine, threads, gemm_rate):
@@ -204,6 +207,9 @@ def main() -> int:
                         help="timed runs per profile and round")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds over all profiles (median per node over rounds)")
+    parser.add_argument("--merge", choices=("min", "median"), default="min",
+                        help="per node over the rounds: the least disturbed round (min, "
+                             "default) or the median")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--worst", type=int, default=3, help="worst layers printed")
     parser.add_argument("--threads", type=int, default=1,
@@ -237,9 +243,10 @@ def main() -> int:
     batches = sorted({args.batch, *train_batches})
     t0 = time.perf_counter()
     profiles = profile_all(evaluated + auxiliary, batches, executors, args.reruns,
-                           args.warmup, args.rounds)
+                           args.warmup, args.rounds, args.merge)
     print(f"# {len(profiles)} profiles measured in {time.perf_counter() - t0:.1f} s "
-          f"(batches {batches}, {args.rounds} round(s) of {args.reruns} timed runs each)")
+          f"(batches {batches}, {args.rounds} round(s) of {args.reruns} timed runs each, "
+          f"per node the {args.merge} over rounds of the median over runs)")
     gemm_rate = GemmRate()
     t0 = time.perf_counter()
     for profile in profiles:            # time every product size once, up front

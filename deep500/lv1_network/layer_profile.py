@@ -91,11 +91,20 @@ def measure_profile(model, executor, inputs: dict, loss: str = "loss", reruns: i
                         medians(times.backward_runs))
 
 
-def merge_profiles(profiles) -> LayerProfile:
+_MERGE = {"median": np.median, "min": np.min}
+
+
+def merge_profiles(profiles, statistic: str = "median") -> LayerProfile:
     """One profile from several of the same network, executor and batch measured at
     different times (rounds interleaved with other networks' measurements, so that a
     burst of load on a shared machine does not fall on one network only): each node's
-    median over the profiles."""
+    ``statistic`` over the profiles, "median" or "min" (the round least disturbed:
+    contention from other jobs only adds time, so on a shared machine the smallest of
+    a few rounds' medians is the most repeatable estimate of the undisturbed time)."""
+    if statistic not in _MERGE:
+        raise Deep500Error(f"merge_profiles statistic must be one of {sorted(_MERGE)}, "
+                           f"not {statistic!r}")
+    reduce = _MERGE[statistic]
     profiles = list(profiles)
     if not profiles:
         raise Deep500Error("merge_profiles got no profile")
@@ -108,7 +117,7 @@ def merge_profiles(profiles) -> LayerProfile:
 
     def median(direction):
         names = {n for p in profiles for n in p.measured(direction)}
-        return {n: float(np.median([p.measured(direction).get(n, 0.0) for p in profiles]))
+        return {n: float(reduce([p.measured(direction).get(n, 0.0) for p in profiles]))
                 for n in names}
     return LayerProfile(first.model, first.executor, first.batch, list(first.order),
                         dict(first.costs), median("forward"), median("backward"))

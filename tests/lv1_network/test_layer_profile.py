@@ -151,6 +151,10 @@ def test_merge_profiles_takes_the_median_per_node():
     for node, seconds in rounds[0].forward.items():
         assert merged.forward[node] == pytest.approx(2.0 * seconds, rel=1e-12)
     assert merged.backward == rounds[0].backward
+    least = merge_profiles(rounds, statistic="min")
+    assert least.forward == rounds[0].forward
+    with pytest.raises(Deep500Error, match="statistic must be one of"):
+        merge_profiles(rounds, statistic="mean")
     with pytest.raises(Deep500Error, match="not m/fake/batch 8"):
         merge_profiles([rounds[0], _synthetic("m", 16, machine)])
 
