@@ -42,7 +42,8 @@ def test_a_checked_recipe_lists_its_schemes():
                                     "available: ['ConsistentDecentralized'"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "period": 3}),
      "ConsistentDecentralized takes no options ['period']; it takes ['algorithm', "
-     "'comm_dtype', 'mpi_algorithm', 'segment_bytes']"),
+     "'bucket_bytes', 'comm_dtype', 'compute_only_every', 'mpi_algorithm', 'overlap', "
+     "'segment_bytes']"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "comm_dtype": "float8"}),
      "ConsistentDecentralized: comm_dtype='float8' is not a communication dtype; choose "
      "one of float32, float16, bfloat16"),
