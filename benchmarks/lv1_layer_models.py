@@ -8,7 +8,8 @@ reference and PyTorch executors, each ONNX node's measured forward and backward 
   for reference, it is not one of the two models of the last line;
 * **analytic** (calibrated): per operator type and direction, t = o + s·max(compute,
   bytes / bandwidth), compute being the measured seconds of the node's matrix
-  products at their own sizes (``gemm_rate.GemmRate``) for Conv/Gemm/MatMul and
+  products at their own sizes (``gemm_rate.GemmRate``, timed with NumPy for the
+  reference executor and with torch.matmul for PyTorch) for Conv/Gemm/MatMul and
   FLOPs / peak otherwise; o and s fitted by least absolute error on the training
   profiles (``layer_profile.fit_calibration``);
 * **learned**: gradient boosting on operator shape features, the GEMM's sizes and
@@ -54,6 +55,8 @@ import time
 
 import numpy as np
 
+# Whose matrix product each executor's GEMM times come from (gemm_rate.GemmRate).
+LIBRARY = {"reference": "numpy", "pytorch": "torch"}
 EVALUATED = [("mlp", "mlp", {}), ("lenet", "lenet", {}), ("resnet20", "resnet20", {})]
 AUXILIARY = [("mlp-3x32x32", "mlp", dict(input_shape=(3, 32, 32), hidden=(256, 128))),
              ("lenet-3x32x32", "lenet", dict(input_shape=(3, 32, 32))),
@@ -247,15 +250,16 @@ def main() -> int:
     print(f"# {len(profiles)} profiles measured in {time.perf_counter() - t0:.1f} s "
           f"(batches {batches}, {args.rounds} round(s) of {args.reruns} timed runs each, "
           f"per node the {args.merge} over rounds of the median over runs)")
-    gemm_rate = GemmRate()
+    # Each executor's products timed with its own library, every size once, up front.
+    gemm_rates = {name: GemmRate(library=LIBRARY[name]) for name, _ in executors}
     t0 = time.perf_counter()
-    for profile in profiles:            # time every product size once, up front
+    for profile in profiles:
         for cost in profile.costs.values():
             for direction in ("forward", "backward"):
-                gemm_rate.seconds(cost.gemms(direction))
-    print(f"# {len(gemm_rate.to_dict()['times'])} GEMM sizes timed in "
-          f"{time.perf_counter() - t0:.1f} s (NumPy float32, best of "
-          f"{gemm_rate.repeats})")
+                gemm_rates[profile.executor].seconds(cost.gemms(direction))
+    print(f"# GEMM sizes timed in {time.perf_counter() - t0:.1f} s (float32, best of 5): "
+          + ", ".join(f"{len(rate.to_dict()['times'])} with {rate.library} for {name}"
+                      for name, rate in gemm_rates.items()))
 
     table = []
     for executor_name, _ in executors:
@@ -263,7 +267,8 @@ def main() -> int:
             test = next(p for p in profiles if p.model == label and p.batch == args.batch
                         and p.executor == executor_name)
             train = [p for p in profiles if p.model != label and p.executor == executor_name]
-            reports, overhead = _evaluate(test, train, machine, threads, gemm_rate)
+            reports, overhead = _evaluate(test, train, machine, threads,
+                                          gemm_rates[executor_name])
             _print_case(label, executor_name, args.batch, reports, overhead, args.worst)
             table.append((label, executor_name,
                           {k: r["step"]["weighted_error"] for k, r in reports.items()}))

@@ -14,7 +14,10 @@ peak by a measured efficiency, and Catalán's thesis calibrates its per-layer mo
 measured GEMM rates).
 
 The second operand is stored transposed, (n, k) row-major, as the weight of a fully
-connected layer is (ONNX Gemm with transB=1, PyTorch's Linear). Each size is the best of
+connected layer is (ONNX Gemm with transB=1, PyTorch's Linear). ``library`` picks whose
+product is timed: "numpy" (the BLAS of the reference executor) or "torch" (PyTorch's
+``torch.matmul``, MKL/oneDNN: no OpenBLAS small-matrix kernel, other steps), so that an
+executor's layers are modelled with its own library's speed. Each size is the best of
 ``repeats`` calls after one warm-up call (the rate the BLAS reaches with warm caches, as
 the roofline's peak), at the calling thread count (limit it with ``threadpoolctl``).
 """
@@ -25,7 +28,7 @@ import time
 
 import numpy as np
 
-from deep500.utils.errors import Deep500Error
+from deep500.utils.errors import Deep500Error, require
 
 
 class GemmRate:
@@ -33,14 +36,17 @@ class GemmRate:
 
     Args:
         repeats: timed calls per size (the best is kept).
+        library: "numpy" or "torch": whose matrix product is timed.
         times: already measured sizes, {(m, n, k): seconds} or the list of
             [m, n, k, seconds] rows of ``to_dict()["times"]``; those are not re-timed.
     """
 
-    def __init__(self, repeats: int = 5, times=None):
+    def __init__(self, repeats: int = 5, times=None, library: str = "numpy"):
         if repeats < 1:
             raise Deep500Error(f"GemmRate repeats must be at least 1, got {repeats}")
-        self.repeats = int(repeats)
+        if library not in ("numpy", "torch"):
+            raise Deep500Error(f"GemmRate library must be 'numpy' or 'torch', not {library!r}")
+        self.repeats, self.library = int(repeats), library
         if isinstance(times, dict):
             times = [(*key, value) for key, value in times.items()]
         self._times = {}
@@ -70,11 +76,17 @@ class GemmRate:
         a = rng.standard_normal((m, k), dtype=np.float32)
         weight = rng.standard_normal((n, k), dtype=np.float32)
         out = np.empty((m, n), np.float32)
-        np.matmul(a, weight.T, out=out)
+        if self.library == "torch":
+            torch = require("torch", "pytorch", "GemmRate(library='torch')")
+            a, weight, out = torch.from_numpy(a), torch.from_numpy(weight), torch.from_numpy(out)
+            matmul = torch.matmul
+        else:
+            matmul = np.matmul
+        matmul(a, weight.T, out=out)
         best = math.inf
         for _ in range(self.repeats):
             start = time.perf_counter()
-            np.matmul(a, weight.T, out=out)
+            matmul(a, weight.T, out=out)
             best = min(best, time.perf_counter() - start)
         return max(best, 1e-9)
 

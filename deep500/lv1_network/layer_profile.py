@@ -169,6 +169,7 @@ def kernel_time(cost: OperatorCost, machine, direction: str, threads: int = 1,
     bandwidth), compute being Σ 2mnk / rate(m, n, k) over the pass's products
     (``OperatorCost.gemms``) when ``gemm_rate`` (a ``gemm_rate.GemmRate``) is given and
     the operator lowers to GEMMs, else FLOPs / peak (``cost_model.roofline_time``)."""
+    machine = _machine(machine)
     gemms = cost.gemms(direction) if gemm_rate is not None else []
     if not gemms:
         return roofline_time(cost, machine, threads, direction)

@@ -103,3 +103,12 @@ def test_gemm_rate_rejects_bad_sizes_and_times():
         GemmRate(times=[[1, 2, 3, 0.0]])
     with pytest.raises(Deep500Error, match="repeats"):
         GemmRate(repeats=0)
+
+
+def test_gemm_rate_with_torch_times_torch_matmul():
+    pytest.importorskip("torch")
+    from deep500.lv0_operators.gemm_rate import GemmRate
+    rate = GemmRate(repeats=2, library="torch")
+    assert rate.library == "torch" and 0 < rate.time(8, 32, 16) < 0.1
+    with pytest.raises(Deep500Error, match="library must be"):
+        GemmRate(library="cublas")
