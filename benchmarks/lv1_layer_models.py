@@ -8,8 +8,8 @@ reference and PyTorch executors, each ONNX node's measured forward and backward 
   for reference, it is not one of the two models of the last line;
 * **analytic** (calibrated): per operator type and direction, t = o + s·max(compute,
   bytes / bandwidth), compute being the measured seconds of the node's matrix
-  products at their own sizes (``gemm_rate.GemmRate``, timed with NumPy for the
-  reference executor and with torch.matmul for PyTorch) for Conv/Gemm/MatMul and
+  products at their own sizes (``gemm_rate.GemmRate``, NumPy's; with
+  ``--torch-gemm`` PyTorch's nodes get torch.matmul's) for Conv/Gemm/MatMul and
   FLOPs / peak otherwise; o and s fitted by least absolute error on the training
   profiles (``layer_profile.fit_calibration``);
 * **learned**: gradient boosting on operator shape features, the GEMM's sizes and
@@ -55,7 +55,8 @@ import time
 
 import numpy as np
 
-# Whose matrix product each executor's GEMM times come from (gemm_rate.GemmRate).
+# Whose matrix product each executor's GEMM times come from (gemm_rate.GemmRate) with
+# --torch-gemm; without it NumPy's for both.
 LIBRARY = {"reference": "numpy", "pytorch": "torch"}
 EVALUATED = [("mlp", "mlp", {}), ("lenet", "lenet", {}), ("resnet20", "resnet20", {})]
 AUXILIARY = [("mlp-3x32x32", "mlp", dict(input_shape=(3, 32, 32), hidden=(256, 128))),
@@ -213,6 +214,9 @@ def main() -> int:
     parser.add_argument("--merge", choices=("min", "median"), default="min",
                         help="per node over the rounds: the least disturbed round (min, "
                              "default) or the median")
+    parser.add_argument("--torch-gemm", action="store_true",
+                        help="time the PyTorch executor's GEMM sizes with torch.matmul "
+                             "(default: NumPy's, as for the reference executor)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--worst", type=int, default=3, help="worst layers printed")
     parser.add_argument("--threads", type=int, default=1,
@@ -250,8 +254,9 @@ def main() -> int:
     print(f"# {len(profiles)} profiles measured in {time.perf_counter() - t0:.1f} s "
           f"(batches {batches}, {args.rounds} round(s) of {args.reruns} timed runs each, "
           f"per node the {args.merge} over rounds of the median over runs)")
-    # Each executor's products timed with its own library, every size once, up front.
-    gemm_rates = {name: GemmRate(library=LIBRARY[name]) for name, _ in executors}
+    # Every product size timed once, up front (per executor: --torch-gemm).
+    gemm_rates = {name: GemmRate(library=LIBRARY[name] if args.torch_gemm else "numpy")
+                  for name, _ in executors}
     t0 = time.perf_counter()
     for profile in profiles:
         for cost in profile.costs.values():
