@@ -53,6 +53,12 @@ extra forward and backward pass without communication before every
 so that a change in the machine's load reaches both samples alike; not counted in the
 phases; they change no parameter; about 1/``compute_only_every`` more compute; an
 epoch of one step has no ``exposed_communication``).
+
+Timeline (``record_timeline``, see :mod:`~deep500.lv3_distributed.timeline`): each
+recorded step's ``forward+backward`` and ``update`` (lane ``compute``), the blocking
+``allreduce`` or, overlapped, ``allreduce bucket k`` from each bucket's start to its
+completion (lane ``bucket k``) and the ``wait for buckets`` (lane ``communication``),
+and the overlapped scheme's ``compute-only pass``.
 """
 from __future__ import annotations
 
@@ -65,6 +71,7 @@ from deep500.lv2_training.optimizer import modifies_gradients
 from deep500.lv3_distributed.gradient_buckets import (DEFAULT_BUCKET_BYTES,
                                                       GradientBuckets, check_bucket_bytes)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
+from deep500.lv3_distributed.timeline import COMPUTE, TimedComm
 from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
 from deep500.utils.errors import Deep500Error
@@ -246,8 +253,11 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         ``compute``); returns ``(outputs, {parameter: gradient})``."""
         started = _clock()
         outputs, gradients = self.base.compute_gradients(inputs)
-        self._last_compute = _clock() - started
+        ended = _clock()
+        self._last_compute = ended - started
         self.phase_times["compute"] += self._last_compute
+        if self.timeline is not None:
+            self.timeline.add("forward+backward", COMPUTE, started, ended)
         return outputs, gradients
 
     def apply_gradients(self, gradients: dict) -> None:
@@ -255,7 +265,10 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         started = _clock()
         self.base.apply_gradients(gradients)
         self.base.step_count += 1
-        self.phase_times["update"] += _clock() - started
+        ended = _clock()
+        self.phase_times["update"] += ended - started
+        if self.timeline is not None:
+            self.timeline.add("update", COMPUTE, started, ended)
 
     def fused(self) -> FusedBuffer:
         """The fusion buffer shaped like the parameters (created on first use)."""
@@ -306,7 +319,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             return self._overlapped_step(inputs)
         started = _clock()
         outputs, fused, buffer = self.packed_gradients(inputs)
-        with self.phase("communication"):
+        with self.phase("communication", "allreduce"):
             self.comm.allreduce(buffer, op="average", out=buffer,
                                 algorithm=self.allreduce_algorithm,
                                 **self.allreduce_options, **self.wire_options)
@@ -331,7 +344,10 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         if self.compute_only_every and done and (done - 1) % self.compute_only_every == 0:
             started = _clock()
             self.executor.inference_and_backprop(inputs, self.loss)
-            self._compute_only_seconds.append(_clock() - started)
+            ended = _clock()
+            self._compute_only_seconds.append(ended - started)
+            if self.timeline is not None:
+                self.timeline.add("compute-only pass", COMPUTE, started, ended)
         hooks_before = buckets.hook_seconds
         started = _clock()
         buckets.start_step()
@@ -344,7 +360,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         # The hooks' packing, starting and testing is communication work.
         self.phase_times["compute"] -= in_hooks
         self.phase_times["communication"] += in_hooks
-        with self.phase("communication"):
+        with self.phase("communication", "wait for buckets"):
             averaged = buckets.finish(gradients)
         self._step_seconds.append(_clock() - started)
         self.apply_gradients({name: averaged[name] for name in self.parameter_names})
@@ -352,7 +368,9 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     def _gradient_buckets(self) -> GradientBuckets:
         if self._buckets is None:
-            self._buckets = GradientBuckets(self.comm, self.fetch_parameters(),
+            # TimedComm: each bucket's allreduce is a timeline event while one records.
+            self._buckets = GradientBuckets(TimedComm(self.comm, self),
+                                            self.fetch_parameters(),
                                             self.bucket_bytes, self.wire_options)
             self.executor.events.append(self._buckets)
         return self._buckets

@@ -17,6 +17,16 @@ distributed optimizer is compared by the same figures, per rank and per epoch
 ``distributed_summary`` gathers every rank's statistics at rank 0
 (:func:`deep500.lv3_distributed.distributed_training.summarize`).
 
+Telemetry: from ``_start_measuring`` until the end of training (``distributed_summary``
+or ``close``) the CommunicationNetwork's counters (bytes and messages sent and
+received) are a probe of the telemetry sampler (:func:`deep500.utils.telemetry.register_probe`,
+name ``communication``), so a sampled run's series show them per second over time.
+
+Timeline: after :meth:`MeasuredScheme.record_timeline` (collective), each step's phases
+are recorded as events (:mod:`deep500.lv3_distributed.timeline`): ``phase()`` blocks on
+their lane, and the schemes' own events (``DistributedOptimizer``: forward+backward,
+update, each bucket's allreduce).
+
 A class using it derives from ``MeasuredScheme`` before ``Optimizer``, holds the
 wrapped optimizer in ``self.base``, lists its parameters in ``self.parameter_names``
 (the same order on every rank), and calls :meth:`_start_measuring` in its constructor.
@@ -28,6 +38,8 @@ import time
 import numpy as np
 
 from deep500.lv3_distributed.communication import CommunicationNetwork
+from deep500.lv3_distributed.timeline import TimelineRecorder, phase_lane
+from deep500.utils import telemetry
 
 _clock = time.perf_counter
 VOLUME_FIELDS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received")
@@ -44,6 +56,9 @@ class MeasuredScheme:
     consistent = True
     #: The phases timed in ``phase_times``, in the order of a step.
     phases: tuple[str, ...] = ("compute", "communication", "update")
+    #: The phase events' recorder while a timeline is recorded (``record_timeline``).
+    timeline: TimelineRecorder | None = None
+    _probe = None
 
     def _start_measuring(self, comm=None) -> None:
         """Set ``comm`` (a CommunicationNetwork, an mpi4py communicator, or ``None``
@@ -54,6 +69,13 @@ class MeasuredScheme:
         self.rank, self.size = self.comm.rank, self.comm.size
         self.phase_times = dict.fromkeys(self.phases, 0.0)
         self.restart_epoch()
+        self._probe = _volume_probe(self.comm.volume)
+        telemetry.register_probe(PROBE_NAME, self._probe, cumulative=True)
+
+    def _stop_probe(self) -> None:
+        if self._probe is not None:
+            telemetry.unregister_probe(PROBE_NAME, self._probe)
+            self._probe = None
 
     def restart_epoch(self) -> None:
         """Count the next epoch's times and traffic from now (e.g. after set-up
@@ -89,9 +111,33 @@ class MeasuredScheme:
         self.base.load_state_dict(state["base"])
 
     # -- phases -------------------------------------------------------------------------
-    def phase(self, name: str) -> "_Phase":
-        """``with self.phase("communication"): ...`` adds the block's time to a phase."""
-        return _Phase(self.phase_times, name)
+    def phase(self, name: str, event: str | None = None) -> "_Phase":
+        """``with self.phase("communication"): ...`` adds the block's time to a phase;
+        while a timeline records, the block is also an event named ``event`` (default:
+        the phase's name) on the phase's lane."""
+        return _Phase(self.phase_times, name, self.timeline, event)
+
+    def _before_step(self, inputs: dict) -> None:
+        if self.timeline is not None:
+            self.timeline.begin_step()
+        super()._before_step(inputs)
+
+    # -- timeline -------------------------------------------------------------------------
+    def record_timeline(self, capacity: int = 100_000, first_steps: int = 5,
+                        every: int = 10) -> TimelineRecorder:
+        """Record the phase events of the steps from now on (see
+        :class:`~deep500.lv3_distributed.timeline.TimelineRecorder` for which steps).
+        Collective: the ranks' clocks are aligned by barriers over the raw
+        communicator (bookkeeping, not counted as the scheme's traffic)."""
+        recorder = TimelineRecorder(capacity, first_steps, every)
+        recorder.align(self.comm.comm if self.size > 1 else None)
+        self.timeline = recorder
+        return recorder
+
+    def stop_timeline(self) -> TimelineRecorder | None:
+        """Stop recording; the recorder with its events (``None`` if none recorded)."""
+        recorder, self.timeline = self.timeline, None
+        return recorder
 
     # -- epochs and measurements ----------------------------------------------------------
     def finish_epoch(self) -> None:
@@ -111,6 +157,8 @@ class MeasuredScheme:
         self.finish_epoch()
         now = self._snapshot()
         before, self._epoch_start = self._epoch_start, now
+        if self.timeline is not None:
+            self.timeline.new_epoch()
         measured = {"phase_times": {p: now["phase_times"][p] - before["phase_times"][p]
                                     for p in self.phases},
                     **{k: now[k] - before[k] for k in VOLUME_FIELDS},
@@ -159,29 +207,47 @@ class MeasuredScheme:
 
     def close(self) -> None:
         """Free what the scheme holds in MPI (communicators it duplicated). Collective:
-        call it on every rank, after the last step; the wrapped ``comm`` stays usable."""
+        call it on every rank, after the last step; the wrapped ``comm`` stays usable.
+        Here it ends the telemetry probe (as ``distributed_summary`` does)."""
+        self._stop_probe()
 
     def distributed_summary(self, statistics) -> dict | None:
         """Every rank's statistics gathered at rank 0 with global figures (see
         :func:`deep500.lv3_distributed.distributed_training.summarize`); ``None`` on
         other ranks. Collective."""
         from deep500.lv3_distributed.distributed_training import summarize
+        self._stop_probe()  # training is over
         return summarize(self, statistics)
 
     def __repr__(self) -> str:
         return f"{self.name} on rank {self.rank} of {self.size}"
 
 
-class _Phase:
-    __slots__ = ("times", "name", "started")
+PROBE_NAME = "communication"
 
-    def __init__(self, times: dict, name: str):
-        self.times, self.name = times, name
+
+def _volume_probe(volume):
+    """A telemetry probe of a CommunicationVolume's totals (bytes and messages)."""
+    def probe() -> dict:
+        total = volume.total()
+        return {key: total[key] for key in VOLUME_FIELDS}
+    return probe
+
+
+class _Phase:
+    __slots__ = ("times", "name", "started", "timeline", "event")
+
+    def __init__(self, times: dict, name: str, timeline=None, event: str | None = None):
+        self.times, self.name, self.timeline, self.event = times, name, timeline, event
 
     def __enter__(self):
         self.started = _clock()
         return self
 
     def __exit__(self, *exc):
-        self.times[self.name] += _clock() - self.started
+        ended = _clock()
+        self.times[self.name] += ended - self.started
+        if self.timeline is not None:
+            self.timeline.add(self.event or self.name, phase_lane(self.name),
+                              self.started, ended)
         return False

@@ -60,6 +60,7 @@ def _metric_classes() -> dict[str, type]:
     import deep500 as d5
     from deep500.lv2_training.trajectory_metric import TrajectoryDivergenceMetric
     from deep500.lv3_distributed.prediction_metric import StepTimePrediction
+    from deep500.lv3_distributed.timeline_metric import Timeline
     classes = {cls.__name__: cls for cls in (d5.WallclockTime, d5.FLOPs, d5.L1Error,
                                              d5.L2Error, d5.MaxError, d5.DiffHeatmap,
                                              d5.VarHeatmap, d5.OperatorTimes,
@@ -68,6 +69,7 @@ def _metric_classes() -> dict[str, type]:
                                              d5.TimeToAccuracy, d5.LossCurve)}
     classes["TrajectoryDivergence"] = TrajectoryDivergenceMetric
     classes["StepTimePrediction"] = StepTimePrediction
+    classes["Timeline"] = Timeline
     return classes
 
 _FILE_METRICS = ("DiffHeatmap", "VarHeatmap")
@@ -108,6 +110,8 @@ def metric_factory(name: str, params: dict, where: str) -> Callable[[str, str], 
         kwargs = dict(params)
         if name in _FILE_METRICS:
             kwargs["path"] = os.path.join(output_dir, "heatmaps", f"{name}-{tag}.png")
+        elif name == "Timeline":
+            kwargs["path"] = os.path.join(output_dir, "timeline", f"{tag}.json")
         return cls(**kwargs)
 
     try:  # construct once now so wrong values fail before any work

@@ -7,7 +7,9 @@ schemes' replicas drift apart, and staleness where a scheme measures it.
 Every figure comes from rank 0's record, whose ``details["distributed"]`` holds every
 rank's statistics and the global per-epoch figures
 (:mod:`deep500.lv3_distributed.distributed_training`); the other ranks' records count
-for acceptance (each rank's replica is tested).
+for acceptance (each rank's replica is tested). Each rank's record also carries its
+telemetry series: per configuration a figure of CPU %, RSS, threads, context switches
+and bytes per second per rank over time (:mod:`deep500.report.telemetry_plots`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from deep500.report.records import ReportContext, Settings, distinct_labels, fla
 from deep500.report.seeds import fmt_mean_ci, mean_curve, seed_groups, seeds_text, \
     time_to_target_plot, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
+from deep500.report.telemetry_plots import telemetry_plots
 
 SHOWN = ("scheme", "executor")
 
@@ -433,6 +436,9 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                               r["configuration"].get("seed"), r.get("rank", 0), r["error"]]
                              for r in failed]))
     plots = _plots(groups, output_dir, settings, labels, context) if measured else []
+    plots += telemetry_plots(measured_all, output_dir, lambda r: settings.label(
+        labels[id(r)], r) + (f" (seed {r['configuration'].get('seed')})"
+                             if with_seeds else ""), context.figure_format)
     return {"tables": tables, "plots": plots, "measured": len(measured),
             "failed": len({r["index"] for r in failed}),
             "warnings": measurement_warnings(

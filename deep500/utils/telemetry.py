@@ -30,6 +30,14 @@ taken out of the process's CPU time and context switches (its cost is reported a
 of every process, too slow to repeat every tick), which makes the window's totals exact;
 a child started mid-window appears in the time series only at the end.
 
+Probes: other parts of Deep500 register counters of their own with
+:func:`register_probe` (a distributed scheme registers its CommunicationNetwork's bytes
+and messages sent and received while it measures); every running sampler calls each
+registered probe once per tick and keeps its values next to the rest, so the series
+shows, per rank and over time, bytes per second on the wire beside CPU, RSS, threads
+and context switches (the figures of the local-parallelism study). A probe is called
+from the sampler's thread: it must be cheap (microseconds) and only read.
+
 Whether the window counts as *interfered* is decided by :class:`InterferenceRule`
 (thresholds are its arguments); see its docstring and ``docs/measurement.md``. The idea
 follows pyperf's ``system tune``/``check`` advice (a benchmark is only as quiet as the
@@ -44,8 +52,11 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from typing import Callable
 
 import psutil
+
+from deep500.utils.errors import Deep500Error
 
 # The kernel accounts system-wide CPU time in scheduler ticks (USER_HZ, 100 per second
 # on Linux); see InterferenceRule.margin_cores.
@@ -56,6 +67,47 @@ except (ValueError, OSError, AttributeError):
 
 # A frequency read slower than this is only repeated at the window's ends.
 _SLOW_FREQ_READ_S = 0.002
+
+# name -> (probe, cumulative). Replaced as a whole on every change (copy on write), so
+# that a sampler thread reading it never sees it change under its iteration.
+_PROBES: dict = {}
+
+
+def register_probe(name: str, probe: Callable[[], dict], cumulative: bool = True) -> None:
+    """Have every running :class:`TelemetrySampler` call ``probe()`` once per tick.
+
+    ``probe()`` returns ``{key: number}``; the series gets a column ``name.key`` per
+    key. ``cumulative``: the values are counters that only grow (bytes sent so far):
+    the series shows their rate per second and the summary their increase over the
+    window; otherwise they are levels (a queue length), shown as read. A probe of the
+    same name replaces the one before (e.g. the scheme of the next configuration). A
+    probe that raises gives NaN for that tick (it runs on another thread, and may read
+    a structure the measured thread is changing).
+    """
+    global _PROBES
+    if not isinstance(name, str) or not name or "." in name:
+        raise Deep500Error(f"telemetry.register_probe: name {name!r} must be a non-empty "
+                           f"string without '.' (columns are named name.key)")
+    if not callable(probe):
+        raise Deep500Error(f"telemetry.register_probe({name!r}): the probe must be a "
+                           f"callable returning {{key: number}}, got {type(probe).__name__}")
+    _PROBES = {**_PROBES, name: (probe, bool(cumulative))}
+
+
+def unregister_probe(name: str, probe: Callable[[], dict] | None = None) -> bool:
+    """Stop calling probe ``name`` (only if it is still ``probe``, when given); whether
+    it was removed."""
+    global _PROBES
+    current = _PROBES.get(name)
+    if current is None or (probe is not None and current[0] is not probe):
+        return False
+    _PROBES = {key: value for key, value in _PROBES.items() if key != name}
+    return True
+
+
+def registered_probes() -> dict:
+    """``{name: probe}`` of the probes registered now."""
+    return {name: entry[0] for name, entry in _PROBES.items()}
 
 
 @dataclass(frozen=True)
@@ -312,6 +364,9 @@ class TelemetrySampler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._series = {name: array("d") for name in self.FIELDS}
+        self._probe_columns: dict[str, array] = {}  # "name.key" -> values per sample
+        self._probe_cumulative: dict[str, bool] = {}
+        self.probe_errors = 0
         self._descendants: list = []
         self._job: list = []
         self.ranks_on_node = 1
@@ -401,10 +456,41 @@ class TelemetrySampler:
         if self._freq_ok and (force_freq or t - self._last_freq_t >= self.freq_every_s):
             freq = self._read_freq(force_freq)
             self._last_freq_t = t
+        probes = _PROBES
+        read = self._read_probes(probes) if probes or self._probe_columns else None
         row = (t, busy, own, job, load, freq, threads, rss, me.ru_nvcsw, me.ru_nivcsw)
+        index = len(self._series["t"])
         # No lock: each append is atomic under the GIL; readers cut to the shortest column.
         for column, value in zip(self._series.values(), row):
             column.append(value)
+        if read is not None:
+            self._append_probes(read, index)
+
+    def _read_probes(self, probes: dict) -> dict:
+        """``{"name.key": (value, cumulative)}`` of every probe's numbers this tick."""
+        read = {}
+        for name, (probe, cumulative) in probes.items():
+            try:
+                values = probe()
+                for key, value in values.items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        read[f"{name}.{key}"] = (float(value), cumulative)
+            except Exception:  # noqa: BLE001 - a probe's failure is one missing point
+                self.probe_errors += 1
+        return read
+
+    def _append_probes(self, read: dict, index: int) -> None:
+        columns = self._probe_columns
+        for key, (value, cumulative) in read.items():
+            column = columns.get(key)
+            if column is None:  # a probe registered mid-window: NaN before it
+                column = array("d", [math.nan]) * index
+                self._probe_cumulative[key] = cumulative
+                columns[key] = column
+            column.append(value)
+        for column in columns.values():
+            if len(column) <= index:  # gone or failed this tick
+                column.append(math.nan)
 
     def _threads_seen(self, counts) -> list[int]:
         """Thread counts without the sampler's thread, which runs between the first
@@ -416,6 +502,28 @@ class TelemetrySampler:
         columns = {name: list(column) for name, column in self._series.items()}
         n = min(len(c) for c in columns.values())
         return {name: c[:n] for name, c in columns.items()}
+
+    def _probe_values(self, n: int) -> dict:
+        """Each probe column cut or padded (NaN) to ``n`` samples."""
+        out = {}
+        for key, column in dict(self._probe_columns).items():
+            values = list(column)[:n]
+            out[key] = values + [math.nan] * (n - len(values))
+        return out
+
+    def _probe_summary(self, n: int) -> dict:
+        """Per probe column: the increase over the window (counters) or the highest
+        value read (levels); None where never read."""
+        out = {}
+        for key, values in self._probe_values(n).items():
+            finite = [v for v in values if v == v]
+            if not finite:
+                out[key] = None
+            elif self._probe_cumulative.get(key, True):
+                out[key] = finite[-1] - finite[0]
+            else:
+                out[key] = max(finite)
+        return out
 
     def _read_freq(self, at_edge: bool) -> float:
         started = time.perf_counter()
@@ -441,7 +549,9 @@ class TelemetrySampler:
         load_avg_1m (highest sampled), cpu_freq_mhz ({min, max} of the sampled highest
         frequency, or None), threads (most seen, the sampler's thread excluded),
         context_switches ({voluntary, involuntary} in the window), rss_max_bytes,
-        samples, interval_s, duration_s, usable_cpus, threshold_cores, sampler_cpu_s.
+        samples, interval_s, duration_s, usable_cpus, threshold_cores, sampler_cpu_s,
+        and, when probes were read, probes (``{"name.key": increase of a counter over
+        the window, or highest level}``) and probe_errors.
         """
         s = self._columns()
         n = len(s["t"])
@@ -481,14 +591,20 @@ class TelemetrySampler:
             "usable_cpus": self.usable_cpus,
             "threshold_cores": self.rule.threshold_cores(self.usable_cpus, self.threads, ranks),
             "sampler_cpu_s": sampler_cpu,
+            **({"probes": self._probe_summary(n), "probe_errors": self.probe_errors}
+               if self._probe_columns else {}),
         }
 
     def series(self, max_points: int | None = None) -> dict:
         """The time series, columnar: t (seconds since the window opened) and, per
         interval ending at t, other/own/job CPU cores (rates of the cumulative
-        counters), plus load average, CPU frequency (None where not read), threads and
-        RSS at t. ``max_points`` keeps every k-th sample (first and last kept); rates
-        stay exact averages because they come from cumulative counters.
+        counters), voluntary and involuntary context switches per second (the
+        process's, the sampler's own included: about one voluntary switch per tick),
+        plus load average, CPU frequency (None where not read), threads and RSS at t;
+        and ``probes``: per probe column (``name.key``, see :func:`register_probe`) its
+        rate per second (counters) or its value (levels), None where not read.
+        ``max_points`` keeps every k-th sample (first and last kept); rates stay exact
+        averages because they come from cumulative counters.
         """
         s = self._columns()
         n = len(s["t"])
@@ -498,7 +614,10 @@ class TelemetrySampler:
             keep = list(range(0, n - 1, stride)) + [n - 1]
         out = {"started_unix": self.started_unix, "t": [], "other_cpu_cores": [],
                "own_cpu_cores": [], "job_cpu_cores": [], "load_avg_1m": [],
-               "cpu_freq_mhz": [], "threads": [], "rss_bytes": []}
+               "cpu_freq_mhz": [], "threads": [], "rss_bytes": [],
+               "voluntary_per_s": [], "involuntary_per_s": []}
+        probes = self._probe_values(n)
+        rates = {key: [] for key in probes}
         threads = self._threads_seen(s["threads"])
         for previous, i in zip(keep, keep[1:]):
             dt = s["t"][i] - s["t"][previous]
@@ -517,4 +636,19 @@ class TelemetrySampler:
             out["cpu_freq_mhz"].append(round(freq, 1) if freq == freq else None)
             out["threads"].append(threads[i])
             out["rss_bytes"].append(int(s["rss_bytes"][i]))
+            out["voluntary_per_s"].append(
+                round((s["voluntary"][i] - s["voluntary"][previous]) / dt, 1))
+            out["involuntary_per_s"].append(
+                round((s["involuntary"][i] - s["involuntary"][previous]) / dt, 1))
+            for key, values in probes.items():
+                now, before = values[i], values[previous]
+                if self._probe_cumulative.get(key, True):
+                    value = (now - before) / dt
+                    if value < 0:  # the counter restarted (another probe of the name)
+                        value = math.nan
+                else:
+                    value = now
+                rates[key].append(round(value, 3) if value == value else None)
+        if rates:
+            out["probes"] = rates
         return out
