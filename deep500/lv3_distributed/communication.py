@@ -152,6 +152,52 @@ def torus_shape(size: int) -> tuple[int, int]:
     return rows, size // rows
 
 
+def check_torus_shape(shape, size: int, where: str = "torus_shape") -> tuple[int, ...]:
+    """``shape`` (a list of k >= 1 positive extents) as a tuple if their product is
+    ``size``, the number of ranks; else a ``Deep500Error`` naming ``where`` and what to
+    change."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise Deep500Error(f"{where}={shape!r}: give a list of extents, one per "
+                           f"dimension, whose product is the number of ranks ({size}), "
+                           f"e.g. {list(torus_shape(size))}")
+    extents = tuple(shape)
+    if not extents or any(isinstance(e, bool) or not isinstance(e, (int, np.integer))
+                          or e < 1 for e in extents):
+        raise Deep500Error(f"{where}={list(extents)!r}: every extent must be a positive "
+                           f"integer (and there must be at least one)")
+    if math.prod(extents) != size:
+        raise Deep500Error(f"{where}={list(extents)}: the product "
+                           f"{math.prod(extents)} is not the number of ranks ({size}); "
+                           f"change the shape (e.g. {list(torus_shape(size))}) or run on "
+                           f"{math.prod(extents)} ranks")
+    return tuple(int(e) for e in extents)
+
+
+def torus_neighbour_ranks(rank: int, shape) -> list[int]:
+    """The distinct ranks next to ``rank`` on the k-dimensional torus ``shape`` (ranks
+    in row-major order of their coordinates, the last dimension fastest), ``rank``
+    itself excluded: one step back and forward along each dimension, wrapping around.
+    A dimension of extent 2 gives one neighbour (back and forward are the same rank),
+    one of extent 1 none; in the order first met (dimension 0 back, forward, ...)."""
+    shape = tuple(int(e) for e in shape)
+    coordinates, rest = [], rank
+    for extent in reversed(shape):
+        rest, coordinate = divmod(rest, extent)
+        coordinates.append(coordinate)
+    coordinates.reverse()
+    neighbours: list[int] = []
+    for dim, extent in enumerate(shape):
+        for offset in (-1, 1):
+            moved = list(coordinates)
+            moved[dim] = (moved[dim] + offset) % extent
+            other = 0
+            for coordinate, size in zip(moved, shape):
+                other = other * size + coordinate
+            if other != rank and other not in neighbours:
+                neighbours.append(other)
+    return neighbours
+
+
 class Request:
     """A pending non-blocking operation. ``wait()`` completes it and returns its result
     (the received or reduced array; ``None`` for a send); ``test()`` says whether it has

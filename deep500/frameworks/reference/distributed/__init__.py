@@ -13,14 +13,17 @@ from deep500.frameworks.reference.distributed.inconsistent_parameter_server impo
     InconsistentParameterServer)
 from deep500.frameworks.reference.distributed.model_average_decentralized import (
     ModelAverageDecentralized)
+from deep500.frameworks.reference.distributed.nearest_neighbor import (
+    NearestNeighborTraining)
 from deep500.frameworks.reference.distributed.stale_synchronous import StaleSynchronous
 
 SCHEMES = {cls.__name__: cls for cls in (
     ConsistentDecentralized, ConsistentParameterServer, ModelAverageDecentralized,
     ConsistentNeighbors, InconsistentParameterServer, StaleSynchronous,
-    CppConsistentDecentralized, SparseTopKDecentralized)}
+    CppConsistentDecentralized, SparseTopKDecentralized, NearestNeighborTraining)}
 """Class name → reference distributed scheme."""
 
 __all__ = ["ConsistentDecentralized", "ConsistentNeighbors", "ConsistentParameterServer",
            "ModelAverageDecentralized", "InconsistentParameterServer", "StaleSynchronous",
-           "CppConsistentDecentralized", "SparseTopKDecentralized", "SCHEMES"]
+           "CppConsistentDecentralized", "SparseTopKDecentralized",
+           "NearestNeighborTraining", "SCHEMES"]
