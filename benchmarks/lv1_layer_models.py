@@ -11,7 +11,8 @@ reference and PyTorch executors, each ONNX node's measured forward and backward 
   products at their own sizes (``gemm_rate.GemmRate``, NumPy's; with
   ``--torch-gemm`` PyTorch's nodes get torch.matmul's) for Conv/Gemm/MatMul and
   FLOPs / peak otherwise; o and s fitted by least absolute error on the training
-  profiles (``layer_profile.fit_calibration``);
+  profiles, each profile's nodes relative to its pass time
+  (``layer_profile.fit_calibration``);
 * **learned**: gradient boosting on operator shape features, the GEMM's sizes and
   measured time, and the network's working set (``learned_model``).
 

@@ -11,8 +11,8 @@ Two analytic models:
   being the measured seconds of the node's matrix products (``gemm_rate.GemmRate``)
   for Conv/Gemm/MatMul, and o (dispatch overhead of that type on that executor) and s
   (how far that type's implementation is from its roofline: im2col copies, pooling
-  loops in NumPy) fitted by least absolute error on profiles of other networks
-  (``fit_calibration``).
+  loops in NumPy) fitted on profiles of other networks by least absolute error, each
+  profile's nodes relative to its pass time (``fit_calibration``).
 
 Measurements of several rounds (each network measured in turn, then again) combine
 with ``merge_profiles``.
@@ -177,16 +177,23 @@ def kernel_time(cost: OperatorCost, machine, direction: str, threads: int = 1,
     return max(gemm_rate.seconds(gemms), nbytes / machine.memory_bandwidth)
 
 
-def _least_absolute(kernel, measured) -> tuple:
-    """(o, s) ≥ 0 minimising Σ|measured − o − s·kernel|: the training nodes' total
-    absolute error, the numerator of the weighted error. For a given s the best o is
-    the median residual (clipped at 0); the error is convex in s, searched on a log
-    grid from 0.1 to 100 and refined by golden section between the grid's neighbours."""
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    order = np.argsort(values)
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
+
+
+def _least_absolute(kernel, measured, weights=None) -> tuple:
+    """(o, s) ≥ 0 minimising Σ w·|measured − o − s·kernel|: the training nodes' weighted
+    total absolute error. For a given s the best o is the weighted median residual
+    (clipped at 0); the error is convex in s, searched on a log grid from 0.1 to 100 and
+    refined by golden section between the grid's neighbours."""
     kernel, measured = np.asarray(kernel, float), np.asarray(measured, float)
+    weights = np.ones_like(kernel) if weights is None else np.asarray(weights, float)
 
     def error(s):
-        o = max(float(np.median(measured - s * kernel)), 0.0)
-        return float(np.abs(measured - o - s * kernel).sum()), o
+        o = max(_weighted_median(measured - s * kernel, weights), 0.0)
+        return float((weights * np.abs(measured - o - s * kernel)).sum()), o
     if kernel.max() <= 0:
         return error(0.0)[1], 1.0
     grid = np.concatenate([[0.0], np.logspace(-1.0, 2.0, 61)])
@@ -209,18 +216,24 @@ def fit_calibration(profiles, machine, threads: int = 1, gemm_rate=None,
     """The calibrated analytic model's constants: for each operator type and direction,
     a fixed overhead o and a scale s of ``kernel_time`` (the roofline with the measured
     GEMM rate), t = o + s·kernel_time, fitted to the measured nodes of ``profiles`` by
-    least absolute error (the training set's Σ|pred − meas|). Types with fewer than
+    least absolute error, each node's error divided by its profile's pass time: the sum
+    over training profiles of their weighted errors, so that each network counts
+    equally (as each evaluated one does) and a small network's convolutions are not
+    fitted with a large network's overhead. Types with fewer than
     ``min_nodes`` nodes use the fit over all types ("*"). Returns
     {(op_type, direction): (o seconds, s)}."""
     machine = _machine(machine)
     groups: dict = {}
     for profile in profiles:
         for direction in DIRECTIONS:
-            for node, seconds in profile.measured(direction).items():
+            measured = profile.measured(direction)
+            step = sum(measured.values())
+            for node, seconds in measured.items():
                 cost = profile.costs.get(node)
                 if cost is None:
                     continue
-                pair = (kernel_time(cost, machine, direction, threads, gemm_rate), seconds)
+                pair = (kernel_time(cost, machine, direction, threads, gemm_rate), seconds,
+                        1.0 / step)
                 groups.setdefault((cost.op_type, direction), []).append(pair)
                 groups.setdefault(("*", direction), []).append(pair)
     if not any(key[0] == "*" for key in groups):
