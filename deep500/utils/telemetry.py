@@ -12,7 +12,8 @@ While a measurement runs, :class:`TelemetrySampler` wakes every ``interval_s`` (
   subprocesses and helper threads count as the measurement's own;
 - under MPI, the CPU time of the job's other ranks on this node (the other children of
   this rank's parent, which is the launcher's per-node proxy: hydra_pmi_proxy for
-  MPICH, prted for Open MPI, slurmstepd under srun);
+  MPICH, prted for Open MPI, slurmstepd under srun), read from their /proc/PID/stat
+  through descriptors opened when the window opens;
 - the 1-minute load average, the CPU frequency (the highest current frequency over the
   usable CPUs; ``psutil.cpu_freq`` may be missing, or slow with many CPUs, so it is
   read at most every ``freq_every_s`` and dropped to the window's ends if one read is
@@ -232,6 +233,7 @@ class _ProcReader:
 
     def __init__(self, cpus: list[int] | None):
         self.cpus = cpus
+        self._job: list[int] = []
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._pread = _pread_holding_gil() or os.pread
         try:
@@ -265,6 +267,36 @@ class _ProcReader:
         f = self._pread(self._self, 4096, 0).rsplit(b")", 1)[1].split()
         return int(f[17]), int(f[21]) * self._page
 
+    def open_job(self, pids: list[int]) -> bool:
+        """Open /proc/PID/stat of the job's other ranks (and their descendants) once;
+        False where that cannot be done (psutil then reads them)."""
+        if self.read_busy == self._psutil_busy:
+            return False
+        fds = []
+        try:
+            for pid in pids:
+                fds.append(os.open(f"/proc/{pid}/stat", os.O_RDONLY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            return False
+        self._job = fds
+        return True
+
+    def read_job(self) -> float:
+        """CPU seconds of the processes of :meth:`open_job` (user + system, theirs and
+        their reaped children's: /proc/PID/stat fields 14-17); a process gone stops
+        counting (its time is lost: it is not this process's child)."""
+        ticks = 0
+        for fd in list(self._job):
+            try:
+                f = self._pread(fd, 4096, 0).rsplit(b")", 1)[1].split()
+                ticks += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+            except (OSError, IndexError, ValueError):
+                self._job.remove(fd)
+                os.close(fd)
+        return ticks * TICK_S
+
     def _psutil_busy(self) -> float:
         if self.cpus is None:
             return _busy(psutil.cpu_times())
@@ -276,6 +308,12 @@ class _ProcReader:
             return self._process.num_threads(), self._process.memory_info().rss
 
     def close(self) -> None:
+        for fd in getattr(self, "_job", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._job = []
         for name in ("_stat", "_self"):
             fd = getattr(self, name, None)
             if isinstance(fd, int):
@@ -326,10 +364,13 @@ class TelemetrySampler:
         record["telemetry"] = telemetry.summary()
 
     Args:
-        interval_s: time between samples. A wake-up and sample cost 50–150 µs of CPU
-            and, for Python code holding the GIL, a GIL hand-over; at 50 ms the
-            measured cost on 1 ms calls is within 1% (``benchmarks/lv0_overhead.py``),
-            at 20 ms it was up to 2% on a busy 2-core machine.
+        interval_s: time between samples (they fall on multiples of ``interval_s`` of
+            the wall clock, the same moments on every rank of a job; a synchronous
+            step then loses one tick's time, not one per rank). A wake-up and sample
+            cost 50–150 µs of CPU and, for Python code holding the GIL, a GIL
+            hand-over; at 50 ms the measured cost on 1 ms calls is within 1%
+            (``benchmarks/lv0_overhead.py``), at 20 ms it was up to 2% on a busy 2-core
+            machine; on training steps see ``benchmarks/lv3_telemetry_overhead.py``.
         threads: threads the measurement uses per rank (None: unknown, may use all).
         rule: the :class:`InterferenceRule` that judges the window.
         freq_every_s: how often to read the CPU frequency (it can be slow, and its file
@@ -361,6 +402,7 @@ class TelemetrySampler:
             self._cpus = None  # all CPUs: the summed line of /proc/stat is cheaper
         self._process = psutil.Process()
         self._reader: _ProcReader | None = None
+        self._job_fds = False
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._series = {name: array("d") for name in self.FIELDS}
@@ -384,6 +426,9 @@ class TelemetrySampler:
         self._reader = _ProcReader(self._cpus)
         self._descendants = self._find_descendants()
         self._job, self.ranks_on_node = _job_ranks() if self.mpi_job else ([], 1)
+        # The other ranks read through descriptors held open (no psutil parsing, no
+        # GIL released for the reads): the sampler's cost per tick under MPI.
+        self._job_fds = bool(self._job) and self._reader.open_job([p.pid for p in self._job])
         self.started_unix = time.time()
         self._t0 = time.monotonic()
         self._sample(force_freq=True)
@@ -419,9 +464,12 @@ class TelemetrySampler:
     def _run(self) -> None:
         # time.sleep, not Event.wait: a wake-up then costs one GIL acquisition and no
         # Python-level locking (stop() waits at most one interval for the last wake).
-        sleep, interval, sample = time.sleep, self.interval_s, self._sample
+        # Ticks fall on multiples of the interval of the wall clock: the ranks of an
+        # MPI job (clocks in step to NTP's precision) sample at the same moments, so a
+        # synchronous step waits for one tick rather than one per rank.
+        sleep, interval, sample, now = time.sleep, self.interval_s, self._sample, time.time
         while True:
-            sleep(interval)
+            sleep(interval - now() % interval)
             if self._stopping:
                 break
             sample()
@@ -445,7 +493,8 @@ class TelemetrySampler:
         reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
         own = (me.ru_utime + me.ru_stime + reaped.ru_utime + reaped.ru_stime
                + (_tree_seconds(self._descendants) if self._descendants else 0.0))
-        job = _tree_seconds(self._job) if self._job else 0.0
+        job = (self._reader.read_job() if self._job_fds else
+               _tree_seconds(self._job) if self._job else 0.0)
         busy = self._reader.read_busy()
         threads, rss = self._reader.read_self()
         try:
