@@ -4,7 +4,10 @@
                        [--remeasure-interfered [N]]
                                      run a recipe, write results and a report; with
                                      --np, on N MPI ranks (re-run under mpirun, given
-                                     the MPICH hostfile FILE if any); with
+                                     the MPICH hostfile FILE if any); a recipe with
+                                     'ranks' (a grid of rank counts) launches one
+                                     mpirun job per count itself (no --np; --hostfile
+                                     goes to each job); with
                                      --remeasure-interfered, configurations measured
                                      while other processes used the CPU are measured
                                      again (up to N times, default 2); with
@@ -105,8 +108,9 @@ def _run_ranks(args, comm):
     from deep500.lv3_distributed.mpi_launch import guarded_main
     from deep500.recipe import run_recipe
     from deep500.recipe.runner import load_run_recipe
+    from deep500.recipe.rank_grid import check_launch
     try:
-        load_run_recipe(args.recipe, args.machine)
+        check_launch(load_run_recipe(args.recipe, args.machine), comm.Get_size())
         problem = None
     except Deep500Error as exc:
         problem = str(exc)
@@ -122,6 +126,18 @@ def _run_ranks(args, comm):
                           remeasure_interfered=args.remeasure_interfered,
                           append=args.append, database=_database(args),
                           machine=args.machine)
+
+
+def _grid_hostfile(args) -> list:
+    """``--hostfile FILE`` without ``--np``: for a recipe with ``ranks`` (a rank grid,
+    whose every mpirun job is given ``-f FILE``), the checked file as mpirun's
+    arguments; otherwise the number of ranks is missing (a Deep500Error)."""
+    from deep500.lv3_distributed.mpi_launch import in_mpi_world, read_hostfile
+    from deep500.recipe.runner import load_run_recipe
+    if in_mpi_world() or load_run_recipe(args.recipe, args.machine).rank_counts() is None:
+        _relaunch_under_mpirun(None, args.argv, args.hostfile)  # raises: give --np
+    read_hostfile(args.hostfile)
+    return ["-f", os.path.abspath(args.hostfile)]
 
 
 def _predict(args) -> int:
@@ -155,7 +171,10 @@ def _run(args) -> int:
                                    "'deep500 runs') too")
             from deep500.store.compare import parse_threshold
             fail_above = parse_threshold(args.fail_above)
-        if args.np is not None or args.hostfile is not None:
+        mpirun_args = None
+        if args.np is None and args.hostfile is not None:
+            mpirun_args = _grid_hostfile(args)
+        elif args.np is not None or args.hostfile is not None:
             _relaunch_under_mpirun(args.np, args.argv, args.hostfile)
         comm = world_communicator()
         if comm is None:
@@ -163,7 +182,7 @@ def _run(args) -> int:
                                  progress=not args.quiet,
                                  remeasure_interfered=args.remeasure_interfered,
                                  append=args.append, database=_database(args),
-                                 machine=args.machine)
+                                 machine=args.machine, mpirun_args=mpirun_args)
         else:
             summary = _run_ranks(args, comm)
     except Deep500Error:
@@ -183,6 +202,8 @@ def _run(args) -> int:
     if baseline is not None and summary.report_paths:  # rank 0
         from deep500.store.compare import compare_with_baseline
         slower = compare_with_baseline(baseline, summary.output_dir, fail_above)
+    if summary.exit_status:  # a rank grid's mpirun job failed (see rank_grid)
+        return summary.exit_status
     return 0 if summary.ok and not slower else 1
 
 
@@ -367,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
                      "command under the mpirun beside the Python interpreter (under "
                      "mpirun already: N must be its number of ranks)")
-    run.add_argument("--hostfile", metavar="FILE", help="with --np: the hosts to run on, "
+    run.add_argument("--hostfile", metavar="FILE", help="with --np, or for a recipe with "
+                     "'ranks' (each rank count's mpirun job): the hosts to run on, "
                      "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "
                      "checked, then passed to mpirun as -f FILE (see docs/distributed.md)")
     run.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?", const=2,

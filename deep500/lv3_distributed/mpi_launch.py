@@ -1,7 +1,8 @@
 """Finding and using MPI: the ``mpirun`` next to the running Python (the ``mpich`` wheel
 puts it in the virtual environment's ``bin``), the world communicator when this
 process was started by it, re-running a program under it (``mpi_fork``, with a
-checked hostfile: ``read_hostfile``), this rank's index on its node (``local_rank``,
+checked hostfile: ``read_hostfile``; ``run_under_mpirun`` returns the status instead
+of exiting, for a launcher of several jobs such as the rank grid of a recipe), this rank's index on its node (``local_rank``,
 for mapping ranks to GPUs), and stopping every rank when one fails
 (``guarded_main``)."""
 from __future__ import annotations
@@ -169,11 +170,32 @@ def mpi_fork(n: int, mpirun_args: Sequence[str] = (),
             "interactive session with no program to re-run. Put the code in a script "
             f"and run it, or start it yourself: {mpirun_executable()} -np {n} "
             f"{sys.executable} script.py")
-    command = [mpirun_executable(), "-np", str(int(n)), *mpirun_args, sys.executable,
-               *program]
+    sys.exit(run_under_mpirun(n, program, mpirun_args))
+
+
+def mpirun_command(n: int, program: Sequence[str],
+                   mpirun_args: Sequence[str] = ()) -> list[str]:
+    """``mpirun -np n [mpirun_args] <python> <program>``, as :func:`run_under_mpirun`
+    runs it (``mpirun_executable()`` and ``sys.executable``)."""
+    return [mpirun_executable(), "-np", str(int(n)), *mpirun_args, sys.executable,
+            *program]
+
+
+def run_under_mpirun(n: int, program: Sequence[str], mpirun_args: Sequence[str] = (),
+                     environment: dict | None = None) -> int:
+    """Run ``python <program>`` on ``n`` ranks (``n >= 1``; one rank is ``mpirun -np
+    1``) under the ``mpirun`` beside the interpreter, wait for it and return its exit
+    status (``128 + signal`` when a signal ended it). The ranks see
+    ``environment`` added to this process's and are marked as forked
+    (:func:`in_mpi_world`), so they do not launch again. A SIGINT or SIGTERM
+    (``KeyboardInterrupt``) while waiting is passed on to ``mpirun``, which passes it to
+    the ranks, and raised again once ``mpirun`` has ended (after a 30 s grace period it
+    is killed)."""
+    command = mpirun_command(n, program, mpirun_args)
     sys.stdout.flush()
     sys.stderr.flush()
-    process = subprocess.Popen(command, env={**os.environ, _FORKED_VARIABLE: "1"})
+    process = subprocess.Popen(command, env={**os.environ, **(environment or {}),
+                                             _FORKED_VARIABLE: "1"})
     try:
         status = process.wait()
     except KeyboardInterrupt as stop:
@@ -182,7 +204,7 @@ def mpi_fork(n: int, mpirun_args: Sequence[str] = (),
         # leave them running.
         _stop_mpirun(process, getattr(stop, "signum", signal.SIGINT))
         raise
-    sys.exit(status if status >= 0 else 128 - status)
+    return status if status >= 0 else 128 - status
 
 
 def _stop_mpirun(process: subprocess.Popen, signum: int, grace_seconds: float = 30.0):

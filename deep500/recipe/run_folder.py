@@ -96,6 +96,37 @@ class RunFolder:
         indices = [r["index"] for r in records if isinstance(r.get("index"), int)]
         return cls(path, lock, session, max(indices) + 1 if indices else 0, history)
 
+    @classmethod
+    def join(cls, path: str, session: int, first_index: int) -> "RunFolder":
+        """The folder of a session that another process holds and runs, as one part of
+        it: the launcher of a rank grid (:mod:`deep500.recipe.rank_grid`) holds the lock
+        and the manifest while an ``mpirun`` job per rank count appends that count's
+        records. The part writes records and the session's counts into the manifest
+        (:meth:`write`); its :meth:`finish` records only a failure, the launcher the
+        final status. Raises RunFolderError unless the manifest says ``running`` for
+        ``session``."""
+        manifest = read_manifest(path)
+        if manifest.get("status") != "running" or manifest.get("session", 0) != session:
+            raise RunFolderError(
+                f"{path}: session {session} is not running there (manifest: session "
+                f"{manifest.get('session')}, status {manifest.get('status')}); a part of "
+                f"a rank grid is started by 'deep500 run RECIPE', not by hand")
+        folder = cls(path, None, session, first_index, list(manifest.get("sessions", [])))
+        folder.part = True
+        folder.manifest = manifest
+        folder.records = session_records(path, session)
+        folder._writer = ResultsWriter(path)
+        return folder
+
+    part = False  # see join
+
+    def refresh(self) -> None:
+        """Read back the manifest and this session's records, as a part (:meth:`join`)
+        left them."""
+        on_disk = read_manifest(self.path)
+        self.manifest.update(on_disk)
+        self.records = session_records(self.path, self.session)
+
     def start(self, manifest: dict) -> None:
         """Open the results file and write the first manifest (``running``)."""
         from deep500.recipe.results import process_identity
@@ -121,6 +152,13 @@ class RunFolder:
     def finish(self, status: str, **manifest_fields) -> None:
         """The final manifest (``status``, counts, duration); releases the folder. A
         failure another process recorded in the manifest meanwhile is kept."""
+        if self.part:  # the launcher finishes the manifest; a part records a failure
+            if self._writer is not None:
+                self._writer.close()
+            if status != "complete":
+                self.manifest.update(status=status, **manifest_fields)
+                self._write_manifest()
+            return
         try:
             if self._writer is not None:
                 self._writer.close()

@@ -16,6 +16,11 @@ What reaches disk, whatever happens (``docs/run_lifecycle.md``):
 - a recipe's ``timeout`` (seconds per configuration) ends every rank of a configuration
   that runs longer, after an error record with ``timeout: true`` and a ``timed_out``
   manifest (:mod:`deep500.recipe.watchdog`).
+
+A recipe that names its numbers of ranks (``ranks``, fixed or mutable) is run by
+:mod:`deep500.recipe.rank_grid`: this process holds the folder and launches one
+``mpirun -np R`` job per rank count, each running that count's configurations into the
+same session of the folder.
 """
 from __future__ import annotations
 
@@ -29,8 +34,8 @@ import warnings
 from dataclasses import dataclass
 
 from deep500.lv3_distributed.mpi_launch import (LateRanks, abort_job, gather_to_root,
-                                                world_communicator)
-from deep500.recipe import machine_file
+                                                in_mpi_world, world_communicator)
+from deep500.recipe import machine_file, rank_grid
 from deep500.recipe.remeasure import measure_watched
 from deep500.recipe.results import (RunFolderError, configuration_in_progress,
                                     record_failure)
@@ -54,6 +59,9 @@ class RunSummary:
     report_paths: list
     run_id: int | None = None  # in the results database, when stored
     counts: Counts | None = None  # as the report counts them (rank 0)
+    # A rank grid whose mpirun job for some rank count failed: the exit status that
+    # deep500 run gives (that job's; 124 for a timeout), after the report is written.
+    exit_status: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,7 +104,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
                progress: bool = True, write_report: bool = True,
                remeasure_interfered: int = 0, interference_rule=None,
                append: bool = False, database: str | None = None,
-               machine: str | None = None) -> RunSummary:
+               machine: str | None = None, mpirun_args: list | None = None) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
@@ -112,22 +120,36 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     and leaves the folder as it is.
 
     ``machine``: a machine file for the experiments (``recipe.machine``), replacing
-    the recipe's ``machine:`` (see :func:`load_run_recipe`); the manifest records it."""
+    the recipe's ``machine:`` (see :func:`load_run_recipe`); the manifest records it.
+
+    A recipe with ``ranks`` outside ``mpirun`` launches each rank count under
+    ``mpirun`` (:func:`deep500.recipe.rank_grid.run_grid`, with ``mpirun_args``, e.g. a
+    hostfile's ``-f FILE``); under ``mpirun`` its only rank count must be the world's
+    size (:func:`deep500.recipe.rank_grid.check_launch`)."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
     recipe = load_run_recipe(path, machine)  # every check happens before any work
     comm = world_communicator()
     rank, size = (comm.Get_rank(), comm.Get_size()) if comm else (0, 1)
-    configurations = recipe.configurations()
+    part = rank_grid.current_part()
+    if recipe.rank_counts() is not None and part is None and not in_mpi_world():
+        return rank_grid.run_grid(recipe, output_dir, argv, progress, remeasure_interfered,
+                                  append, database, machine, write_report, mpirun_args)
+    rank_grid.check_launch(recipe, size)
+    # (position in the recipe's plan, configuration): a part of a rank grid runs its
+    # rank count's configurations under their indices in the whole plan
+    configurations = [(p, c) for p, c in enumerate(recipe.configurations())
+                      if part is None or c.get("ranks") == part.ranks]
     folder, problem = None, None
     if rank == 0:
-        output_dir = output_dir or default_output_dir(recipe)
+        output_dir = part.output_dir if part else (output_dir or default_output_dir(recipe))
         try:
-            folder = RunFolder.claim(output_dir, append)
+            folder = (RunFolder.join(output_dir, part.session, part.first_index) if part
+                      else RunFolder.claim(output_dir, append))
         except RunFolderError as exc:
             if comm is None:
                 raise
             problem = exc
-        if folder is not None:
+        if folder is not None and part is None:
             # Before any rank starts (they wait in the bcast below): whichever rank
             # fails first, the manifest is on disk.
             folder.start(_manifest(recipe, argv, size, len(configurations), allocator))
@@ -146,11 +168,12 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     written = []  # (kind, index, session, passed) of each record on disk, for the counts
     watchdog = (Watchdog(recipe.timeout, functools.partial(
         _timed_out, output_dir, rank, comm, recipe.timeout)) if recipe.timeout else None)
-    bar = _progress(configurations, recipe.name, enabled=progress and rank == 0)
+    bar = _progress(configurations, recipe.name + (f" ({size} ranks)" if part else ""),
+                    enabled=progress and rank == 0)
     loaded = sysinfo.loaded_frameworks()
     outcome = stored = None
     try:
-        for position, configuration in enumerate(bar):
+        for position, configuration in bar:
             index = first_index + position
             label = configuration_label(recipe, configuration)
             if hasattr(bar, "set_postfix_str"):
@@ -201,14 +224,15 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
         if watchdog is not None:
             watchdog.close()
         if rank == 0:
-            folder.finish(*_final_status(outcome, rank))
-            if database is not None:
+            status, *fields = _final_status(outcome, rank)
+            folder.finish(status, **(fields[0] if fields else {}))
+            if database is not None and part is None:
                 from deep500.store import store_run_or_warn
                 stored = store_run_or_warn(output_dir, database)
     if records_comm is not None:
         records_comm.Free()
     reports = []
-    if rank == 0 and write_report:
+    if rank == 0 and write_report and part is None:
         from deep500.report import write_reports
         reports = write_reports(output_dir)
     if rank != 0:
@@ -349,12 +373,28 @@ def _threads(configuration: dict, size: int) -> int | None:
 
 def _record_header(recipe: Recipe, configuration: dict, index: int, rank: int,
                    size: int) -> dict:
-    """What a record says about its configuration, known before it is measured."""
+    """What a record says about its configuration, known before it is measured; with
+    ``oversubscribed`` where its ranks x threads exceed the CPUs this process may use
+    (allowed, and marked so that its times are read as such)."""
     kind = recipe.kind
-    return {"kind": "measurement", "level": kind.level, "experiment": kind.name,
-            "index": index, "rank": rank, "size": size,
-            "configuration": {**kind.describe(configuration),
-                              "threads": _threads(configuration, size)}}
+    threads = _threads(configuration, size)
+    header = {"kind": "measurement", "level": kind.level, "experiment": kind.name,
+              "index": index, "rank": rank, "size": size,
+              "configuration": {**kind.describe(configuration), "threads": threads}}
+    usable = _usable_cpus()
+    if threads is not None and size * threads > usable:
+        header["oversubscribed"] = {"ranks": size, "threads_per_rank": threads,
+                                    "usable_cpus": usable}
+    return header
+
+
+@functools.lru_cache(maxsize=1)
+def _usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _measure(recipe: Recipe, configuration: dict, index: int, output_dir: str,

@@ -83,6 +83,21 @@ class Recipe:
                     for i, value in enumerate(self.mutable[component])]
         return [(key_path("fixed", component), self.fixed.get(component))]
 
+    def rank_counts(self) -> list[int] | None:
+        """The distinct numbers of MPI ranks the recipe asks for (its ``ranks``
+        component, fixed or mutable), in the order the configurations first use them;
+        ``None`` when it names none (the ranks are then whatever ``mpirun`` started)."""
+        if "ranks" not in self.kind.components:
+            return None
+        counts = [c.get("ranks") for c in self.configurations()]
+        if all(count is None for count in counts):
+            return None
+        return list(dict.fromkeys(counts))
+
+    def ranks_key(self) -> str:
+        """Where the recipe gives ``ranks`` (``mutable.ranks`` or ``fixed.ranks``)."""
+        return "mutable.ranks" if "ranks" in self.mutable else "fixed.ranks"
+
     def needs_reference(self) -> bool:
         """Whether a metric compares with reference values."""
         return any(getattr(b(os.devnull, "check"), "needs_reference", False)
@@ -91,8 +106,9 @@ class Recipe:
     def configurations(self) -> list[dict]:
         """Every combination of the mutable alternatives, merged with the fixed values."""
         # Components that define the inputs vary slowest, so consecutive configurations
-        # share inputs and reference outputs.
-        order = self.kind.input_components
+        # share inputs and reference outputs; the number of ranks slower still, since
+        # each count runs as its own mpirun job (deep500.recipe.rank_grid).
+        order = ("ranks", *self.kind.input_components)
         keys = sorted(self.mutable, key=lambda k: order.index(k) if k in order else len(order))
         combos = itertools.product(*(self.mutable[k] for k in keys)) if keys else [()]
         return [{**self.fixed, **dict(zip(keys, combo))} for combo in combos]

@@ -34,6 +34,12 @@ bytes per epoch by the scheme's own traffic model (``analytic_traffic(steps)``).
 one process the schemes run on one rank (nothing is communicated) and the report says
 so.
 
+A grid of rank counts: ``ranks`` (fixed, or ``mutable: {ranks: [1, 2, 4]}``, with
+``threads`` per rank) makes ``deep500 run recipe.yaml`` launch each rank count under
+``mpirun`` itself (:mod:`deep500.recipe.rank_grid`); ``lr_scaling: linear`` multiplies
+the optimizer's ``learning_rate`` by the number of ranks (Goyal et al. 2017), recorded
+in ``details["lr_scaling"]``.
+
 Failures: a scheme that cannot be set up on some rank (bad option value, missing
 framework) is an error record for that configuration on every rank, and the next one
 runs; a failure during training stops every rank (``guarded_main``): what was written
@@ -62,6 +68,34 @@ from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeErr
 REFERENCE_SCHEMES = "deep500.frameworks.reference.distributed"
 # framework -> (module of its distributed baselines, executor it trains on)
 BASELINES = {"pytorch": ("deep500.frameworks.pytorch.distributed", "pytorch")}
+
+
+# Learning-rate scaling rules across rank counts: "none" keeps the recipe's rate;
+# "linear" multiplies it by the number of ranks, the global batch growing with them
+# (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
+# section 2.1: "when the minibatch size is multiplied by k, multiply the learning rate
+# by k"), relative to the recipe's rate taken as the 1-rank rate.
+LR_SCALING_RULES = ("none", "linear")
+
+
+def scaled_optimizer(optimizer: OptimizerSpec, rule: str, ranks: int) -> tuple:
+    """``(optimizer spec, what was done)``: the base optimizer's spec with its
+    ``learning_rate`` scaled by ``rule`` for ``ranks`` ranks, and the record of it
+    (``rule``, ``ranks``, ``base_learning_rate``, ``learning_rate``, ``source``), or
+    ``None`` for the rule ``none``. A rule other than ``none`` on an optimizer without a
+    ``learning_rate`` hyper-parameter in the recipe raises RecipeError."""
+    if rule == "none":
+        return optimizer, None
+    rate = optimizer.get("learning_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool):
+        raise RecipeError(f"lr_scaling: {rule} scales the optimizer's learning_rate, but "
+                          f"optimizer {optimizer.label} gives none; add learning_rate "
+                          f"to the optimizer or set lr_scaling: none")
+    scaled = float(rate) * ranks
+    return OptimizerSpec({**optimizer, "learning_rate": scaled}), {
+        "rule": rule, "ranks": ranks, "base_learning_rate": float(rate),
+        "learning_rate": scaled, "source": "Goyal et al. 2017, sec. 2.1 (linear scaling "
+                                           "rule)"}
 
 
 class SchemeSpec(dict):
@@ -216,6 +250,9 @@ class DistributedExperiment(base.Experiment):
                  "softmax_cross_entropy"),
         "threads": (base.positive_int, None),
         "seed": (base.non_negative_int, 0),
+        # MPI ranks; deep500 run launches each count itself (deep500.recipe.rank_grid)
+        "ranks": (base.positive_int, None),
+        "lr_scaling": (base.one_of(LR_SCALING_RULES), "none"),
     }
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve")
@@ -247,6 +284,12 @@ class DistributedExperiment(base.Experiment):
         for opath, spec in recipe.located("optimizer"):
             with problems.check(opath, spec.label):
                 _optimizer_class(REFERENCE_OPTIMIZERS, spec.type, f"{opath}: optimizer")
+            if any(rule != "none" for rule in recipe.alternatives("lr_scaling")) and \
+                    "learning_rate" not in spec:
+                where = next(p for p, v in recipe.located("lr_scaling") if v != "none")
+                problems.add(where, f"lr_scaling scales the optimizer's learning_rate, "
+                                    f"but optimizer {spec.label} ({opath}) gives none; "
+                                    f"add learning_rate or set lr_scaling: none")
         check_datasets(recipe, problems)
 
     def executor_name(self, configuration) -> str:
@@ -259,13 +302,21 @@ class DistributedExperiment(base.Experiment):
         from deep500.lv3_distributed import CommunicationNetwork, guarded_main
         comm = CommunicationNetwork()  # collective: every rank of the world
         scheme: SchemeSpec = configuration["scheme"]
+        ranks = configuration.get("ranks")
+        if ranks is not None and ranks != comm.size:  # the runner launches each count
+            comm.close()
+            raise RecipeError(f"ranks: this configuration is for {ranks} rank(s) but runs "
+                              f"on {comm.size}; run the recipe with 'deep500 run RECIPE', "
+                              f"which launches each rank count under mpirun itself")
         train, test = cached_datasets(configuration, state)
-        problem = None
+        problem = scaling = None
         try:
+            base_optimizer, scaling = scaled_optimizer(
+                configuration["optimizer"], configuration.get("lr_scaling", "none"),
+                comm.size)
             model = build_network(configuration, train)
             executor = executor_factory(self.executor_name(configuration))(model, "cpu")
-            optimizer = make_distributed_optimizer(scheme, configuration["optimizer"],
-                                                   executor, comm)
+            optimizer = make_distributed_optimizer(scheme, base_optimizer, executor, comm)
             sampler = d5.DistributedSampler(train, configuration["batch_size"], comm,
                                             seed=configuration["seed"])
         except (Deep500Error, TypeError, ValueError) as exc:
@@ -292,6 +343,8 @@ class DistributedExperiment(base.Experiment):
         comm.close()
         if comm.rank == 0:
             result.details["distributed"] = distributed
+        if scaling is not None:
+            result.details["lr_scaling"] = scaling
         return result
 
     def _distributed_details(self, optimizer, comm, result) -> dict | None:

@@ -1,0 +1,175 @@
+"""A grid of rank counts: a recipe that names its numbers of MPI ranks (``ranks``,
+fixed or ``mutable: {ranks: [1, 2, 4]}``, usually with ``threads`` per rank) is run by
+``deep500 run recipe.yaml`` outside ``mpirun``, which launches every rank count itself.
+
+How it runs (:func:`run_grid`): this process takes the run folder (its lock, one
+session, the manifest, ``running``), then, for each distinct rank count R in the
+order the configurations first use it, starts ``mpirun -np R python -m deep500 run
+RECIPE --out DIR`` beside the interpreter (one rank is ``mpirun -np 1``) and waits for
+it. That job is a *part* of the session (:class:`Part`, handed down in the
+``DEEP500_RANK_GRID_PART`` environment variable): it does not take the folder, it runs
+only the configurations whose ``ranks`` is R, under their indices in the whole plan,
+and its rank 0 appends their records to the same ``results.jsonl`` and the session's
+counts to the manifest (:meth:`deep500.recipe.run_folder.RunFolder.join`). When every
+count has run, this process finishes the manifest and writes the one report. The
+manifest lists each part under ``rank_grid.parts`` (rank count, indices, command,
+exit status, seconds).
+
+A part that fails as a whole run fails (a rank dying in training, a timeout: the
+part's ranks record it in the manifest before ``mpirun`` ends them) stops the grid:
+no later count is started, the manifest keeps the part's failure, the report is
+written, and ``deep500 run`` exits with the part's status (124 for a timeout). A
+configuration that fails on its own is an error record and the grid goes on, as in any
+run. SIGINT and SIGTERM are passed to the running ``mpirun`` (which passes them on to
+the ranks) and the session ends ``interrupted``.
+
+Under an outer ``mpirun`` (or ``deep500 run --np N``) the grid is not launched: a
+recipe whose only rank count is the world's size runs as usual, any other
+``ranks`` is a Deep500Error naming the key (:func:`check_launch`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from deep500.utils.errors import Deep500Error
+
+PART_VARIABLE = "DEEP500_RANK_GRID_PART"
+
+# A part's own exit statuses that mean it ran to its end: 0 everything measured and
+# accepted, 1 some configuration failed or missed a threshold (recorded).
+_PART_RAN = (0, 1)
+_FAILURE_STATUSES = ("failed", "timed_out", "interrupted")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One rank count's job of a grid: where it writes (``output_dir``, ``session``,
+    ``first_index`` of the session) and on how many ranks it runs."""
+    output_dir: str
+    session: int
+    first_index: int
+    ranks: int
+
+
+def current_part() -> Part | None:
+    """The part this process runs (set by :func:`run_grid` for the ranks it launches),
+    or None."""
+    text = os.environ.get(PART_VARIABLE)
+    if not text:
+        return None
+    try:
+        return Part(**json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise Deep500Error(f"{PART_VARIABLE}={text!r} is not a rank-grid part ({exc}); "
+                           f"it is set by 'deep500 run' for the jobs it launches: unset "
+                           f"it") from None
+
+
+def check_launch(recipe, size: int) -> None:
+    """Raise Deep500Error when the recipe's ``ranks`` do not fit this process's MPI world
+    of ``size`` ranks: in a part, its rank count must be ``size``; under an outer
+    ``mpirun`` (or ``--np``), the recipe may name only ``size`` (it then runs as usual).
+    Every rank raises alike (they read the same recipe)."""
+    counts = recipe.rank_counts()
+    part = current_part()
+    if part is not None:
+        if part.ranks != size:
+            raise Deep500Error(f"{recipe.ranks_key()}: this part of the rank grid is for "
+                               f"{part.ranks} rank(s), but mpirun started {size}")
+        return
+    if counts is None or counts == [size]:
+        return
+    raise Deep500Error(
+        f"{recipe.ranks_key()}: the recipe runs on {counts} rank(s), and 'deep500 run' "
+        f"launches each count under mpirun itself, but this process is one of {size} "
+        f"rank(s) already started by mpirun (or --np): run 'deep500 run "
+        f"{os.path.relpath(recipe.path)}' without mpirun and without --np, or remove "
+        f"'ranks' from the recipe to run it on the ranks mpirun starts")
+
+
+def run_grid(recipe, output_dir: str | None, argv, progress: bool,
+             remeasure_interfered: int, append: bool, database: str | None,
+             machine: str | None, write_report: bool = True,
+             mpirun_args: list | None = None):
+    """Run ``recipe`` (with ``ranks``) as the module docstring says; returns the
+    RunSummary of the whole session (``exit_status`` set when a part failed)."""
+    from deep500.lv3_distributed.mpi_launch import mpirun_command, run_under_mpirun
+    from deep500.recipe.run_folder import RunFolder
+    from deep500.recipe.runner import RunSummary, _manifest, default_output_dir
+    from deep500.report.records import count_outcomes
+    from deep500.utils.allocator import fix_allocator_thresholds
+
+    counts = recipe.rank_counts()
+    configurations = recipe.configurations()
+    output_dir = os.path.abspath(output_dir or default_output_dir(recipe))
+    folder = RunFolder.claim(output_dir, append)
+    manifest = _manifest(recipe, argv, counts, len(configurations),
+                         fix_allocator_thresholds())
+    manifest["rank_grid"] = {"ranks": counts, "parts": [],
+                             "launcher": "mpirun beside the interpreter, one job per "
+                                         "rank count"}
+    folder.start(manifest)
+    outcome, exit_status, final = None, None, ("complete",)
+    try:
+        for ranks in counts:
+            indices = [folder.first_index + position
+                       for position, c in enumerate(configurations) if c.get("ranks") == ranks]
+            part = Part(output_dir, folder.session, folder.first_index, ranks)
+            program = ["-m", "deep500", "run", recipe.path, "--out", output_dir,
+                       f"--remeasure-interfered={remeasure_interfered}",
+                       *([] if progress else ["--quiet"]),
+                       *(["--machine", machine] if machine else [])]
+            command = mpirun_command(ranks, program, mpirun_args or ())
+            if progress:
+                sys.stderr.write(f"deep500: {recipe.name}: {ranks} rank(s), "
+                                 f"{len(indices)} configuration(s): mpirun -np {ranks}\n")
+            started = time.monotonic()
+            status = run_under_mpirun(ranks, program, mpirun_args or (),
+                                      {PART_VARIABLE: json.dumps(asdict(part))})
+            folder.refresh()  # the part's records and counts
+            folder.manifest["rank_grid"]["parts"].append({
+                "ranks": ranks, "indices": indices, "command": command,
+                "exit_status": status, "seconds": round(time.monotonic() - started, 3)})
+            on_disk = folder.manifest.get("status")
+            if on_disk in _FAILURE_STATUSES:  # its ranks recorded why
+                exit_status, final = (status if status not in _PART_RAN else 1), (on_disk,)
+                break
+            if status not in _PART_RAN:
+                exit_status = status
+                final = ("failed", {"failure": {
+                    "rank": None, "ranks": ranks,
+                    "error": f"mpirun -np {ranks} exited with status {status} without "
+                             f"recording a failure; configurations {indices} may be "
+                             f"missing", "command": command}})
+                break
+            folder.write([])  # the parts so far, on disk
+    except BaseException as exc:
+        outcome = exc
+        raise
+    finally:
+        if outcome is not None:
+            final = (("interrupted",) if isinstance(outcome, KeyboardInterrupt) else
+                     ("failed", {"failure": {"rank": None, "error":
+                                             f"{type(outcome).__name__}: {outcome}"}}))
+        folder.finish(final[0], **(final[1] if len(final) > 1 else {}))
+        stored = None
+        if database is not None:
+            from deep500.store import store_run_or_warn
+            stored = store_run_or_warn(output_dir, database)
+    reports = []
+    if write_report:
+        from deep500.report import write_reports
+        reports = write_reports(output_dir)
+    counts_ = count_outcomes([{key: r.get(key) for key in ("kind", "index", "session",
+                                                            "passed")}
+                              for r in folder.records])
+    if exit_status is not None:
+        sys.stderr.write(f"deep500: the rank grid stopped: {folder.manifest.get('status')}"
+                         f" ({(folder.manifest.get('failure') or {}).get('error')}); "
+                         f"results written before it are kept in {output_dir}\n")
+    return RunSummary(output_dir, counts_.measured, counts_.failed,
+                      counts_.acceptance_failures, reports, stored, counts_, exit_status)
