@@ -198,8 +198,10 @@ def _speedup_plot(path: str, points: dict, base: dict, title: str,
     figure, axes = plt.subplots(figsize=(7, 5))
     workers = sorted({r * t for r, t in points})
     axes.plot(workers, workers, "k--", linewidth=1, label="ideal (S = ranks × threads)")
-    for field, name, marker in (("epoch", "time per epoch", "o"),
-                                ("target", "time to target accuracy", "s")):
+    # labels right of the epoch-time points, left of the time-to-target ones
+    for field, name, marker, offset, align in (
+            ("epoch", "time per epoch", "o", (6, 2), "left"),
+            ("target", "time to target accuracy", "s", (-6, 2), "right")):
         if not base[field]:
             continue
         xs, ys, labels = [], [], []
@@ -212,8 +214,8 @@ def _speedup_plot(path: str, points: dict, base: dict, title: str,
             continue
         axes.plot(xs, ys, marker=marker, linestyle="none", label=legend_name(name))
         for x, y, label in zip(xs, ys, labels):
-            axes.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4),
-                          fontsize=8)
+            axes.annotate(label, (x, y), textcoords="offset points", xytext=offset,
+                          ha=align, fontsize=8)
     axes.set_xlabel("ranks × threads per rank")
     axes.set_ylabel("speedup against 1 rank × 1 thread")
     axes.set_xticks(workers)
