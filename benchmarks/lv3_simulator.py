@@ -7,17 +7,23 @@ it, on 1 and on 2 ranks.
 1. **Machine**: ``--machine FILE``, else ``deep500 calibrate --np 2`` here (ping-pong,
    exchange, γ, bandwidth, peaks, and Deep500's per-call allreduce overhead when the
    calibration measures it).
-2. **Profile** (this process, one rank, no MPI traffic): ``d5.measure_step_profile``
-   at every batch size per rank: each ONNX node's forward and backward time
-   (``OperatorTimes``), the compute outside the nodes, the fusion copy, the update,
-   and the spread of whole steps.
+2. **Profile**, no MPI traffic: ``d5.measure_step_profile`` at every batch size per
+   rank: each ONNX node's forward and backward time (``OperatorTimes``), the compute
+   outside the nodes, the fusion copy, the update, and the spread of whole steps. As
+   the ranks of a run share this host, a rank's compute depends on how many ranks
+   compute beside it (shared L3 cache and memory bandwidth): the 1-rank rows are
+   predicted from a profile measured alone (this process), the 2-rank rows from one
+   measured by 2 ranks at once under ``mpirun -np 2`` (each rank profiles, none
+   communicates; rank 0's profile is used). The simulator itself prices
+   communication only from the machine file.
 3. **Measured**: a recipe of experiment ``distributed`` with the distributed recipe's
    fixed settings, ``--epochs`` epochs, the batch sizes and (on 2 ranks) every
    algorithm, run by ``deep500 run --np 1`` and ``deep500 run --np 2``. A step's time
    is the slowest rank's ``optimizer.step`` (``synchronous_step_times``, each rank's
    first step left out); a configuration's, the median over its steps.
 4. **Predicted**: ``d5.simulate_training(profile, machine, ranks, algorithm=...)``,
-   blocking communication, fp32 on the wire (the scheme as it runs).
+   blocking communication, fp32 on the wire (the scheme as it runs), with the profile
+   measured at that many ranks per host.
 
 Printed: per configuration the predicted parts (compute, exposed communication, wait
 for the slowest rank, update), predicted and measured step time and their ratio; last,
@@ -30,6 +36,7 @@ Run:  python benchmarks/lv3_simulator.py [--machine FILE] [--batches 16,64]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -71,7 +78,7 @@ def calibrate(folder: str, smoke: bool) -> str:
 def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
     """The measured step profile of the recipe's model at ``batch`` per rank."""
     from deep500.datasets import load_dataset
-    from deep500.recipe.experiments.networks import executor_factory, make_inputs
+    from deep500.recipe.experiments.networks import executor_factory
     from deep500.recipe.experiments.training import (OptimizerSpec, build_network,
                                                      make_optimizer)
     from deep500.recipe.experiments.networks import parse_network
@@ -84,10 +91,39 @@ def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
     optimizer = make_optimizer(OptimizerSpec({**settings["optimizer"],
                                               "implementation": "reference"}),
                                "reference", executor)
-    inputs = make_inputs(model, batch, 0, train.classes)
+    # Real minibatches of the training set, in turn, as the training loop feeds them.
+    sampler = d5.ShuffleSampler(train, batch, seed=settings.get("seed", 0))
+    inputs = [minibatch for _, minibatch in zip(range(32), sampler)]
     return d5.measure_step_profile(model, executor, optimizer, inputs, reruns=reruns,
                                    warmup=5, batch=batch, threads=1,
                                    name="mlp (distributed.yaml)", executor_name="reference")
+
+
+def profile_on_ranks(folder: str, ranks: int, batches, reruns: int) -> dict:
+    """{batch: StepProfile} measured by ``ranks`` ranks at once (rank 0's)."""
+    out = os.path.join(folder, f"profiles-np{ranks}.json")
+    from deep500.lv3_distributed.mpi_launch import mpirun_executable
+    subprocess.run([mpirun_executable(), "-np", str(ranks), sys.executable,
+                    os.path.abspath(__file__), "--profile-worker", out,
+                    "--batches", ",".join(map(str, batches)), "--reruns", str(reruns)],
+                   check=True)
+    with open(out) as f:
+        return {int(b): d5.StepProfile.from_dict(p) for b, p in json.load(f).items()}
+
+
+def profile_worker(out: str, batches, reruns: int) -> int:
+    """Under mpirun: every rank profiles at once; rank 0 writes its profiles."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    settings = recipe_settings()
+    profiles = {}
+    for batch in batches:
+        world.Barrier()
+        profiles[batch] = profile(settings, batch, reruns).to_dict()
+    if world.Get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump(profiles, f)
+    return 0
 
 
 def measure(folder: str, settings: dict, ranks: int, batches, algorithms, epochs: int):
@@ -130,7 +166,11 @@ def main() -> int:
     parser.add_argument("--reruns", type=int, default=60, help="profiled steps")
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 1 epoch, "
                         "batch 16, ring and mpi only")
+    parser.add_argument("--profile-worker", metavar="OUT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.profile_worker:
+        return profile_worker(args.profile_worker,
+                              [int(b) for b in args.batches.split(",")], args.reruns)
     batches = [16] if args.smoke else [int(b) for b in args.batches.split(",")]
     algorithms = (["ring", "mpi"] if args.smoke
                   else [a.strip() for a in args.algorithms.split(",") if a.strip()])
@@ -140,13 +180,15 @@ def main() -> int:
         machine = args.machine or calibrate(folder, args.smoke)
         machine = d5.load_machine(machine)
         print(f"# machine: {machine.name} ({machine.source})")
-        profiles = {b: profile(settings, b, 20 if args.smoke else args.reruns)
-                    for b in batches}
-        for b, p in profiles.items():
-            print(f"# profile batch {b}: forward {_ms(p.forward_s)} ms, backward "
-                  f"{_ms(p.backward_s)} ms, other compute {_ms(p.other_compute_s)} ms, "
-                  f"update {_ms(p.update_s)} ms, fusion {_ms(p.fusion_s)} ms, gradients "
-                  f"{p.gradient_bytes} B")
+        reruns = 20 if args.smoke else args.reruns
+        profiles = {1: {b: profile(settings, b, reruns) for b in batches},
+                    2: profile_on_ranks(folder, 2, batches, reruns)}
+        for ranks, by_batch in profiles.items():
+            for b, p in by_batch.items():
+                print(f"# profile, {ranks} rank(s) at once, batch {b}: forward "
+                      f"{_ms(p.forward_s)} ms, backward {_ms(p.backward_s)} ms, other "
+                      f"compute {_ms(p.other_compute_s)} ms, update {_ms(p.update_s)} ms, "
+                      f"fusion {_ms(p.fusion_s)} ms, gradients {p.gradient_bytes} B")
         measured = measure(folder, settings, 1, batches, ["ring"], epochs)
         measured.update(measure(folder, settings, 2, batches, algorithms, epochs))
     print(f"{'ranks':>5} {'batch':>5} {'algorithm':>18} {'compute':>8} {'comm':>8} "
@@ -154,7 +196,8 @@ def main() -> int:
           "   (ms)")
     errors = []
     for (ranks, batch, algorithm), seconds in sorted(measured.items()):
-        step = d5.simulate_training(profiles[batch], machine, ranks, algorithm=algorithm)
+        step = d5.simulate_training(profiles[ranks][batch], machine, ranks,
+                                    algorithm=algorithm)
         ratio = step.step_s / seconds
         errors.append(abs(ratio - 1))
         label = algorithm if ranks > 1 else "(none)"

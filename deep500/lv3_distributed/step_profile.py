@@ -90,6 +90,28 @@ class StepProfile:
     def compute_s(self) -> float:
         return self.forward_s + self.backward_s + self.other_compute_s
 
+    def to_dict(self) -> dict:
+        """JSON-ready: every field, layers as dicts (``from_dict`` reads it back)."""
+        data = {k: v for k, v in self.__dict__.items() if k not in ("layers", "batch_lines")}
+        data["layers"] = [dict(layer.__dict__, parameters=list(layer.parameters))
+                          for layer in self.layers]
+        data["batch_lines"] = {name: {d: list(line) for d, line in lines.items()}
+                               for name, lines in self.batch_lines.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StepProfile":
+        try:
+            layers = [LayerTime(**dict(layer, parameters=tuple(layer.get("parameters", ()))))
+                      for layer in data["layers"]]
+            lines = {name: {d: tuple(line) for d, line in value.items()}
+                     for name, value in (data.get("batch_lines") or {}).items()}
+            fields = {k: v for k, v in data.items() if k not in ("layers", "batch_lines")}
+            return cls(layers=layers, batch_lines=lines, **fields)
+        except (KeyError, TypeError) as error:
+            raise Deep500Error(f"not a step profile ({type(error).__name__}: {error}); "
+                               f"write one with StepProfile.to_dict") from None
+
     @staticmethod
     def combine(profiles) -> "StepProfile":
         """One profile that knows each node's time as a line in the batch size, from
@@ -236,7 +258,8 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
                          threads: int = 1, name: str | None = None,
                          executor_name: str = "executor") -> StepProfile:
     """Measure a step of ``optimizer`` (a ThreeStepOptimizer on ``executor``) on the
-    minibatch ``inputs``.
+    minibatch ``inputs`` (a dict; or a list of minibatches, taken in turn, so that the
+    steps see changing data as in training).
 
     ``warmup`` steps, then ``reruns`` steps timed without events (the compute phase,
     the packing of the gradients into a fusion buffer, the update), then the per-node
@@ -247,6 +270,10 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     from deep500.lv1_network.layer_profile import measure_profile
     from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
     proto, parameters, model_name = _proto_and_parameters(model)
+    minibatches = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not minibatches:
+        raise Deep500Error("measure_step_profile: no minibatch given")
+    inputs = minibatches[0]
     batch = int(batch or _batch_of(inputs))
     proto = with_static_batch(proto, batch)
     clock = time.perf_counter
@@ -254,7 +281,7 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     compute, fusion, update, whole = [], [], [], []
     for i in range(warmup + reruns):
         t0 = clock()
-        _, gradients = optimizer.compute_gradients(inputs)
+        _, gradients = optimizer.compute_gradients(minibatches[i % len(minibatches)])
         t1 = clock()
         if fused is None:
             fused = FusedBuffer(gradients)

@@ -202,3 +202,16 @@ def test_a_node_without_a_cost_rule_is_named():
     with pytest.raises(Deep500Error, match="the_erf"):
         d5.modelled_step_profile(model, MACHINE)
     assert np.isfinite(ALPHA)
+
+
+def test_a_profile_survives_json():
+    import json
+    profile = StepProfile.combine([synthetic_profile([1e-3, 2e-3]),
+                                   StepProfile("synthetic", batch=16, threads=1,
+                                               layers=synthetic_profile().layers)])
+    again = StepProfile.from_dict(json.loads(json.dumps(profile.to_dict())))
+    assert again == profile
+    assert d5.simulate_training(again, MACHINE, 4).step_s == \
+        d5.simulate_training(profile, MACHINE, 4).step_s
+    with pytest.raises(Deep500Error, match="not a step profile"):
+        StepProfile.from_dict({"model": "m"})
