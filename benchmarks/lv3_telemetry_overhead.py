@@ -34,7 +34,7 @@ the largest median cost of the ``on`` variant over models and modes, the verdict
 all of them (MET only if every row is).
 
 Run:  python benchmarks/lv3_telemetry_overhead.py [--rounds 15] [--steps 150]
-        [--interval 0.05] [--smoke]
+        [--interval 0.05] [--models N] [--smoke]
 """
 from __future__ import annotations
 
@@ -71,6 +71,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=150, help="steps per round")
     parser.add_argument("--interval", type=float, default=0.05, help="sampler interval, s")
+    parser.add_argument("--models", type=int, default=len(MODELS),
+                        help="measure only the first N models")
     parser.add_argument("--smoke", action="store_true", help="3 rounds of 30 steps, the "
                         "first model only")
     return parser.parse_args()
@@ -128,7 +130,7 @@ def main(args) -> int:
         return 2
     train, _ = d5.load_dataset("digits", normalize="standardize")
     rounds, steps = (3, 30) if args.smoke else (args.rounds, args.steps)
-    models = dict(list(MODELS.items())[:1]) if args.smoke else MODELS
+    models = dict(list(MODELS.items())[:1 if args.smoke else args.models])
     lead = comm.rank == 0
     if lead:
         print(f"# 2 ranks, reference executor, SGD, batch {BATCH} per rank, 1 thread per "
