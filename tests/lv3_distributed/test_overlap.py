@@ -198,3 +198,17 @@ def test_overlap_refuses_gradient_modifiers():
     scheme.events.append(Clip())
     with pytest.raises(Deep500Error, match=r"gradient modifiers \['Clip'\]"):
         scheme.step(_inputs())
+
+
+def test_a_rank_that_dies_in_an_overlapped_step_stops_every_rank(tmp_path):
+    status, output, seconds = mpirun(2, "overlap_rank_dies.py", tmp_path, timeout=90)
+    assert status != 0, output
+    assert "deliberate failure of rank 1 in an overlapped step" in output, output[-3000:]
+    assert "finished the epoch" not in output
+    # Rank 0 was waiting for its buckets' allreduces: it was stopped, not left hanging
+    # (mpirun's timeout above), and the steps both finished before are on disk.
+    for rank in range(2):
+        lines = (tmp_path / f"steps{rank}.txt").read_text().splitlines()
+        assert lines[:3] == ["step 0 done", "step 1 done", "step 2 done"], lines
+        assert len(lines) == 3
+    assert seconds < 60

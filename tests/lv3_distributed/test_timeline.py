@@ -174,8 +174,8 @@ RECIPE = textwrap.dedent("""
       dataset: {name: digits, normalize: standardize}
       network: {model: mlp, hidden: [16]}
       optimizer: {type: sgd, learning_rate: 0.1}
-      batch_size: 32
-      epochs: 1
+      batch_size: 8         # ~90 steps per epoch per rank: training lasts several
+      epochs: 4             # of the sampler's 50 ms ticks, so the probe is read
       threads: 1
       seed: 0
     mutable:

@@ -97,8 +97,10 @@ from deep500.lv3_distributed.mpi_launch import local_rank
 from_environment = local_rank()
 for name in ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"):
     os.environ.pop(name, None)
-print(json.dumps([MPI.COMM_WORLD.Get_rank(), from_environment,
-                  local_rank(MPI.COMM_WORLD)]), flush=True)
+rank = MPI.COMM_WORLD.Get_rank()
+# One file per rank: lines the ranks print at once may interleave on mpirun's stdout.
+with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as handle:
+    json.dump([rank, from_environment, local_rank(MPI.COMM_WORLD)], handle)
 """
 
 
@@ -108,9 +110,8 @@ def test_local_rank_under_mpirun_from_hydra_and_from_the_shared_memory_split(tmp
     script = tmp_path / "local.py"
     script.write_text(LOCAL_RANKS)
     status, output, _ = run_program([mpirun_executable(), "-np", "3", sys.executable,
-                                     str(script)], 60)
+                                     str(script), str(tmp_path)], 60)
     assert status == 0, output
-    seen = sorted(json.loads(line) for line in output.splitlines()
-                  if line.startswith("["))
+    seen = sorted(json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3))
     # one node: the local rank is the world rank, by either route
     assert seen == [[0, 0, 0], [1, 1, 1], [2, 2, 2]], output

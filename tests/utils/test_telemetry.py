@@ -392,6 +392,10 @@ def test_threads_exclude_the_samplers_own(interval_s, window_s):
     if not os.path.isdir("/proc/self/task"):
         pytest.skip("needs /proc/self/task to count threads independently")
     release = threading.Event()
+    # Threads of earlier tests (samplers, MPI helpers) may still be exiting: let them.
+    deadline = time.monotonic() + 2.0
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     baseline = len(os.listdir("/proc/self/task"))
     worker = threading.Thread(target=release.wait)
     worker.start()

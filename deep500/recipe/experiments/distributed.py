@@ -52,6 +52,7 @@ import importlib
 import inspect
 import os
 
+from deep500.lv2_training.events import TrainingEvent
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import executor_factory, \
     parse_network
@@ -255,7 +256,8 @@ class DistributedExperiment(base.Experiment):
         "lr_scaling": (base.one_of(LR_SCALING_RULES), "none"),
     }
     input_components = ("dataset", "network", "seed", "loss")
-    metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve")
+    metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
+                    "Timeline")
     default_metrics = ("TrainingAccuracy", "TestAccuracy", "LossCurve")
 
     def check(self, recipe, problems):
@@ -330,6 +332,10 @@ class DistributedExperiment(base.Experiment):
                 f"rank {r}: {p}" for r, p in enumerate(problems) if p))
         metrics = recipe.build_metrics(output_dir, tag)
         events = []
+        if isinstance(optimizer, TrainingEvent):
+            # A scheme that acts on the epoch's test results (NNT's synchronisation to
+            # the best worker) hears them as a training event.
+            events.append(optimizer)
         if comm.rank == 0:  # only rank 0 writes into the run folder
             events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
         with guarded_main(comm, on_failure=functools.partial(mark_run_failed, output_dir)):
