@@ -20,27 +20,11 @@ from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.operators import ReferenceOp, registry
 from deep500.utils.errors import ShapeError, UnsupportedError
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
+from deep500.utils.onnx_interop.opset_upgrades import ATTRIBUTE_INPUTS, DATA
 from deep500.utils.onnx_interop.schemas import REQUIRED, OnnxOperation
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
-_INT64 = np.int64
-_DATA = "data"   # a constant in the dtype of the node's first input
-
-# Attributes of older opsets that are inputs of the opset the reference operator follows:
-# {op_type: {attribute: (input position, dtype)}}.
-ATTRIBUTE_INPUTS = {
-    "Clip": {"min": (1, _DATA), "max": (2, _DATA)},
-    "Dropout": {"ratio": (1, np.float32)},
-    "Pad": {"pads": (1, _INT64), "paddings": (1, _INT64), "value": (2, _DATA)},
-    "ReduceMax": {"axes": (1, _INT64)},
-    "ReduceMean": {"axes": (1, _INT64)},
-    "ReduceSum": {"axes": (1, _INT64)},
-    "Reshape": {"shape": (1, _INT64)},
-    "Slice": {"starts": (1, _INT64), "ends": (2, _INT64), "axes": (3, _INT64)},
-    "Split": {"split": (1, _INT64)},
-    "Squeeze": {"axes": (1, _INT64)},
-    "Unsqueeze": {"axes": (1, _INT64)},
-}
+_DATA = DATA   # a constant in the dtype of the node's first input
 
 # Legacy attributes whose value does not change the result here: (op_type, attribute,
 # value). ``broadcast=1`` asked for the NumPy-style broadcasting every operator now does;
