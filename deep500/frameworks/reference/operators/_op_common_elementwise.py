@@ -19,6 +19,43 @@ def broadcast_shape(op_type: str, *arrays) -> tuple:
                          f"or 1)") from None
 
 
+def is_floating(dtype) -> bool:
+    """Whether ``dtype`` is a floating-point type: NumPy's float16/32/64 or one of the
+    ml_dtypes types ONNX uses (bfloat16, float8, float4)."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return True
+    return (dtype.type.__module__.startswith("ml_dtypes")
+            and dtype.name.startswith(("bfloat", "float")))
+
+
+def dtype_kind(dtype) -> str:
+    """'f' (floating, ml_dtypes floats included), 'i' (signed), 'u' (unsigned integer),
+    'b' (bool), or NumPy's own kind letter for anything else (strings: 'U', 'S', 'O')."""
+    dtype = np.dtype(dtype)
+    if is_floating(dtype):
+        return "f"
+    if dtype.type.__module__.startswith("ml_dtypes"):   # int4, uint4, int2, uint2
+        return "i" if dtype.name.startswith("int") else "u"
+    return dtype.kind
+
+
+_KIND_NAMES = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer",
+               "b": "bool", "U": "string", "S": "string", "O": "string"}
+
+
+def check_kind(op_type: str, kinds: str, *arrays) -> None:
+    """A ShapeError naming ``op_type`` unless every array's dtype is of one of ``kinds``
+    (letters of :func:`dtype_kind`)."""
+    for array in arrays:
+        dtype = np.asarray(array).dtype
+        if dtype_kind(dtype) not in kinds:
+            allowed = " or ".join(dict.fromkeys(_KIND_NAMES.get(k, k) for k in kinds))
+            raise ShapeError(f"{op_type}: inputs of dtype {dtype} are not allowed; the "
+                             f"operator takes {allowed} tensors (see "
+                             f"https://onnx.ai/onnx/operators/onnx__{op_type}.html)")
+
+
 def check_same_dtype(op_type: str, *arrays) -> None:
     dtypes = {np.asarray(a).dtype for a in arrays}
     if len(dtypes) > 1:

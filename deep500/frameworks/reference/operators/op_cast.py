@@ -1,33 +1,29 @@
 """Cast: the input converted to the element type ``to`` (a TensorProto.DataType; before
-opset 6 its name, e.g. "FLOAT"). https://onnx.ai/onnx/operators/onnx__Cast.html
+opset 6 its name, e.g. "FLOAT"), with ``saturate`` (float8 targets) and ``round_mode``
+(FLOAT8E8M0). https://onnx.ai/onnx/operators/onnx__Cast.html
 
-Only NumPy's own types are supported (bool, integers, float16/32/64); ``saturate`` and
-``round_mode`` only affect float8 targets, which are not.
+The conversion rules are in ``_op_common_cast``. Float-to-float casts pass the gradient
+back converted to the input's type; other casts have none.
 """
 import numpy as np
-import onnx
-from onnx import helper
 
+from deep500.frameworks.reference.operators._op_common_cast import (ROUND_MODES,
+                                                                    cast_gradient, convert,
+                                                                    target_dtype)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
-from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.errors import Deep500Error
 
 
-def target_dtype(to) -> np.dtype:
-    """The NumPy dtype of ONNX element type ``to`` (enum value or name)."""
-    if isinstance(to, str):
-        try:
-            to = onnx.TensorProto.DataType.Value(to.upper())
-        except ValueError:
-            raise Deep500Error(f"Cast: to={to!r} is not an ONNX element type") from None
-    try:
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(int(to)))
-    except (KeyError, TypeError, ValueError):
-        raise Deep500Error(f"Cast: to={to!r} is not an ONNX element type") from None
-    if dtype.kind not in "biuf" or dtype.type.__module__ != "numpy":
-        name = onnx.TensorProto.DataType.Name(int(to))
-        raise UnsupportedError(f"Cast: the reference framework cannot cast to {name}; it "
-                               f"supports bool, integer and float16/32/64 targets")
-    return dtype
+def check_cast_attributes(op: ReferenceOp) -> None:
+    round_mode = op.attr("round_mode")
+    round_mode = round_mode.decode() if isinstance(round_mode, bytes) else round_mode
+    if round_mode not in ROUND_MODES:
+        raise Deep500Error(f"{op.op_type}: round_mode must be one of {ROUND_MODES}, got "
+                           f"{round_mode!r}")
+    if op.attr("saturate") not in (0, 1, True, False):
+        raise Deep500Error(f"{op.op_type}: saturate must be 0 or 1, got "
+                           f"{op.attr('saturate')!r}")
+    op.round_mode, op.saturate = round_mode, bool(op.attr("saturate"))
 
 
 @register("Cast")
@@ -37,17 +33,15 @@ class Cast(ReferenceOp):
     def __init__(self, **attributes):
         super().__init__(**attributes)
         if self.attr("to") is None:
-            raise Deep500Error(f"{self.op_type} needs the attribute to")
-        self.dtype = target_dtype(self.attr("to"))
+            raise Deep500Error(f"{self.op_type} needs the attribute to (the target "
+                               f"TensorProto.DataType)")
+        check_cast_attributes(self)
+        self.dtype = target_dtype(self.op_type, self.attr("to"))
 
     def forward(self, input):
-        return np.asarray(input).astype(self.dtype)
+        return convert(input, self.dtype, self.saturate, self.round_mode)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
-        (input,) = fwd_inputs
-        if not (np.issubdtype(input.dtype, np.floating)
-                and np.issubdtype(self.dtype, np.floating)):
-            return [None]
-        if grads[0] is None:
-            return [np.zeros_like(input)]
-        return [np.asarray(grads[0]).astype(input.dtype)]
+        input = np.asarray(fwd_inputs[0])
+        grad = np.zeros(input.shape, np.float32) if grads[0] is None else grads[0]
+        return [cast_gradient(grad, input.dtype, self.dtype)]

@@ -1,0 +1,12 @@
+"""Floor: Y = floor(X); its gradient is zero where it exists.
+https://onnx.ai/onnx/operators/onnx__Floor.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_activation import PiecewiseConstant
+from deep500.frameworks.reference.operators.registry import register
+
+
+@register("Floor")
+class Floor(PiecewiseConstant):
+    def _forward(self, X):
+        return np.floor(X)

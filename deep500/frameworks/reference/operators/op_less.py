@@ -1,0 +1,13 @@
+"""Less: C = A < B elementwise, as bool, with multidirectional
+broadcasting. https://onnx.ai/onnx/operators/onnx__Less.html"""
+import numpy as np
+
+from deep500.frameworks.reference.operators._op_common_compare import (BinaryNoGradient,
+                                                                       NUMERIC)
+from deep500.frameworks.reference.operators.registry import register
+
+
+@register("Less")
+class Less(BinaryNoGradient):
+    kinds = NUMERIC
+    combine = np.less
