@@ -1,4 +1,5 @@
-"""LpNormalization (opset 22): Y = X / ||X||_p along ``axis``, p = 1 or 2.
+"""LpNormalization (opset 22): Y = X / ||X||_p along ``axis``, p = 1 or 2; zero where the
+norm is zero (an all-zero slice).
 https://onnx.ai/onnx/operators/onnx__LpNormalization.html"""
 import numpy as np
 
@@ -22,7 +23,12 @@ class LpNormalization(ReferenceOp):
 
     def forward(self, X):
         _, norm = self._norm(X)
-        return (X / norm).astype(X.dtype, copy=False)
+        return self._safe_divide(X, norm).astype(X.dtype, copy=False)
+
+    @staticmethod
+    def _safe_divide(a, norm):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(norm == 0, a.dtype.type(0), a / norm)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
         (X,) = fwd_inputs
@@ -31,8 +37,9 @@ class LpNormalization(ReferenceOp):
         axis, norm = self._norm(X)
         dY = grads[0]
         dot = np.sum(dY * X, axis=axis, keepdims=True)
+        # An all-zero slice (norm 0) has output 0 and, taken as constant there, gradient 0.
         if self.attr("p") == 1:
-            dX = dY / norm - np.sign(X) * dot / (norm * norm)
+            dX = self._safe_divide(dY - np.sign(X) * self._safe_divide(dot, norm), norm)
         else:
-            dX = dY / norm - X * dot / (norm * norm * norm)
+            dX = self._safe_divide(dY - X * self._safe_divide(dot, norm * norm), norm)
         return [dX.astype(X.dtype, copy=False)]
