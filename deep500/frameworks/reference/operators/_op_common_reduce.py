@@ -1,5 +1,7 @@
 """Shared by the Reduce* operators (opset 18 style): optional int64 ``axes`` input, with
-``keepdims`` and ``noop_with_empty_axes`` attributes.
+``keepdims`` and ``noop_with_empty_axes`` attributes. With no axes and
+noop_with_empty_axes=1 nothing is reduced but the elementwise part of the reduction still
+applies (ReduceSumSquare squares, ReduceL1 takes absolute values, ...), as the spec says.
 https://onnx.ai/onnx/operators/onnx__ReduceSum.html"""
 import numpy as np
 
@@ -12,12 +14,12 @@ class Reduce(ReferenceOp):
     ``reduce_backward(dY, data, Y, axes)`` with dY and Y broadcastable to the data."""
     defaults = {"keepdims": 1, "noop_with_empty_axes": 0}
 
-    def reduced_axes(self, rank: int, axes) -> tuple | None:
-        """The sorted non-negative axes to reduce, or None for the identity (empty axes
-        with noop_with_empty_axes=1)."""
+    def reduced_axes(self, rank: int, axes) -> tuple:
+        """The sorted non-negative axes to reduce; () (reduce none) for empty axes with
+        noop_with_empty_axes=1."""
         axes = [] if axes is None else [int(a) for a in np.asarray(axes, np.int64).reshape(-1)]
         if not axes:
-            return None if self.attr("noop_with_empty_axes") else tuple(range(rank))
+            return () if self.attr("noop_with_empty_axes") else tuple(range(rank))
         if any(not -rank <= a < rank for a in axes):
             raise ShapeError(f"{self.op_type}: axes {axes} must lie in [{-rank}, {rank - 1}] "
                              f"for an input of rank {rank}")
@@ -35,8 +37,6 @@ class Reduce(ReferenceOp):
     def forward(self, data, axes=None):
         data = np.asarray(data)
         reduced = self.reduced_axes(data.ndim, axes)
-        if reduced is None:
-            return data.copy()
         Y = np.asarray(self.reduce(data, reduced)).astype(data.dtype, copy=False)
         return Y if self.attr("keepdims") else Y.reshape(
             [d for i, d in enumerate(data.shape) if i not in reduced])
@@ -45,12 +45,9 @@ class Reduce(ReferenceOp):
         data = np.asarray(fwd_inputs[0])
         reduced = self.reduced_axes(data.ndim, fwd_inputs[1] if len(fwd_inputs) > 1 else None)
         dY = np.asarray(grads[0])
-        if reduced is None:
-            dX = dY
-        else:
-            # Restore the reduced axes (as 1s) so that dY and Y broadcast against the data.
-            kept = [1 if i in reduced else d for i, d in enumerate(data.shape)]
-            dX = self.reduce_backward(dY.reshape(kept), data,
-                                      np.asarray(fwd_outputs[0]).reshape(kept), reduced)
-            dX = np.broadcast_to(dX, data.shape).astype(data.dtype)
+        # Restore the reduced axes (as 1s) so that dY and Y broadcast against the data.
+        kept = [1 if i in reduced else d for i, d in enumerate(data.shape)]
+        dX = self.reduce_backward(dY.reshape(kept), data,
+                                  np.asarray(fwd_outputs[0]).reshape(kept), reduced)
+        dX = np.broadcast_to(dX, data.shape).astype(data.dtype)
         return [dX] + [None] * (len(fwd_inputs) - 1)
