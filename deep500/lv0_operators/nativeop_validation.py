@@ -6,7 +6,7 @@ call these.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -21,10 +21,26 @@ _TOLERANCES = {np.dtype(np.float16): (1e-2, 1e-3), np.dtype(np.float32): (1e-4, 
                np.dtype(np.float64): (1e-10, 1e-12)}
 
 
+# Reference operators by ONNX name come from a factory registered from above (the
+# framework registry registers the reference framework's when ``deep500.frameworks`` is
+# imported): level 0 knows no framework.
+_reference_factory: Callable[[str], CustomOp] | None = None
+
+
+def set_reference_factory(factory: Callable[[str], CustomOp] | None) -> None:
+    """Register ``factory(op_type) -> CustomOp``, used for ``reference_op`` given by
+    name."""
+    global _reference_factory
+    _reference_factory = factory
+
+
 def _reference(reference_op) -> CustomOp:
     if isinstance(reference_op, str):
-        from deep500.frameworks.reference import create_operator  # level 0 -> its reference
-        return create_operator(reference_op)
+        if _reference_factory is None:
+            raise Deep500Error(f"reference_op={reference_op!r} names a reference operator, "
+                               f"but no reference framework is registered; import "
+                               f"deep500.frameworks.reference (or pass a d5.CustomOp)")
+        return _reference_factory(reference_op)
     if isinstance(reference_op, CustomOp):
         return reference_op
     raise Deep500Error(f"reference_op must be a d5.CustomOp or the name of a reference "

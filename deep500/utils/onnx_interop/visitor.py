@@ -4,8 +4,9 @@
 ``visit_initializer`` per stored tensor, ``visit_input`` per graph input that is fed,
 ``visit_<op>`` per node in topological order (the ONNX name in lower case, e.g.
 ``visit_conv``, ``visit_globalaveragepool``), ``visit_output`` per graph output, and
-``visit_graph_end``. A node whose ``visit_<op>`` the visitor lacks raises an error
-naming the operator, the node and the model.
+``visit_graph_end``. A node whose ``visit_<op>`` the visitor lacks raises one
+UnsupportedError naming every node of the model the visitor lacks a method for, grouped
+by operator, with the registered executors that support each (``support.py``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from deep500.utils.errors import Deep500Error, UnsupportedError
 from deep500.utils.framework_errors import NOT_CONVERTED, convert
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import OnnxOperation
+from deep500.utils.onnx_interop.support import unsupported_operators_error
 
 
 class OnnxBaseVisitor:
@@ -48,15 +50,21 @@ class OnnxBaseVisitor:
     def visitor_for(self, op: OnnxOperation):
         method = getattr(self, f"visit_{op.op_type.lower()}", None)
         if method is None:
-            model = getattr(self, "model", None)
-            where = f" of model '{model.name}' ({model.source})" if model else ""
-            raise UnsupportedError(
-                f"{self.framework} does not support operator {op.op_type} (opset version "
-                f"{op.since_version}), used by node '{op.name}'{where}")
+            raise self.unsupported_error(op)
         return method
 
     def supports(self, op_type: str) -> bool:
         return hasattr(self, f"visit_{op_type.lower()}")
+
+    def unsupported_error(self, op: OnnxOperation) -> UnsupportedError:
+        """The one error for an unsupported ``op``: it lists every node of the model
+        being visited that this visitor does not support, grouped by operator, with
+        the registered executors that support each (see ``onnx_interop.support``)."""
+        model = getattr(self, "model", None)
+        ops = [op]
+        if model is not None and any(o is op for o in model.operations):
+            ops = [o for o in model.operations if o is op or not self.supports(o.op_type)]
+        return unsupported_operators_error(self.framework, ops, model, exclude=self.errors)
 
     # -- hooks -------------------------------------------------------------------
     def visit_graph(self, model: OnnxModel, network) -> None:
