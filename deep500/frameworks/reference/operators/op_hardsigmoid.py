@@ -8,7 +8,8 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("HardSigmoid")
 class HardSigmoid(Unary):
-    defaults = {"alpha": 0.2, "beta": 0.5}
+    # ONNX float attributes are float32: the default alpha is float32(0.2).
+    defaults = {"alpha": float(np.float32(0.2)), "beta": 0.5}
 
     def _linear(self, X):
         return self.scalar("alpha", X) * X + self.scalar("beta", X)

@@ -1,5 +1,6 @@
 """Shrink: Y = X + bias for X < -lambd, X - bias for X > lambd, 0 otherwise; for float and
-integer tensors (integers are computed in float64 and converted back).
+integer tensors (with a fractional bias, integers are computed in float64 and truncated
+back, as onnx's evaluator does).
 https://onnx.ai/onnx/operators/onnx__Shrink.html"""
 import numpy as np
 
@@ -13,10 +14,16 @@ class Shrink(Unary):
     kinds = "fiu"
 
     def _forward(self, X):
+        lambd, bias = self.attr("lambd"), self.attr("bias")
+        if is_integer(X) and float(bias).is_integer():
+            # Exact in the integer type, even beyond float64's 2^53.
+            shift = X.dtype.type(abs(int(bias)))
+            plus, minus = (X + shift, X - shift) if bias >= 0 else (X - shift, X + shift)
+            zero = X.dtype.type(0)
+            return np.where(X < -lambd, plus, np.where(X > lambd, minus, zero))
         work = np.dtype(np.float64) if is_integer(X) else X.dtype
         values = X.astype(work, copy=False)
-        lambd, bias = work.type(self.attr("lambd")), work.type(self.attr("bias"))
-        zero = work.type(0)
+        lambd, bias, zero = work.type(lambd), work.type(bias), work.type(0)
         return np.where(values < -lambd, values + bias,
                         np.where(values > lambd, values - bias, zero))
 
