@@ -179,8 +179,8 @@ def _text(x: np.ndarray) -> np.ndarray:
 
 
 def _from_string(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Parse strings: exactly as int64 where the target is an integer and the text one,
-    as float64 otherwise."""
+    """Parse strings: as int64 where the target is an integer (integer literals exactly,
+    others truncated toward zero), as float64 (or complex128) otherwise."""
     text = np.char.strip(_text(x))
     if dtype == np.bool_:
         # "True" and "False" (what a bool tensor becomes as text) read back as 1 and 0.
@@ -188,10 +188,11 @@ def _from_string(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         text = np.where(lower == "true", "1", np.where(lower == "false", "0", text))
     try:
         if dtype_kind(dtype) in "iub":
-            try:
-                return text.astype(np.int64)
-            except (ValueError, OverflowError):
-                return np.trunc(text.astype(np.float64))
+            # Integer literals exactly (beyond float64's 2^53), others truncated.
+            integral = np.char.isdigit(np.char.lstrip(text, "+-"))
+            exact = np.where(integral, text, "0").astype(np.int64)
+            rounded = np.trunc(np.where(integral, "0", text).astype(np.float64))
+            return np.where(integral, exact, rounded.astype(np.int64))
         if np.issubdtype(dtype, np.complexfloating):
             return text.astype(np.complex128)
         return text.astype(np.float64)
