@@ -146,3 +146,15 @@ def test_bad_axes(name, axes, message):
     with pytest.raises(ShapeError, match=message) as info:
         d5ref.create_operator(name).forward(np.ones((2, 3, 4)), np.array(axes, np.int64))
     assert name in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["ReduceMax", "ReduceMin"])
+def test_bfloat16(name):
+    """Extension float types (bfloat16, as in onnx's attention tests) reduce as floats."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    X = data(name, (3, 4), np.float32).astype(ml_dtypes.bfloat16)
+    inputs = [X, np.array([1], np.int64)]
+    Y = d5ref.create_operator(name, keepdims=0).forward(*inputs)
+    (want,) = onnx_run(name, inputs, {"keepdims": 0})
+    assert Y.dtype == X.dtype
+    np.testing.assert_array_equal(Y.astype(np.float32), want.astype(np.float32))

@@ -14,9 +14,9 @@ from deep500.frameworks.reference.operators.registry import register
 def _lowest(dtype: np.dtype):
     if dtype == np.bool_:
         return False
-    if np.issubdtype(dtype, np.floating):
-        return dtype.type(-np.inf)
-    return np.iinfo(dtype).min
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min
+    return dtype.type(-np.inf)   # floats, including extension types such as bfloat16
 
 
 @register("ReduceMax")

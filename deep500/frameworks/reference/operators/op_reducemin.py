@@ -13,9 +13,9 @@ from deep500.frameworks.reference.operators.registry import register
 def _highest(dtype: np.dtype):
     if dtype == np.bool_:
         return True
-    if np.issubdtype(dtype, np.floating):
-        return dtype.type(np.inf)
-    return np.iinfo(dtype).max
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max
+    return dtype.type(np.inf)   # floats, including extension types such as bfloat16
 
 
 @register("ReduceMin")
