@@ -300,3 +300,39 @@ def test_bad_input_is_explained(op_type, inputs, attributes, message):
 def test_shape_errors_are_shape_errors():
     with pytest.raises(ShapeError):
         d5ref.create_operator("Det").forward(rand((2, 3)))
+
+
+def test_backprop_through_the_executor():
+    """A graph of these operators (TopK with its int64 indices as a second graph output,
+    GatherND, CumProd, Einsum, two reductions) backpropagates to its parameter as central
+    finite differences of the executor's own inference say (float64, step 1e-6)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    W, x = rng.standard_normal((4, 6)), rng.standard_normal((2, 4))
+    constants = {"k": ints([3]), "idx": ints([[0, 2], [1, 1], [3, 0]]), "ax": ints(1)}
+    nodes = [
+        helper.make_node("TopK", ["W", "k"], ["vals", "inds"], axis=1),
+        helper.make_node("GatherND", ["vals", "idx"], ["g"]),
+        helper.make_node("CumProd", ["vals", "ax"], ["cp"]),
+        helper.make_node("Einsum", ["x", "cp"], ["e"], equation="bi,ij->bj"),
+        helper.make_node("ReduceLogSumExp", ["e"], ["l1"], keepdims=0),
+        helper.make_node("ReduceSumSquare", ["g"], ["l2"], keepdims=0),
+        helper.make_node("Add", ["l1", "l2"], ["loss"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "index_ops", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, []),
+         helper.make_tensor_value_info("inds", TensorProto.INT64, [4, 3])],
+        initializer=[numpy_helper.from_array(W, "W")] +
+                    [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    executor = d5ref.from_onnx(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 26)]))
+    gradient = executor.inference_and_backprop({"x": x}, "loss")["W.grad"]
+
+    def loss(weights):
+        executor.network.feed_tensor("W", weights, is_param=True)
+        return float(executor.inference({"x": x})["loss"])
+
+    for direction in rng.standard_normal((3,) + W.shape):
+        numeric = (loss(W + 1e-6 * direction) - loss(W - 1e-6 * direction)) / 2e-6
+        np.testing.assert_allclose(np.sum(gradient * direction), numeric, rtol=1e-6)
