@@ -5,7 +5,8 @@ Counts follow the ONNX operator definitions (https://onnx.ai/onnx/operators/):
 
 * Gemm:   Y = alpha·A'·B' + beta·C  →  2·M·N·K, plus M·N for adding C.
 * MatMul: NumPy matmul with broadcast batch axes  →  2·batch·M·N·K.
-* Conv:   N·M·H_out·W_out outputs, each a dot product of length (C/group)·kH·kW
+* Conv:   N·M·H_out·W_out outputs (extents: ``deep500.utils.onnx_interop.window``),
+          each a dot product of length (C/group)·kH·kW
           →  2·N·M·H_out·W_out·(C/group)·kH·kW, plus N·M·H_out·W_out for the bias.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from deep500.utils.metric import MetricResult, TestMetric
+from deep500.utils.onnx_interop.window import window_geometry
 
 FlopCounter = Callable[[Sequence[tuple], dict], int]
 _COUNTERS: dict[str, FlopCounter] = {}
@@ -51,23 +53,18 @@ def _matmul(shapes, attributes) -> int:
 
 def conv_output_spatial(spatial, kernel, strides, pads, dilations) -> list[int]:
     """Output extents of a convolution or pooling window (ONNX, explicit padding)."""
-    dims = len(spatial)
-    return [(spatial[i] + pads[i] + pads[i + dims] - (dilations[i] * (kernel[i] - 1) + 1))
-            // strides[i] + 1 for i in range(dims)]
+    return list(window_geometry("Conv", spatial, kernel, strides=strides,
+                                dilations=dilations, pads=pads).output)
 
 
 @_counter("Conv")
 def _conv(shapes, attributes) -> int:
     x, w = shapes[0], shapes[1]
-    dims = len(x) - 2
     kernel = list(w[2:])
-    strides = list(attributes.get("strides") or [1] * dims)
-    dilations = list(attributes.get("dilations") or [1] * dims)
-    pads = list(attributes.get("pads") or [0] * (2 * dims))
-    if attributes.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
-        out = [-(-x[2 + i] // strides[i]) for i in range(dims)]
-    else:
-        out = conv_output_spatial(x[2:], kernel, strides, pads, dilations)
+    out = window_geometry("Conv", x[2:], kernel, strides=attributes.get("strides"),
+                          dilations=attributes.get("dilations"),
+                          pads=attributes.get("pads"),
+                          auto_pad=attributes.get("auto_pad") or "NOTSET").output
     outputs = int(x[0] * w[0] * int(np.prod(out, dtype=np.int64)))
     group = int(attributes.get("group", 1))
     flops = 2 * outputs * (x[1] // group) * int(np.prod(kernel, dtype=np.int64))

@@ -22,6 +22,8 @@ import onnx.numpy_helper
 
 from deep500.utils.errors import ShapeError, UnsupportedError, require
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
+from deep500.utils.onnx_interop.window import (conv_transpose_geometry, resolve_pads,
+                                               window_geometry)
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 F = torch.nn.functional
@@ -79,18 +81,6 @@ class _BatchNormInference(torch.autograd.Function):
         return dx, dscale, dbias, d_mean, d_var, None
 
 
-def _same_pads(spatial, kernel, strides, dilations, upper: bool) -> list:
-    """ONNX auto_pad SAME_UPPER/SAME_LOWER: output = ceil(input / stride); the odd pad
-    goes at the end (UPPER) or the beginning (LOWER)."""
-    begin, end = [], []
-    for size, k, s, d in zip(spatial, kernel, strides, dilations):
-        total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
-        small = total // 2
-        begin.append(small if upper else total - small)
-        end.append(total - small if upper else small)
-    return begin + end
-
-
 def _torch_pads(pads) -> list:
     """ONNX [b1, b2, ..., e1, e2, ...] → F.pad's (b_last, e_last, ..., b1, e1)."""
     half = len(pads) // 2
@@ -100,20 +90,13 @@ def _torch_pads(pads) -> list:
     return result
 
 
-def _ceil_crop(spatial, pads, kernel, strides, dilations):
+def _ceil_crop(op_type, spatial, pads, kernel, strides, dilations):
     """Pooling an explicitly padded input with ceil_mode lets a last window start in
     the end padding; ONNX (like PyTorch's own padding) drops such windows. The index
     that keeps the valid ones."""
-    rank = len(spatial)
-    key = [slice(None), slice(None)]
-    for i, size in enumerate(spatial):
-        begin, total = pads[i], pads[i] + pads[rank + i]
-        extent = (kernel[i] - 1) * dilations[i] + 1
-        count = -(-(size + total - extent) // strides[i]) + 1
-        if (count - 1) * strides[i] >= size + begin:
-            count -= 1
-        key.append(slice(0, count))
-    return tuple(key)
+    output = window_geometry(op_type, spatial, kernel, strides=strides,
+                             dilations=dilations, pads=pads, ceil_mode=True).output
+    return (slice(None), slice(None)) + tuple(slice(0, count) for count in output)
 
 
 def _reshape_target(shape, input_shape, allowzero):
@@ -446,19 +429,21 @@ class PyTorchVisitor(OnnxBaseVisitor):
                              "kernel_shape or run ONNX shape inference on the model")
 
     def _pads(self, op, rank, kernel, strides, dilations):
-        """(static pads, or a function of the input's spatial shape giving them)."""
+        """(static ONNX pads [begin..., end...], or a function of the input's spatial
+        shape giving them): :func:`deep500.utils.onnx_interop.window.resolve_pads`."""
         auto_pad = op.attributes.get("auto_pad") or "NOTSET"
-        if auto_pad == "NOTSET":
-            return list(op.attributes.get("pads") or [0] * (2 * rank)), None
-        if auto_pad == "VALID":
-            return [0] * (2 * rank), None
+
+        def pads_of(spatial):
+            begin, end = resolve_pads(op.op_type, spatial, kernel, strides=strides,
+                                      dilations=dilations, pads=op.attributes.get("pads"),
+                                      auto_pad=auto_pad)
+            return list(begin) + list(end)
         if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-            raise self._fail(op, f"auto_pad {auto_pad!r} is not an ONNX value")
-        upper = auto_pad == "SAME_UPPER"
+            return pads_of([None] * rank), None
         x_shape = self._shape(op.inputs[0])
         if x_shape is not None:
-            return _same_pads(x_shape[2:], kernel, strides, dilations, upper), None
-        return None, lambda spatial: _same_pads(spatial, kernel, strides, dilations, upper)
+            return pads_of(x_shape[2:]), None
+        return None, pads_of
 
     def visit_conv(self, op, network):
         a = op.attributes
@@ -509,26 +494,18 @@ class PyTorchVisitor(OnnxBaseVisitor):
             self._emit(op, lambda x, w, b=None: conv_t(
                 x, w, b, strides, pads[:rank], output_padding, group, dilations))
             return
-        upper = auto_pad == "SAME_UPPER"
 
         def conv_transpose(x, w, b=None):
             # The full result, then cropped by the ONNX pads (which may be asymmetric
             # or follow from output_shape / auto_pad).
-            spatial = x.shape[2:]
-            kernel = w.shape[2:]
-            full = [s * (n - 1) + op_ + (k - 1) * d + 1 for n, k, s, d, op_ in
-                    zip(spatial, kernel, strides, dilations, output_padding)]
-            if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-                target = (list(output_shape)[-rank:] if output_shape else
-                          [n * s for n, s in zip(spatial, strides)])
-                totals = [f - t for f, t in zip(full, target)]
-                begin = [t // 2 if upper else t - t // 2 for t in totals]
-                end = [t - b_ for t, b_ in zip(totals, begin)]
-            else:
-                begin, end = pads[:rank], pads[rank:]
+            geometry = conv_transpose_geometry(
+                op.op_type, x.shape[2:], w.shape[2:], strides=strides, dilations=dilations,
+                pads=a["pads"], auto_pad=auto_pad, output_padding=output_padding,
+                output_shape=output_shape)
             y = conv_t(x, w, b, strides, 0, output_padding, group, dilations)
             key = (slice(None), slice(None)) + tuple(
-                slice(b_, f - e) for b_, e, f in zip(begin, end, full))
+                slice(b_, f - e) for b_, e, f in zip(geometry.pads_begin, geometry.pads_end,
+                                                     geometry.full))
             return y[key]
         self._emit(op, conv_transpose)
 
@@ -575,7 +552,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
             y = pool(F.pad(x, _torch_pads(onnx_pads), value=-math.inf), kernel, strides, 0,
                      dilations, ceil_mode)
             if ceil_mode:
-                y = y[_ceil_crop(x.shape[2:], onnx_pads, kernel, strides, dilations)]
+                y = y[_ceil_crop(op.op_type, x.shape[2:], onnx_pads, kernel, strides,
+                                   dilations)]
             return y
         self._emit(op, max_pool_padded)
 
@@ -606,7 +584,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
                                   device=x.device)
                 y = y / pool(F.pad(ones, explicit), kernel, strides, 0, ceil_mode, True)
             if ceil_mode:
-                y = y[_ceil_crop(x.shape[2:], onnx_pads, kernel, strides, dilations)]
+                y = y[_ceil_crop(op.op_type, x.shape[2:], onnx_pads, kernel, strides,
+                                   dilations)]
             return y
         self._emit(op, avg_pool_padded)
 

@@ -42,6 +42,8 @@ import onnx.numpy_helper
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
+from deep500.utils.onnx_interop.window import (resolve_pads, same_pads, window_counts,
+                                               window_geometry)
 
 CL = "|cl"            # key suffix of a tensor's channels-last copy
 FLAT = "|flat_cl"     # key suffix of a flattened channels-last tensor
@@ -163,36 +165,6 @@ def _axis(axis: int, rank: int) -> int:
 
 
 # -- convolution and pooling geometry ---------------------------------------------------
-def _pads(auto_pad: str, sizes, kernel, strides, dilations, pads):
-    """Per spatial axis (begin, end) padding, following ONNX's auto_pad rules."""
-    n = len(kernel)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        result = []
-        for size, k, s, d in zip(sizes, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            result.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
-        return result
-    if auto_pad == "VALID":
-        return [(0, 0)] * n
-    pads = list(pads) if pads else [0] * (2 * n)
-    return list(zip(pads[:n], pads[n:]))
-
-
-def _ceil_extra(sizes, kernel, strides, pads):
-    """Extra end padding so that VALID pooling yields ONNX's ceil_mode output size: the
-    last window may hang over the end, but never starts in the end padding."""
-    extra = []
-    for size, k, s, (begin, end) in zip(sizes, kernel, strides, pads):
-        padded = size + begin + end
-        out = -(-(padded - k) // s) + 1
-        if (out - 1) * s >= size + begin:
-            out -= 1
-        extra.append(max((out - 1) * s + k - padded, 0))
-    return extra
-
-
 def _tf_padding(sizes, kernel, strides, pads):
     """TensorFlow's padding for ONNX's per-axis (begin, end) ``pads`` of a window
     operation: ``("SAME" or "VALID", None)`` where these select the same windows, else
@@ -207,8 +179,8 @@ def _tf_padding(sizes, kernel, strides, pads):
         trimmed.append((begin, end))
     if not any(b or e for b, e in trimmed):
         return "VALID", None
-    if None not in sizes and trimmed == _pads("SAME_UPPER", sizes, kernel, strides,
-                                              [1] * len(kernel), None):
+    if None not in sizes and trimmed == list(zip(*same_pads(sizes, kernel, strides,
+                                                            [1] * len(kernel)))):
         return "SAME", None
     return "VALID", [[0, 0]] + [list(p) for p in trimmed] + [[0, 0]]
 
@@ -265,19 +237,11 @@ def _conv_channels_last(x, w, strides, padding, group):
                                         tf.split(w, group, axis=-1))], axis=-1)
 
 
-def _average_factor(sizes, kernel, strides, dilations, pads, extra, count_include_pad,
-                    dtype):
+def _average_factor(geometry, count_include_pad, dtype):
     """Per output position, (kernel size) / (elements ONNX averages over), shaped to
     multiply a channels-last VALID average pool of the padded input."""
-    counts = []
-    for size, k, s, d, (begin, end), more in zip(sizes, kernel, strides, dilations, pads,
-                                                  extra):
-        out = (size + begin + end + more - (k - 1) * d - 1) // s + 1
-        low, high = (-begin, size + end) if count_include_pad else (0, size)
-        taps = (np.arange(out) * s - begin)[:, None] + np.arange(k)[None, :] * d
-        counts.append(((taps >= low) & (taps < high)).sum(axis=1))
-    count = functools.reduce(np.multiply.outer, counts)
-    factor = (np.prod(kernel) / count).astype(dtype)
+    count = window_counts(geometry, count_include_pad)
+    factor = (np.prod(geometry.kernel) / count).astype(dtype)
     return None if np.all(factor == 1) else factor[np.newaxis, ..., np.newaxis]
 
 
@@ -765,7 +729,9 @@ class TensorFlowVisitor(OnnxBaseVisitor):
 
         @functools.lru_cache(maxsize=32)
         def padding(sizes, kernel):
-            pad = _pads(auto_pad, sizes, kernel, strides, dilations, pads)
+            pad = list(zip(*resolve_pads(op.op_type, sizes, kernel, strides=strides,
+                                         dilations=dilations, pads=pads,
+                                         auto_pad=auto_pad)))
             effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
             if spatial == 1:   # computed as 2-D, over a height of 1
                 return _tf_padding((1, *sizes), (1, *effective), (1, *strides),
@@ -804,10 +770,21 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         @functools.lru_cache(maxsize=32)
         def geometry(sizes, dtype):
             """(TensorFlow padding mode, explicit padding or None, factor or None)."""
-            begin_end = _pads(auto_pad, sizes, kernel, strides, dilations, pads)
-            extra = (_ceil_extra(sizes, effective, strides, begin_end) if ceil_mode
-                     else [0] * n)
-            padding = [(b, e + more) for (b, e), more in zip(begin_end, extra)]
+            if None in sizes:   # unknown extents: no ceil_mode overhang, no averages
+                if ceil_mode:
+                    raise ShapeError(f"{op.op_type} node '{op.name}': ceil_mode needs the "
+                                     f"input's spatial extents; give the input a static "
+                                     f"shape")
+                window = None
+                begin, end = resolve_pads(op.op_type, sizes, kernel, strides=strides,
+                                          dilations=dilations, pads=pads, auto_pad=auto_pad)
+                extra = (0,) * n
+            else:
+                window = window_geometry(op.op_type, sizes, kernel, strides=strides,
+                                         dilations=dilations, pads=pads, auto_pad=auto_pad,
+                                         ceil_mode=ceil_mode)
+                begin, end, extra = window.pads_begin, window.pads_end, window.overhang
+            padding = [(b, e + more) for b, e, more in zip(begin, end, extra)]
             mode, explicit = _tf_padding(sizes, effective, strides, padding)
             if mode == "SAME" and (dilated or (kind == "AVG" and include_pad)):
                 # TensorFlow's SAME pooling excludes the padding, as max pooling and
@@ -815,8 +792,11 @@ class TensorFlowVisitor(OnnxBaseVisitor):
                 mode, explicit = "VALID", [[0, 0]] + [list(p) for p in padding] + [[0, 0]]
             if kind == "MAX" or mode == "SAME" or explicit is None:
                 return mode, explicit, None
-            return mode, explicit, _average_factor(sizes, kernel, strides, dilations,
-                                                   begin_end, extra, include_pad, dtype)
+            if window is None:
+                raise ShapeError(f"{op.op_type} node '{op.name}': average pooling with "
+                                 f"padding needs the input's spatial extents; give the "
+                                 f"input a static shape")
+            return mode, explicit, _average_factor(window, include_pad, dtype)
 
         if kind == "MAX":
             def pool(x):

@@ -4,9 +4,9 @@ https://onnx.ai/onnx/operators/onnx__AveragePool.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_im2col import interior, pad_spatial
-from deep500.frameworks.reference.operators._op_common_pool import (pooling_geometry,
-                                                                     window_counts)
+from deep500.frameworks.reference.operators._op_common_pool import pooling_geometry
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.onnx_interop.window import window_counts
 
 
 @register("AveragePool")

@@ -3,11 +3,10 @@ window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inp
 https://onnx.ai/onnx/operators/onnx__Conv.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import (interior,
-                                                                       pad_spatial,
-                                                                       window_geometry)
+from deep500.frameworks.reference.operators._op_common_im2col import interior, pad_spatial
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.window import window_geometry
 
 
 @register("Conv")
