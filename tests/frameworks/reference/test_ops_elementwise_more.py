@@ -76,6 +76,7 @@ UNARY = [
     ("Atanh", {}, (-0.9, 0.9), (), torch.atanh),
     ("Reciprocal", {}, (0.2, 3), (), torch.reciprocal),
     ("Abs", {}, (-3, 3), (0,), torch.abs),
+    ("Relu", {}, (-3, 3), (0,), F.relu),
     ("Elu", {}, (-3, 3), (0,), F.elu),
     ("Elu", {"alpha": 0.5}, (-3, 3), (0,), lambda x: F.elu(x, 0.5)),
     # ONNX float attributes (and defaults) are float32: SELU's constants rounded so.
@@ -204,6 +205,24 @@ def test_integer_inputs_match_onnx(op_type, attrs, dtype):
     assert y.dtype == dtype
     np.testing.assert_array_equal(y, oracle(op_type, [x], **attrs))
     assert op.backward([None], [x], [y]) == [None]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+def test_relu_of_signed_integers(dtype):
+    x = np.array([np.iinfo(dtype).min, -1, 0, 3, np.iinfo(dtype).max], dtype)
+    op = create_operator("Relu")
+    y = op.forward(x)
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, oracle("Relu", [x]))
+    assert op.backward([None], [x], [y]) == [None]
+    with pytest.raises(ShapeError, match="Relu: inputs of dtype uint8"):
+        op.forward(x.astype(np.uint8))
+
+
+def test_relu_without_upstream_gradient():
+    x = np.array([-1.0, 2.0], np.float32)
+    (dx,) = create_operator("Relu").backward([None], [x], [x])
+    assert dx.dtype == np.float32 and not dx.any()
 
 
 def test_shrink_of_64_bit_integers_is_exact():
