@@ -313,3 +313,18 @@ def test_gelu(approximate, dtype):
 def test_gelu_errors():
     with pytest.raises(Deep500Error, match="approximate='fast'"):
         create_operator("Gelu", approximate="fast").forward(np.zeros(2, np.float32))
+
+
+def test_vectorized_erf_matches_math_erf():
+    import math
+
+    from deep500.frameworks.reference.operators._op_common_erf import erf
+    x = np.concatenate([np.linspace(-7, 7, 20001), np.geomspace(1e-300, 0.2, 500),
+                        -np.geomspace(1e-300, 0.2, 500), [6.0, 0.0625, 0.0]])
+    want = np.array([math.erf(v) for v in x])
+    got = erf(x)
+    # within 4 units in the last place of the C library's erf, tiny arguments included
+    assert np.all(np.abs(got - want) <= 4 * np.spacing(np.abs(want)))
+    special = erf(np.array([np.inf, -np.inf, np.nan, -0.0]))
+    assert special[0] == 1 and special[1] == -1 and np.isnan(special[2])
+    assert special[3] == 0 and np.signbit(special[3])

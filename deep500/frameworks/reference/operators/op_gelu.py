@@ -6,11 +6,10 @@ import math
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_elementwise import UnaryElementwise
+from deep500.frameworks.reference.operators._op_common_erf import erf
 from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import Deep500Error
 
-# NumPy has no erf; the C library's (through math.erf) is exact to double precision.
-_erf = np.frompyfunc(math.erf, 1, 1)
 _TANH_C = 0.044715
 
 
@@ -30,7 +29,7 @@ class Gelu(UnaryElementwise):
         t = X.dtype.type
         if self._mode() == "none":
             wide = X.astype(np.float64)
-            cdf = 0.5 * (1.0 + np.asarray(_erf(wide / math.sqrt(2.0)), dtype=np.float64))
+            cdf = 0.5 * (1.0 + erf(wide * math.sqrt(0.5)))
             return (wide * cdf).astype(X.dtype)
         inner = t(math.sqrt(2 / math.pi)) * (X + t(_TANH_C) * X * X * X)
         return t(0.5) * X * (t(1) + np.tanh(inner))
@@ -38,7 +37,7 @@ class Gelu(UnaryElementwise):
     def _backward(self, dY, X, Y):
         if self._mode() == "none":
             wide = X.astype(np.float64)
-            cdf = 0.5 * (1.0 + np.asarray(_erf(wide / math.sqrt(2.0)), dtype=np.float64))
+            cdf = 0.5 * (1.0 + erf(wide * math.sqrt(0.5)))
             pdf = np.exp(-0.5 * wide * wide) / math.sqrt(2 * math.pi)
             return dY * (cdf + wide * pdf).astype(X.dtype)
         t = X.dtype.type
