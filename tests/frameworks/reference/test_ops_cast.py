@@ -1,7 +1,6 @@
 """Reference Cast and CastLike: every ONNX element type NumPy and ml_dtypes hold, against
 onnx's ReferenceEvaluator on one-node models and against the rules of the operator's
 page (https://onnx.ai/onnx/operators/onnx__Cast.html)."""
-import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +11,8 @@ from onnx.reference import ReferenceEvaluator
 from deep500.frameworks.reference.operators import create_operator
 from deep500.utils.errors import Deep500Error, UnsupportedError
 from tests.frameworks.reference.op_checks import check_backward, check_gradient, torch
+
+ml_dtypes = pytest.importorskip("ml_dtypes")   # installed with onnx >= 1.18
 
 NUMERIC = {TP.BOOL: np.bool_, TP.INT8: np.int8, TP.UINT8: np.uint8, TP.INT16: np.int16,
            TP.UINT16: np.uint16, TP.INT32: np.int32, TP.UINT32: np.uint32,
