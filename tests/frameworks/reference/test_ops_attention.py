@@ -328,3 +328,50 @@ def test_vectorized_erf_matches_math_erf():
     special = erf(np.array([np.inf, -np.inf, np.nan, -0.0]))
     assert special[0] == 1 and special[1] == -1 and np.isnan(special[2])
     assert special[3] == 0 and np.signbit(special[3])
+
+
+def test_transformer_block_backprop_through_the_executor():
+    """LayerNormalization -> causal 3-D GQA Attention -> Gelu -> RMSNormalization in one
+    graph: the executor's parameter gradients match finite differences of its loss."""
+    import deep500.frameworks.reference as d5ref
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {"Wq": rng.standard_normal((6, 8)) * 0.5, "Wk": rng.standard_normal((6, 4)) * 0.5,
+               "Wv": rng.standard_normal((6, 4)) * 0.5, "gamma": rng.uniform(0.5, 1.5, 6),
+               "beta": rng.standard_normal(6) * 0.1, "scale": rng.uniform(0.5, 1.5, 8),
+               "axes": np.array([0, 1, 2], np.int64)}
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["h"],
+                         stash_type=11),
+        helper.make_node("MatMul", ["h", "Wq"], ["q"]),
+        helper.make_node("MatMul", ["h", "Wk"], ["k"]),
+        helper.make_node("MatMul", ["h", "Wv"], ["v"]),
+        helper.make_node("Attention", ["q", "k", "v"], ["a"], is_causal=1, q_num_heads=4,
+                         kv_num_heads=2),
+        helper.make_node("Gelu", ["a"], ["g"]),
+        helper.make_node("RMSNormalization", ["g", "scale"], ["r"], stash_type=11),
+        helper.make_node("Mul", ["r", "r"], ["r2"]),
+        helper.make_node("ReduceSum", ["r2", "axes"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 5, 6])],
+        [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()])
+    executor = d5ref.from_onnx(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 23)]))
+    x = rng.standard_normal((2, 5, 6))
+    result = executor.inference_and_backprop({"x": x}, "loss")
+    for name in ("Wq", "Wk", "Wv", "gamma", "beta", "scale"):
+        gradient = result[f"{name}.grad"]
+        value = weights[name]
+
+        def loss(w):
+            executor.network.feed_tensor(name, w, is_param=True)
+            return float(executor.inference({"x": x})["loss"])
+
+        for direction in rng.standard_normal((2,) + value.shape):
+            numeric = (loss(value + 1e-6 * direction) - loss(value - 1e-6 * direction)) / 2e-6
+            np.testing.assert_allclose(np.sum(gradient * direction), numeric, rtol=1e-6,
+                                       atol=1e-8, err_msg=name)
+        executor.network.feed_tensor(name, value, is_param=True)
