@@ -35,5 +35,6 @@ ATTRIBUTE_INPUTS: dict[str, dict[str, tuple]] = {
     "Squeeze": {"axes": (1, _INT64)},
     "TopK": {"k": (1, _INT64)},
     "Unsqueeze": {"axes": (1, _INT64)},
+    "Upsample": {"scales": (1, np.float32)},
 }
 """{op_type: {attribute: (input position, dtype or DATA)}}."""

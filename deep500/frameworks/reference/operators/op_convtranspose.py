@@ -1,0 +1,168 @@
+"""ConvTranspose: the adjoint of Conv with respect to its input, for 1-, 2- and 3-D (any
+spatial rank) inputs, with groups, strides, dilations, pads, output_padding, output_shape
+and auto_pad. Each input element x[n, c, i] adds x·W[c, m, k] to the full output at
+i·stride + k·dilation; the full output has (in - 1)·stride + (kernel - 1)·dilation + 1 +
+output_padding elements per axis and loses pads[begin] and pads[end] at its ends.
+https://onnx.ai/onnx/operators/onnx__ConvTranspose.html"""
+import itertools
+
+import numpy as np
+
+from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.errors import ShapeError, UnsupportedError
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _ints(name, value, rank, default, minimum):
+    if value is None:
+        return (default,) * rank
+    value = tuple(int(v) for v in value)
+    if len(value) != rank:
+        raise ShapeError(f"ConvTranspose: attribute {name}={list(value)} must have {rank} "
+                         f"values, one per spatial axis of the input")
+    if any(v < minimum for v in value):
+        raise ShapeError(f"ConvTranspose: attribute {name}={list(value)} must be >= {minimum}")
+    return value
+
+
+def _overlap(pads_begin, full, output):
+    """(index into the full output, index into the output) of the elements they share;
+    a negative pad extends the output with zeros."""
+    full_index, out_index = [Ellipsis], [Ellipsis]
+    for b, f, o in zip(pads_begin, full, output):
+        start, stop = max(0, -b), min(o, f - b)
+        out_index.append(slice(start, max(start, stop)))
+        full_index.append(slice(start + b, max(start, stop) + b))
+    return tuple(full_index), tuple(out_index)
+
+
+@register("ConvTranspose")
+class ConvTranspose(ReferenceOp):
+    defaults = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                "output_padding": None, "output_shape": None, "pads": None, "strides": None}
+
+    def _geometry(self, X, W, B):
+        if X.ndim < 3:
+            raise ShapeError(f"ConvTranspose: input X must be (N, C, *spatial) with at least "
+                             f"one spatial axis, got shape {X.shape}")
+        if W.ndim != X.ndim:
+            raise ShapeError(f"ConvTranspose: weights W must be (C, M/group, *kernel) with "
+                             f"the rank of X {X.shape}, got shape {W.shape}")
+        group = int(self.attr("group"))
+        channels = X.shape[1]
+        if group < 1 or channels % group:
+            raise ShapeError(f"ConvTranspose: group={group} must divide the input channels "
+                             f"({channels})")
+        if W.shape[0] != channels:
+            raise ShapeError(f"ConvTranspose: W's first axis ({W.shape[0]}) must equal X's "
+                             f"channels ({channels}); W has shape {W.shape}")
+        filters = W.shape[1] * group
+        for name, tensor in (("W", W), ("B", B)):
+            if tensor is not None and tensor.dtype != X.dtype:
+                raise ShapeError(f"ConvTranspose: {name} has dtype {tensor.dtype}, X has "
+                                 f"{X.dtype}; they must match")
+        if B is not None and np.shape(B) != (filters,):
+            raise ShapeError(f"ConvTranspose: bias B must have shape ({filters},), got "
+                             f"{np.shape(B)}")
+        rank = X.ndim - 2
+        kernel = W.shape[2:]
+        if self.attr("kernel_shape") is not None and tuple(self.attr("kernel_shape")) != kernel:
+            raise ShapeError(f"ConvTranspose: kernel_shape={list(self.attr('kernel_shape'))} "
+                             f"does not match W's spatial shape {kernel}")
+        strides = _ints("strides", self.attr("strides"), rank, 1, 1)
+        dilations = _ints("dilations", self.attr("dilations"), rank, 1, 1)
+        extra = _ints("output_padding", self.attr("output_padding"), rank, 0, 0)
+        auto_pad = self.attr("auto_pad")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if auto_pad not in AUTO_PADS:
+            raise UnsupportedError(f"ConvTranspose: auto_pad={auto_pad!r} is not one of "
+                                   f"{AUTO_PADS}")
+        spatial = X.shape[2:]
+        full = tuple((n - 1) * s + (k - 1) * d + 1 + e for n, s, k, d, e in
+                     zip(spatial, strides, kernel, dilations, extra))
+        wanted = self.attr("output_shape")
+        if wanted is not None:
+            wanted = tuple(int(v) for v in wanted)
+            if len(wanted) == rank + 2:
+                wanted = wanted[2:]
+            if len(wanted) != rank:
+                raise ShapeError(f"ConvTranspose: output_shape={list(wanted)} must have "
+                                 f"{rank} values (one per spatial axis)")
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            wanted = tuple(n * s for n, s in zip(spatial, strides))
+        if wanted is not None:
+            totals = [f - o for f, o in zip(full, wanted)]
+            if auto_pad == "SAME_UPPER":
+                begin = [t // 2 for t in totals]
+            else:
+                begin = [t - t // 2 for t in totals]
+            end = [t - b for t, b in zip(totals, begin)]
+        elif auto_pad == "VALID":
+            begin = end = [0] * rank
+        else:
+            pads = _ints("pads", self.attr("pads"), 2 * rank, 0, 0)
+            begin, end = list(pads[:rank]), list(pads[rank:])
+        output = tuple(f - b - e for f, b, e in zip(full, begin, end))
+        if any(o < 1 for o in output):
+            raise ShapeError(f"ConvTranspose: the output would have spatial shape "
+                             f"{list(output)} (input {list(spatial)}, kernel {list(kernel)}, "
+                             f"pads {begin + end}); make pads smaller")
+        return dict(group=group, kernel=kernel, strides=strides, dilations=dilations,
+                    full=full, begin=tuple(begin), output=output, filters=filters)
+
+    @staticmethod
+    def _kernel_slices(g):
+        """(k, slices into the full output) per kernel position k (row-major) for the
+        input positions that reach it."""
+        for k, position in enumerate(itertools.product(*(range(n) for n in g["kernel"]))):
+            yield k, tuple(slice(p * d, p * d + (n - 1) * s + 1, s) for p, d, n, s in
+                           zip(position, g["dilations"], g["input"], g["strides"]))
+
+    def forward(self, X, W, B=None):
+        g = self._geometry(X, W, B)
+        g["input"] = X.shape[2:]
+        N, C = X.shape[:2]
+        group, filters = g["group"], g["filters"]
+        K = int(np.prod(g["kernel"], dtype=np.int64))
+        x = X.reshape(N, group, C // group, -1).transpose(1, 2, 0, 3).reshape(group, C // group,
+                                                                             -1)
+        w = W.reshape(group, C // group, -1)
+        cols = np.matmul(w.swapaxes(1, 2), x).reshape((filters, K, N) + X.shape[2:])
+        full = np.zeros((filters, N) + g["full"], X.dtype)
+        for k, slices in self._kernel_slices(g):
+            full[(Ellipsis,) + slices] += cols[:, k]
+        Y = np.zeros((filters, N) + g["output"], X.dtype)
+        full_index, out_index = _overlap(g["begin"], g["full"], g["output"])
+        Y[out_index] = full[full_index]
+        Y = np.ascontiguousarray(Y.swapaxes(0, 1))
+        if B is not None:
+            Y += B.reshape((-1,) + (1,) * (X.ndim - 2))
+        return Y
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        X, W = fwd_inputs[0], fwd_inputs[1]
+        B = fwd_inputs[2] if len(fwd_inputs) > 2 else None
+        g = self._geometry(X, W, B)
+        g["input"] = X.shape[2:]
+        dY = grads[0]
+        N, C = X.shape[:2]
+        group, filters = g["group"], g["filters"]
+        K = int(np.prod(g["kernel"], dtype=np.int64))
+        dfull = np.zeros((filters, N) + g["full"], X.dtype)
+        full_index, out_index = _overlap(g["begin"], g["full"], g["output"])
+        dfull[full_index] = dY.swapaxes(0, 1)[out_index]
+        dcols = np.empty((filters, K, N) + X.shape[2:], X.dtype)
+        for k, slices in self._kernel_slices(g):
+            dcols[:, k] = dfull[(Ellipsis,) + slices]
+        dcols = dcols.reshape(group, -1, N * int(np.prod(X.shape[2:], dtype=np.int64)))
+        x = X.reshape(N, group, C // group, -1).transpose(1, 2, 0, 3).reshape(group, C // group,
+                                                                             -1)
+        w = W.reshape(group, C // group, -1)
+        dx = np.matmul(w, dcols).reshape((group, C // group, N) + X.shape[2:])
+        dX = np.ascontiguousarray(np.moveaxis(dx.reshape((C, N) + X.shape[2:]), 0, 1))
+        dW = np.matmul(x, dcols.swapaxes(1, 2)).reshape(W.shape)
+        result = [dX, dW]
+        if len(fwd_inputs) > 2:
+            result.append(None if B is None else dY.sum(axis=(0,) + tuple(range(2, X.ndim))))
+        return result

@@ -1,0 +1,243 @@
+"""Reference ConvTranspose, Resize, Upsample, LpPool, Col2Im, MaxUnpool, GridSample and
+CenterCropPad: forward against onnx's ReferenceEvaluator on one-node models (onnxruntime
+where the two differ from the spec), backward against finite differences in float64 and
+PyTorch autograd where PyTorch has the operator."""
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from deep500.frameworks.reference.operators import create_operator
+from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
+from tests.frameworks.reference.op_checks import check_backward, check_gradient, torch
+
+DTYPES = [np.float32, np.float64]
+# float32: sums of a few dozen products; float64: rounding only.
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def run_onnx(op_type, inputs, opset=22, engine="onnx", n_outputs=1, **attributes):
+    """Outputs of a one-node model; ``inputs`` is a list of (name, array or None)."""
+    names = [name if x is not None else "" for name, x in inputs]
+    outputs = [f"Y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, names, outputs, **attributes)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+         for n, x in inputs if x is not None],
+        [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(inputs[0][1].dtype),
+                                       None) for o in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    feeds = {n: x for n, x in inputs if x is not None}
+    if engine == "onnx":
+        return ReferenceEvaluator(model).run(None, feeds)
+    ort = pytest.importorskip("onnxruntime")
+    model.ir_version = 10
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def assert_same(got, want, tol):
+    got = got if isinstance(got, tuple) else (got,)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, **tol)
+
+
+def rand(shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# -- ConvTranspose ----------------------------------------------------------------------
+CONVT_CASES = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ((1, 2, 5), (2, 3, 3), {"strides": [2], "pads": [1, 2]}),
+    ((1, 2, 4, 3), (2, 2, 3, 2), {"strides": [3, 2], "output_padding": [1, 1],
+                                  "pads": [1, 0, 1, 1]}),
+    ((2, 4, 3, 3), (4, 3, 2, 3), {"group": 2, "dilations": [2, 1], "strides": [1, 2]}),
+    ((1, 2, 3, 4), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 4), (2, 1, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8],
+                                  "auto_pad": "SAME_UPPER"}),
+    ((1, 1, 2, 3, 2), (1, 2, 2, 2, 3), {"strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 0]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"auto_pad": "VALID", "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONVT_CASES)
+def test_convtranspose_forward(x_shape, w_shape, attrs, dtype):
+    X, W = rand(x_shape, dtype), rand(w_shape, dtype, 1)
+    B = rand((w_shape[1] * attrs.get("group", 1),), dtype, 2)
+    got = create_operator("ConvTranspose", **attrs).forward(X, W, B)
+    # onnx's reference evaluator fails on groups of more than one input channel.
+    engine = "ort" if attrs.get("group", 1) > 1 else "onnx"
+    if engine == "ort" and dtype == np.float64:
+        pytest.skip("onnxruntime's ConvTranspose is float32 only")
+    want = run_onnx("ConvTranspose", [("X", X), ("W", W), ("B", B)], engine=engine,
+                    opset=11 if engine == "ort" else 22, **attrs)
+    assert_same(got, want, TOL[dtype])
+
+
+def test_convtranspose_output_shape_pads_as_spec():
+    # An odd total padding with output_shape and no auto_pad puts the larger half first
+    # (onnxruntime; onnx's reference evaluator crops the end instead).
+    X, W = rand((1, 1, 3, 3), np.float32), rand((1, 2, 3, 3), np.float32, 1)
+    attrs = {"strides": [3, 2], "output_shape": [8, 6]}
+    got = create_operator("ConvTranspose", **attrs).forward(X, W)
+    want = run_onnx("ConvTranspose", [("X", X), ("W", W)], engine="ort", opset=11, **attrs)
+    assert_same(got, want, TOL[np.float32])
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONVT_CASES[:4] + CONVT_CASES[6:8])
+def test_convtranspose_gradient(x_shape, w_shape, attrs):
+    X, W = rand(x_shape), rand(w_shape, seed=1)
+    B = rand((w_shape[1] * attrs.get("group", 1),), seed=2)
+    check_gradient(create_operator("ConvTranspose", **attrs), [X, W, B])
+
+
+def test_convtranspose_backward_matches_torch():
+    X, W, B = rand((2, 4, 4, 3)), rand((4, 3, 3, 2), seed=1), rand((6,), seed=2)
+    attrs = {"group": 2, "strides": [2, 3], "pads": [1, 1, 1, 1], "output_padding": [1, 2],
+             "dilations": [1, 2]}
+    op = create_operator("ConvTranspose", **attrs)
+    check_backward(op, [X, W, B], lambda x, w, b: torch.nn.functional.conv_transpose2d(
+        x, w, b, stride=(2, 3), padding=(1, 1), output_padding=(1, 2), groups=2,
+        dilation=(1, 2)))
+
+
+def test_convtranspose_bad_input():
+    X, W = rand((1, 3, 4, 4)), rand((3, 2, 3, 3))
+    with pytest.raises(ShapeError, match="group=2 must divide"):
+        create_operator("ConvTranspose", group=2).forward(X, W)
+    with pytest.raises(ShapeError, match="first axis"):
+        create_operator("ConvTranspose").forward(X, rand((2, 2, 3, 3)))
+    with pytest.raises(ShapeError, match="strides"):
+        create_operator("ConvTranspose", strides=[2]).forward(X, W)
+    with pytest.raises(ShapeError, match="make pads smaller"):
+        create_operator("ConvTranspose", pads=[3, 3, 3, 3]).forward(X, W)
+    with pytest.raises(UnsupportedError, match="auto_pad"):
+        create_operator("ConvTranspose", auto_pad="SAME").forward(X, W)
+
+
+# -- Resize and Upsample ----------------------------------------------------------------
+f32 = np.float32
+RESIZE_CASES = [  # (X shape, scales or None, sizes or None, roi or None, attributes)
+    ((1, 2, 4, 5), [1, 1, 1.7, 0.6], None, None, {"mode": "nearest"}),
+    ((1, 1, 5, 4), [1, 1, 0.5, 2.5], None, None,
+     {"mode": "nearest", "nearest_mode": "round_prefer_ceil",
+      "coordinate_transformation_mode": "asymmetric"}),
+    ((2, 1, 4, 4), None, [2, 1, 7, 3], None,
+     {"mode": "nearest", "nearest_mode": "floor",
+      "coordinate_transformation_mode": "align_corners"}),
+    ((1, 1, 4, 6), None, [1, 1, 9, 4], None, {"mode": "nearest", "nearest_mode": "ceil",
+                                             "coordinate_transformation_mode":
+                                                 "half_pixel_symmetric"}),
+    ((1, 2, 4, 5), [1, 1, 1.5, 0.7], None, None, {"mode": "linear"}),
+    ((1, 1, 5, 4), None, [1, 1, 3, 7], None,
+     {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}),
+    ((1, 1, 5, 4), [1, 1, 0.6, 1.8], None, None,
+     {"mode": "linear", "coordinate_transformation_mode": "align_corners"}),
+    ((1, 1, 6, 6), [1, 1, 0.45, 0.7], None, None, {"mode": "linear", "antialias": 1}),
+    ((1, 1, 6, 5), [1, 1, 1.4, 0.6], None, None, {"mode": "cubic"}),
+    ((1, 1, 6, 5), [1, 1, 0.6, 1.3], None, None,
+     {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}),
+    ((1, 1, 8, 7), None, [1, 1, 3, 4], None, {"mode": "cubic", "antialias": 1}),
+    ((1, 1, 5, 6), None, [1, 1, 3, 3], [0, 0, 0.2, 0.3, 1, 1, 0.9, 1.2],
+     {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+      "extrapolation_value": 7.5}),
+    ((2, 3, 4, 5), None, [3, 7], None, {"mode": "linear", "axes": [3, 2],
+                                        "keep_aspect_ratio_policy": "not_larger"}),
+    ((1, 5, 4, 3), None, [8, 2], None, {"mode": "nearest", "axes": [2, 1],
+                                        "keep_aspect_ratio_policy": "not_smaller"}),
+    ((3, 4, 5), [1.5, 0.5], None, None, {"mode": "cubic", "axes": [2, 0]}),
+]
+
+
+def resize_inputs(x_shape, scales, sizes, roi, dtype):
+    X = rand(x_shape, dtype) if np.dtype(dtype).kind == "f" else \
+        np.random.default_rng(0).integers(0, 200, x_shape).astype(dtype)
+    # roi in X's precision (the evaluator computes coordinates in roi's).
+    roi_dtype = dtype if np.dtype(dtype).kind == "f" else f32
+    return [("X", X), ("roi", None if roi is None else np.array(roi, roi_dtype)),
+            ("scales", None if scales is None else np.array(scales, f32)),
+            ("sizes", None if sizes is None else np.array(sizes, np.int64))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,scales,sizes,roi,attrs", RESIZE_CASES)
+def test_resize_forward(x_shape, scales, sizes, roi, attrs, dtype):
+    inputs = resize_inputs(x_shape, scales, sizes, roi, dtype)
+    got = create_operator("Resize", **attrs).forward(*[x for _, x in inputs])
+    # The evaluator computes cubic coefficients from the float32 attribute cubic_coeff_a,
+    # in float32 precision: a float64 comparison can only be as close as float32's.
+    tol = TOL[np.float32] if attrs["mode"] == "cubic" else TOL[dtype]
+    assert_same(got, run_onnx("Resize", inputs, opset=19, **attrs), tol)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32])
+def test_resize_nearest_integers(dtype):
+    inputs = resize_inputs((1, 2, 3, 4), [1, 1, 2.5, 0.5], None, None, dtype)
+    got = create_operator("Resize").forward(*[x for _, x in inputs])
+    assert_same(got, run_onnx("Resize", inputs, opset=19), dict(rtol=0, atol=0))
+
+
+@pytest.mark.parametrize("x_shape,scales,sizes,roi,attrs",
+                         [c for c in RESIZE_CASES if c[4]["mode"] != "nearest"] +
+                         RESIZE_CASES[:3])
+def test_resize_gradient(x_shape, scales, sizes, roi, attrs):
+    inputs = [x for _, x in resize_inputs(x_shape, scales, sizes, roi, np.float64)]
+    op = create_operator("Resize", **attrs)
+    grads = op.backward([np.ones_like(op.forward(*inputs))], inputs, [])
+    assert grads[1:] == [None] * 3
+    check_gradient(op, inputs, wrt=[0])
+
+
+def test_resize_backward_matches_torch():
+    X = rand((2, 3, 5, 4))
+    op = create_operator("Resize", mode="linear")
+    check_backward(op, [X, None, None, np.array([2, 3, 8, 2], np.int64)],
+                   lambda x, roi, s, sizes: torch.nn.functional.interpolate(
+                       x, size=(8, 2), mode="bilinear", align_corners=False), wrt=[0])
+
+
+def test_resize_legacy_two_inputs_and_upsample():
+    X = rand((1, 2, 2, 3), f32)
+    scales = np.array([1, 1, 2, 1.5], f32)
+    want = run_onnx("Upsample", [("X", X), ("scales", scales)], opset=9, engine="ort",
+                    mode="linear")
+    assert_same(create_operator("Upsample", mode="linear").forward(X, scales), want,
+                TOL[f32])
+    assert_same(create_operator("Resize", mode="linear").forward(X, scales), want, TOL[f32])
+    nearest = run_onnx("Upsample", [("X", X), ("scales", scales)], opset=9, mode="nearest",
+                       engine="ort")
+    assert_same(create_operator("Upsample").forward(X, scales), nearest, TOL[f32])
+    check_gradient(create_operator("Upsample", mode="linear"),
+                   [X.astype(np.float64), scales], wrt=[0])
+
+
+def test_resize_negative_axes():
+    X, sizes = rand((1, 5, 4, 3)), np.array([8, 2], np.int64)
+    want = create_operator("Resize", axes=[2, 1]).forward(X, None, None, sizes)
+    np.testing.assert_array_equal(
+        create_operator("Resize", axes=[-2, 1]).forward(X, None, None, sizes), want)
+
+
+def test_resize_bad_input():
+    X = rand((1, 1, 4, 4))
+    scales, sizes = np.array([1, 1, 2, 2], f32), np.array([1, 1, 8, 8], np.int64)
+    with pytest.raises(ShapeError, match="exactly one of"):
+        create_operator("Resize").forward(X, None, scales, sizes)
+    with pytest.raises(ShapeError, match="exactly one of"):
+        create_operator("Resize").forward(X, None, None, None)
+    with pytest.raises(ShapeError, match="scales has 2 values"):
+        create_operator("Resize").forward(X, None, scales[:2])
+    with pytest.raises(UnsupportedError, match="mode"):
+        create_operator("Resize", mode="area").forward(X, None, scales)
+    with pytest.raises(ShapeError, match="axes"):
+        create_operator("Resize", axes=[4]).forward(X, None, scales[:1])
+    with pytest.raises(ShapeError, match=">= 1"):
+        create_operator("Upsample").forward(X, np.array([1, 1, 0.5, 1], f32))
+    with pytest.raises(Deep500Error, match="no attributes"):
+        create_operator("Upsample", nearest_mode="floor")
