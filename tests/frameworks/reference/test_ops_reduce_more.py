@@ -158,3 +158,12 @@ def test_bfloat16(name):
     (want,) = onnx_run(name, inputs, {"keepdims": 0})
     assert Y.dtype == X.dtype
     np.testing.assert_array_equal(Y.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_backward_without_upstream_gradient(name):
+    """An output no loss depends on (grads[0] is None) gives a zero gradient."""
+    X = data(name, (2, 3), np.float64)
+    op = d5ref.create_operator(name)
+    (dX,) = op.backward([None], [X], [op.forward(X)])
+    assert dX.shape == X.shape and not dX.any()

@@ -43,6 +43,11 @@ class Reduce(ReferenceOp):
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
         data = np.asarray(fwd_inputs[0])
+        rest = [None] * (len(fwd_inputs) - 1)
+        if data.dtype.kind in "biu":   # integer and bool reductions have no gradient
+            return [None] + rest
+        if grads[0] is None:
+            return [np.zeros_like(data)] + rest
         reduced = self.reduced_axes(data.ndim, fwd_inputs[1] if len(fwd_inputs) > 1 else None)
         dY = np.asarray(grads[0])
         # Restore the reduced axes (as 1s) so that dY and Y broadcast against the data.
@@ -50,4 +55,4 @@ class Reduce(ReferenceOp):
         dX = self.reduce_backward(dY.reshape(kept), data,
                                   np.asarray(fwd_outputs[0]).reshape(kept), reduced)
         dX = np.broadcast_to(dX, data.shape).astype(data.dtype)
-        return [dX] + [None] * (len(fwd_inputs) - 1)
+        return [dX] + rest
