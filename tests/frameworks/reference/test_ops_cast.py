@@ -18,7 +18,8 @@ NUMERIC = {TP.BOOL: np.bool_, TP.INT8: np.int8, TP.UINT8: np.uint8, TP.INT16: np
            TP.UINT16: np.uint16, TP.INT32: np.int32, TP.UINT32: np.uint32,
            TP.INT64: np.int64, TP.UINT64: np.uint64, TP.FLOAT16: np.float16,
            TP.FLOAT: np.float32, TP.DOUBLE: np.float64, TP.BFLOAT16: ml_dtypes.bfloat16}
-FLOAT8 = {TP.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn, TP.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+FLOAT8 = {TP.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
+          TP.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
           TP.FLOAT8E5M2: ml_dtypes.float8_e5m2, TP.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
 SMALL_INTEGERS = {TP.INT4: ml_dtypes.int4, TP.UINT4: ml_dtypes.uint4, TP.INT2: ml_dtypes.int2,
                   TP.UINT2: ml_dtypes.uint2}
@@ -114,7 +115,7 @@ def test_opset_1_names_the_type():
     assert create_operator("Cast", to="INT32").forward(x).dtype == np.int32
 
 
-# -- float8 ------------------------------------------------------------------------------------
+# -- float8 -------------------------------------------------------------------------------
 SPECIAL = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 0.4789, 0.8191, 1e-7, -1e-7, 1e-3,
            3.0, -3.5, 200.0, 239.0, 241.0, 448.0, 460.0, 500.0, 1e6, -1e6, 57344.0, 61000.0]
 
@@ -148,7 +149,8 @@ def test_float8_follows_the_spec_tables():
     # no saturation: NaN, except E5M2, which has infinities.
     assert np.all(np.isnan(cast(TP.FLOAT8E4M3FN, 0)[:4]))
     assert np.all(np.isnan(cast(TP.FLOAT8E5M2FNUZ, 0)[:4]))
-    np.testing.assert_array_equal(cast(TP.FLOAT8E5M2, 0)[:4], [np.inf, -np.inf, np.inf, -np.inf])
+    np.testing.assert_array_equal(cast(TP.FLOAT8E5M2, 0)[:4],
+                                  [np.inf, -np.inf, np.inf, -np.inf])
 
 
 def test_float8_rounds_to_nearest_even():

@@ -1,4 +1,5 @@
-"""Atanh: Y = artanh(X), NaN outside [-1, 1]. https://onnx.ai/onnx/operators/onnx__Atanh.html"""
+"""Atanh: Y = artanh(X), NaN outside [-1, 1].
+https://onnx.ai/onnx/operators/onnx__Atanh.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_activation import Unary

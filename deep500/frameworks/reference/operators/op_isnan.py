@@ -1,4 +1,5 @@
-"""IsNaN: a bool tensor, true where X is NaN. https://onnx.ai/onnx/operators/onnx__IsNaN.html"""
+"""IsNaN: a bool tensor, true where X is NaN.
+https://onnx.ai/onnx/operators/onnx__IsNaN.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_activation import compute_dtype
