@@ -284,3 +284,19 @@ def test_lrn_errors():
     with pytest.raises(ShapeError, match="N, C, D1"):
         create_operator("LRN", size=3).forward(random((2, 2), np.float32))
 
+
+
+@pytest.mark.parametrize("op_type", ["InstanceNormalization", "MeanVarianceNormalization"])
+def test_half_precision_statistics_in_float32(op_type):
+    # a large offset: float16 sums would lose the spread entirely
+    X = (random((2, 3, 4, 4), np.float64) + 300).astype(np.float16)
+    extra = [np.ones(3, np.float16), np.zeros(3, np.float16)] \
+        if op_type == "InstanceNormalization" else []
+    Y = create_operator(op_type).forward(X, *extra)
+    assert Y.dtype == np.float16
+    wide = X.astype(np.float64)
+    axes = (2, 3) if op_type == "InstanceNormalization" else (0, 2, 3)
+    centered = wide - wide.mean(axis=axes, keepdims=True)
+    std = np.sqrt((centered ** 2).mean(axis=axes, keepdims=True))
+    exact = centered / (np.sqrt(std ** 2 + 1e-5) if extra else std)
+    np.testing.assert_allclose(Y.astype(np.float64), exact, rtol=2e-3, atol=2e-3)

@@ -27,6 +27,12 @@ def onnx_float_dtype(op_type: str, attribute: str, value: int) -> np.dtype:
                          f"use 1 (float), 10 (float16), 11 (double) or 16 (bfloat16)") from None
 
 
+def working_dtype(x: np.ndarray) -> np.dtype:
+    """The precision statistics are computed in where the operator has no stash_type: at
+    least float32 (float16 and bfloat16 inputs would lose most digits summing)."""
+    return np.result_type(x.dtype, np.float32) if x.dtype.itemsize < 4 else x.dtype
+
+
 def normalized_axes(op_type: str, axis: int, ndim: int) -> tuple:
     """``(axis, ..., ndim - 1)`` for a first normalization axis ``axis`` in [-ndim, ndim)."""
     if not -ndim <= axis < ndim:

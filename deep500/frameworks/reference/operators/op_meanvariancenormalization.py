@@ -3,6 +3,7 @@ expectations over ``axes`` (default [0, 2, 3]); the 1e-9 is the one of ONNX's fu
 https://onnx.ai/onnx/operators/onnx__MeanVarianceNormalization.html"""
 import numpy as np
 
+from deep500.frameworks.reference.operators._op_common_norm import working_dtype
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
 
@@ -23,6 +24,7 @@ class MeanVarianceNormalization(ReferenceOp):
 
     def _statistics(self, X):
         axes = self._axes(X)
+        X = X.astype(working_dtype(X), copy=False)
         centered = X - np.mean(X, axis=axes, keepdims=True)
         std = np.sqrt(np.mean(centered * centered, axis=axes, keepdims=True))
         return axes, centered, std, std + X.dtype.type(_EPSILON)
@@ -36,11 +38,12 @@ class MeanVarianceNormalization(ReferenceOp):
         if grads[0] is None:
             return [np.zeros_like(X)]
         axes, centered, std, denominator = self._statistics(X)
-        count = X.dtype.type(centered.size // std.size)
-        d_centered = grads[0] / denominator
-        d_std = -np.sum(grads[0] * centered, axis=axes, keepdims=True) / (denominator ** 2)
+        t = centered.dtype.type
+        count = t(centered.size // std.size)
+        d_centered = grads[0].astype(centered.dtype, copy=False) / denominator
+        d_std = -np.sum(d_centered * centered, axis=axes, keepdims=True) / denominator
         # d std / d X = (X - mean) / (count · std); the mean's share sums to zero.
         with np.errstate(divide="ignore", invalid="ignore"):
-            via_std = np.where(std > 0, d_std / (count * std), X.dtype.type(0)) * centered
+            via_std = np.where(std > 0, d_std / (count * std), t(0)) * centered
         dX = d_centered - np.mean(d_centered, axis=axes, keepdims=True) + via_std
         return [dX.astype(X.dtype, copy=False)]
