@@ -198,15 +198,27 @@ def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
 
 
 def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
-                           segment_bytes: float | None = None) -> float:
+                           segment_bytes: float | None = None,
+                           in_context: bool = False) -> float:
     """Predicted seconds of one ``CommunicationNetwork.allreduce`` call: the α-β-γ
     model (:func:`predict_allreduce`) plus Deep500's per-call software overhead o of
     ``algorithm`` from the machine file (``MachineModel.allreduce_overhead``, LogP's o,
-    Culler et al., PPoPP 1993; 0 when the file has none). One rank costs 0."""
+    Culler et al., PPoPP 1993; 0 when the file has none). One rank costs 0.
+
+    ``in_context``: the call inside a training step, between compute phases rather
+    than back to back: the result times ``MachineModel.allreduce_context_factor``,
+    the slow-down ``deep500 calibrate`` measured for calls between compute bursts
+    (1.0 when the file has none). The factor is measured at the calibration's rank
+    count and applied as is at every other: it stands for what the compute does to
+    the caches and the ranks' arrival, a property of the node more than of p."""
     seconds = predict_allreduce(algorithm, nbytes, ranks, machine, segment_bytes)
     if int(ranks) == 1:
         return 0.0
-    return seconds + load_machine(machine).allreduce_overhead(algorithm)
+    model = load_machine(machine)
+    seconds += model.allreduce_overhead(algorithm)
+    if in_context:
+        seconds *= model.allreduce_context_factor(algorithm, nbytes)
+    return seconds
 
 
 # --- broadcast, reduce-scatter, allgather --------------------------------------------

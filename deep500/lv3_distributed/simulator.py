@@ -12,7 +12,10 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   exposed = fusion copy + T_allreduce(n) + o (the copy also on one rank, where the
   scheme packs too; T and o are 0 there), where T_allreduce is the α-β-γ model of
   the algorithm (``collective_models``, Thakur, Rabenseifner & Gropp 2005) and o the
-  per-call software overhead of the machine file (LogP's o; 0 when it has none);
+  per-call software overhead of the machine file (LogP's o; 0 when it has none),
+  times the machine file's in-context factor (``in_context``, default on): the
+  slow-down ``deep500 calibrate`` measured for calls between compute bursts rather
+  than back to back (cold caches, ranks arriving apart; 1.0 when the file has none);
 * **communication**, *overlapped* (PyDTNN's non-blocking per-layer allreduce; Horovod's
   and PyTorch DDP's gradient buckets): as the backward pass completes a layer's
   gradients they join a bucket; a bucket of at least ``bucket_bytes`` (and the last
@@ -98,12 +101,13 @@ class SimulatedStep:
         return result
 
 
-def _allreduce_call(machine, algorithm, nbytes, ranks, segment_bytes):
-    """One allreduce call: the α-β-γ model plus the machine's per-call overhead o."""
+def _allreduce_call(machine, algorithm, nbytes, ranks, segment_bytes, in_context):
+    """One allreduce call: the α-β-γ model plus the machine's per-call overhead o,
+    with the in-context factor when asked."""
     if ranks == 1 or nbytes <= 0:
         return 0.0
     return predict_allreduce_call(algorithm, nbytes, ranks, machine,
-                                  segment_bytes=segment_bytes)
+                                  segment_bytes=segment_bytes, in_context=in_context)
 
 
 def median_of_maximum(samples, ranks: int) -> float:
@@ -135,7 +139,7 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
                       algorithm: str = "ring", overlap: bool = False,
                       comm_dtype: str = "float32", bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                       segment_bytes: float | None = None,
-                      straggler: bool = True) -> SimulatedStep:
+                      straggler: bool = True, in_context: bool = True) -> SimulatedStep:
     """Predict one synchronous data-parallel training step (see the module docstring).
 
     Args:
@@ -150,6 +154,8 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         bucket_bytes: bucket size of the overlapped mode (fp32 gradient bytes).
         segment_bytes: segment size of ``segmented_ring``.
         straggler: add the expected wait for the slowest rank.
+        in_context: price each allreduce with the machine file's in-context factor
+            (calls between compute phases; see ``predict_allreduce_call``).
     """
     from deep500.utils.machine import load_machine
     if not isinstance(profile, StepProfile):
@@ -167,7 +173,8 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
     def communicate(fp32_bytes):
         if p == 1 or fp32_bytes <= 0:
             return 0.0
-        return (_allreduce_call(machine, algorithm, fp32_bytes * wire, p, segment_bytes)
+        return (_allreduce_call(machine, algorithm, fp32_bytes * wire, p, segment_bytes,
+                                in_context)
                 + cast_s_per_fp32_byte * fp32_bytes)
 
     timeline = []
@@ -228,7 +235,7 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
     else:
         alone = simulate_training(profile, machine, 1, threads=threads,
                                   batch_per_rank=batch_per_rank, algorithm=algorithm,
-                                  straggler=straggler)
+                                  straggler=straggler, in_context=in_context)
         efficiency = alone.step_s / step_s if step_s > 0 else math.nan
     return SimulatedStep(
         ranks=p, batch_per_rank=step.batch, threads=step.threads, algorithm=algorithm,

@@ -256,7 +256,7 @@ def with_static_batch(proto, batch: int):
 def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "loss",
                          reruns: int = 20, warmup: int = 3, batch: int | None = None,
                          threads: int = 1, name: str | None = None,
-                         executor_name: str = "executor") -> StepProfile:
+                         executor_name: str = "executor", step=None) -> StepProfile:
     """Measure a step of ``optimizer`` (a ThreeStepOptimizer on ``executor``) on the
     minibatch ``inputs`` (a dict; or a list of minibatches, taken in turn, so that the
     steps see changing data as in training).
@@ -266,6 +266,13 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     forward and backward medians of ``reruns`` runs with ``OperatorTimes``
     (``layer_profile.measure_profile``). ``other_compute_s`` = median compute phase −
     Σ node medians (at least 0). The optimizer's parameters change (it trains).
+
+    ``step``: a callable running one whole training step on a minibatch as training
+    will run it (a distributed scheme's ``step`` over a one-rank communicator, so
+    nothing is communicated). It is timed ``reruns`` times after two warm-up calls;
+    its median minus the median of the three parts above is the step's software
+    overhead around them (the scheme's events, bookkeeping and telemetry, the loss
+    fetched), added to ``other_compute_s``, and its times are the ``step_samples``.
     """
     from deep500.lv1_network.layer_profile import measure_profile
     from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
@@ -294,6 +301,16 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
             fusion.append(t2 - t1)
             update.append(t3 - t2)
             whole.append(t3 - t0)
+    loop_overhead = 0.0
+    if step is not None:
+        wrapped = []
+        for i in range(2 + reruns):
+            t0 = clock()
+            step(minibatches[i % len(minibatches)])
+            if i >= 2:
+                wrapped.append(clock() - t0)
+        loop_overhead = max(0.0, float(np.median(wrapped)) - float(np.median(whole)))
+        whole = wrapped
     nodes = measure_profile(proto, executor, inputs, loss=loss, reruns=reruns,
                             warmup=1, name=name or model_name, executor_name=executor_name,
                             batch=batch)
@@ -307,7 +324,8 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     node_sum = sum(layer.forward_s + layer.backward_s for layer in layers)
     return StepProfile(
         model=name or model_name, batch=batch, threads=int(threads),
-        layers=layers, other_compute_s=max(0.0, float(np.median(compute)) - node_sum),
+        layers=layers,
+        other_compute_s=max(0.0, float(np.median(compute)) - node_sum) + loop_overhead,
         update_s=float(np.median(update)), fusion_s=float(np.median(fusion)),
         step_samples=[float(s) for s in whole], source=f"measured ({executor_name})",
         executor=executor_name)

@@ -33,7 +33,9 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
 * **software** (``deep500.utils.calibration_software``): with two ranks or more, the
   per-call overhead o of every allreduce algorithm (a 4-byte allreduce minus its
   α-β-γ prediction on the machine just fitted), measured under the same ``mpirun`` as
-  the ping-pong; and the cost of the fusion copy (``FusedBuffer.pack``).
+  the ping-pong; every algorithm's allreduce *in context* (between compute bursts, no
+  barrier) and its ratio to that model; and the cost of the fusion copy
+  (``FusedBuffer.pack``).
 """
 from __future__ import annotations
 
@@ -73,6 +75,7 @@ class Plan:
     allreduce_budget_s: float = 0.25   # per algorithm, 4-byte allreduce calls
     allreduce_min_repeats: int = 50
     allreduce_max_repeats: int = 5000
+    context_repeats: int = 100         # per algorithm and size, allreduce in context
 
     @classmethod
     def make(cls, quick: bool = False) -> "Plan":
@@ -80,7 +83,7 @@ class Plan:
         if quick:
             return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, [64 << 10, 1 << 20, 4 << 20],
                        1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2),
-                       0.02, 20, 500)
+                       0.02, 20, 500, 8)
         return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000,
                    [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
                    1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus)
@@ -390,7 +393,8 @@ def samples_path_for(out: str) -> str:
 def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
               progress: bool = True, pingpong_samples: dict | None = None,
               exchange_samples: dict | None = None, allreduce_samples: dict | None = None,
-              allreduce_ranks: int | None = None) -> dict | None:
+              allreduce_ranks: int | None = None,
+              in_context_samples: dict | None = None) -> dict | None:
     """Measure every phase and write the machine file ``out`` (rank 0; returns its
     content). ``comm``: a communicator of two or more ranks for the ping-pong and the
     allreduce calls, or ``pingpong_samples``, ``exchange_samples`` and
@@ -415,6 +419,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
                 comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
                 plan.allreduce_max_repeats, log, progress)
             allreduce_ranks = comm.Get_size()
+            in_context_samples = software.measure_allreduce_in_context(
+                comm, plan.context_repeats, log=log, progress=progress)
         if rank != 0:
             return None
         data = {
@@ -474,7 +480,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
         bar.close()
         section = software.software_section(
             allreduce_samples if network else None, allreduce_ranks,
-            machine_from_dict(data, path=out), fusion)
+            machine_from_dict(data, path=out), fusion,
+            in_context_samples if network else None)
         if section:
             data["software"] = section
         machine_from_dict(data, path=out)  # the file written must load
@@ -498,10 +505,13 @@ def _pingpong_main(argv) -> int:
         for exchange in (False, True):
             pingpong(comm, plan.pingpong_sizes, plan, log,
                      progress="--quiet" not in argv, exchange=exchange)
-        from deep500.utils.calibration_software import measure_allreduce_calls
+        from deep500.utils.calibration_software import (measure_allreduce_calls,
+                                                         measure_allreduce_in_context)
         measure_allreduce_calls(comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
                                 plan.allreduce_max_repeats, log,
                                 progress="--quiet" not in argv)
+        measure_allreduce_in_context(comm, plan.context_repeats, log=log,
+                                     progress="--quiet" not in argv)
     finally:
         log.close()
     return 0
@@ -560,13 +570,15 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
             if status != 0:
                 raise Deep500Error(f"the ping-pong under mpirun failed (exit status {status}); "
                                    f"its samples so far are in {samples_path}")
-            from deep500.utils.calibration_software import read_allreduce_samples
+            from deep500.utils.calibration_software import (read_allreduce_samples,
+                                                             read_in_context_samples)
             allreduce_samples, allreduce_ranks = read_allreduce_samples(samples_path)
             return calibrate(out, network=True, quick=quick, progress=progress,
                              pingpong_samples=read_pingpong_samples(samples_path),
                              exchange_samples=read_pingpong_samples(samples_path, "exchange"),
                              allreduce_samples=allreduce_samples,
-                             allreduce_ranks=allreduce_ranks)
+                             allreduce_ranks=allreduce_ranks,
+                             in_context_samples=read_in_context_samples(samples_path))
     return calibrate(out, comm=comm, network=network, quick=quick, progress=progress)
 
 

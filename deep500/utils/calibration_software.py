@@ -16,6 +16,18 @@ call, which no α-β-γ term holds (see ``deep500.utils.machine``).
   float32 tensors of 4 KB and 4 MB in all; t = per_tensor_s·k + s_per_byte·n fitted
   by non-negative least squares on relative error, CIs from a bootstrap over the
   configurations.
+* **Allreduce in context** (``allreduce_in_context``): a collective inside a training
+  step does not run as it does back to back: the compute before it has evicted the
+  library's buffers and the peer's from the caches, and the ranks arrive at different
+  times. Between calls every rank runs a compute burst of about
+  ``CONTEXT_BURST_S`` (GEMMs and a sweep over a buffer larger than a core's cache,
+  then the copy of the message into its buffer, as the fusion pack does), with no
+  barrier. Each rank times its own call; the call's time is the smallest over the
+  ranks, the time seen by the last rank to arrive (the others' extra is waiting for
+  it, which the simulator prices apart as the wait for the slowest rank). Measured
+  for every algorithm at ``CONTEXT_SIZES``; the file keeps the medians and their
+  ratio to ``predict_allreduce_call`` (model + o), which the simulator applies to
+  the model (log-interpolated in size, flat beyond the ends).
 """
 from __future__ import annotations
 
@@ -32,6 +44,12 @@ OVERHEAD_BYTES = 4
 FUSION_TENSORS = (1, 16, 128)
 FUSION_BYTES = (4 << 10, 4 << 20)
 BOOTSTRAP_RESAMPLES = 200
+#: Message sizes of the in-context allreduce calibration.
+CONTEXT_SIZES = (4, 1 << 12, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
+#: Compute between two in-context calls (seconds, about).
+CONTEXT_BURST_S = 5e-4
+#: Bytes the burst sweeps: above a core's L2, as a layer's activations are.
+CONTEXT_SWEEP_BYTES = 4 << 20
 
 
 def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats: int,
@@ -83,6 +101,130 @@ def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats
         bar.close()
         net.close()
     return results if rank == 0 else None
+
+
+class ComputeBurst:
+    """About ``seconds`` of NumPy work, as a training step's compute between two
+    collectives: 64×64 float32 GEMMs and an in-place add over ``CONTEXT_SWEEP_BYTES``.
+    The number of GEMMs is set once, from a timed trial, so that the whole lasts
+    ``seconds``."""
+
+    def __init__(self, seconds: float = CONTEXT_BURST_S, gemms: int | None = None):
+        self.a = np.full((64, 64), 0.5, dtype=np.float32)
+        self.c = np.empty_like(self.a)
+        self.sweep = np.zeros(CONTEXT_SWEEP_BYTES // 4, dtype=np.float32)
+        if gemms is None:
+            self.gemms = 1
+            self()
+            start = time.perf_counter()
+            self()
+            sweep_s = time.perf_counter() - start
+            start = time.perf_counter()
+            for _ in range(64):
+                np.matmul(self.a, self.a, out=self.c)
+            per_gemm = (time.perf_counter() - start) / 64
+            gemms = int(max(0.0, seconds - sweep_s) / max(per_gemm, 1e-9))
+        self.gemms = max(0, int(gemms))
+
+    def __call__(self) -> None:
+        for _ in range(self.gemms):
+            np.matmul(self.a, self.a, out=self.c)
+        np.add(self.sweep, 1.0, out=self.sweep)
+
+
+def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
+                                 burst_s: float = CONTEXT_BURST_S, log=None,
+                                 progress: bool = True) -> dict | None:
+    """Time every algorithm's allreduce between compute bursts, without barriers (the
+    rule in the module docstring). Rank 0 returns ``{algorithm: {nbytes: seconds
+    samples}}`` (each sample the smallest time over the ranks of one call) and writes
+    one samples line per (algorithm, size); the other ranks return None."""
+    from mpi4py import MPI
+    from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
+                                                       CommunicationNetwork)
+    from deep500.utils.calibration import _progress
+    net = CommunicationNetwork(comm)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    # Every rank runs the same burst: rank 0's trial sets its length for all.
+    burst = ComputeBurst(burst_s, gemms=comm.bcast(ComputeBurst(burst_s).gemms
+                                                   if rank == 0 else None))
+    configurations = [(name, max(1, int(nbytes) // 4)) for name in ALLREDUCE_ALGORITHMS
+                      for nbytes in sizes]
+    sources = {count: np.zeros(count, dtype=np.float32) for _, count in configurations}
+    buffers = {count: np.empty_like(source) for count, source in sources.items()}
+    spent = np.empty((int(repeats), len(configurations)))
+    bar = _progress(int(repeats), "allreduce in context", progress and rank == 0)
+    clock = time.perf_counter
+    try:
+        comm.Barrier()
+        # Round robin over the configurations: a disturbance lasting seconds (another
+        # process, memory reclaim) touches every configuration a little rather than
+        # one configuration wholly. Two warm-up rounds.
+        for i in range(-2, int(repeats)):
+            for j, (name, count) in enumerate(configurations):
+                burst()
+                np.copyto(buffers[count], sources[count])   # 0 + 0 stays 0
+                start = clock()
+                net.allreduce(buffers[count], out=buffers[count], algorithm=name)
+                if i >= 0:
+                    spent[i, j] = clock() - start
+            if i >= 0:
+                bar.update(1)
+    finally:
+        bar.close()
+        net.close()
+    last_arrival = np.empty_like(spent)
+    comm.Allreduce(spent, last_arrival, op=MPI.MIN)
+    results = {}
+    if rank == 0:
+        for j, (name, count) in enumerate(configurations):
+            seconds = last_arrival[:, j].tolist()
+            results.setdefault(name, {})[count * 4] = seconds
+            if log is not None:
+                log.write({"phase": "allreduce_in_context", "algorithm": name,
+                           "ranks": size, "nbytes": count * 4, "burst_s": burst_s,
+                           "seconds": seconds})
+    return results if rank == 0 else None
+
+
+def read_in_context_samples(path: str) -> dict:
+    """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
+    samples file."""
+    samples = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            if record.get("phase") == "allreduce_in_context":
+                samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
+                    record["seconds"]
+    return samples
+
+
+def in_context_table(samples: dict, ranks: int, machine) -> dict:
+    """``{algorithm: [{nbytes, measured_median_s, ci, predicted_s, ratio, n}]}``: the
+    in-context medians and their ratio to ``predict_allreduce_call`` (model + o) on
+    ``machine``; algorithms without a time model are left out."""
+    from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,
+                                                           predict_allreduce_call)
+    table = {}
+    for name, by_size in samples.items():
+        if name not in ALLREDUCE_MODELS:
+            continue
+        rows = []
+        for nbytes in sorted(by_size, key=int):
+            seconds = by_size[nbytes]
+            predicted = predict_allreduce_call(name, int(nbytes), ranks, machine)
+            low, high, _ = median_ci(seconds)
+            median = float(np.median(seconds))
+            rows.append({"nbytes": int(nbytes), "measured_median_s": median,
+                         "ci": [float(low), float(high)], "predicted_s": predicted,
+                         "ratio": median / predicted if predicted > 0 else 1.0,
+                         "n": len(seconds)})
+        table[name] = rows
+    return table
 
 
 def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
@@ -168,8 +310,9 @@ def measure_fusion_copy(repeats: int, log=None) -> dict:
 
 
 def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
-                     fusion: dict | None) -> dict:
+                     fusion: dict | None, in_context_samples: dict | None = None) -> dict:
     """The machine file's ``software`` section."""
+    from deep500.utils.machine import machine_from_dict, machine_to_dict
     section = {}
     if allreduce_samples:
         section["allreduce_call_overhead_s"] = allreduce_overheads(allreduce_samples,
@@ -178,6 +321,20 @@ def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
             f"CommunicationNetwork.allreduce of {OVERHEAD_BYTES} bytes (float32) on "
             f"{ranks} ranks, median over calls of the slower rank, minus "
             f"predict_allreduce of this machine, clamped at 0 (LogP's o)")
+    if in_context_samples and ranks:
+        # Ratios to the model with o: price it on the machine with this section's o.
+        with_o = machine_from_dict({**machine_to_dict(machine), "software": {
+            "allreduce_call_overhead_s": {k: v["value"] for k, v in
+                                          section.get("allreduce_call_overhead_s",
+                                                      {}).items()}}})
+        section["allreduce_in_context"] = {
+            "method": (f"CommunicationNetwork.allreduce between compute bursts of about "
+                       f"{CONTEXT_BURST_S * 1e3:g} ms (64x64 GEMMs and an add over "
+                       f"{CONTEXT_SWEEP_BYTES >> 20} MB), no barrier, on {ranks} ranks; a "
+                       f"call's time is the last-arriving rank's (the minimum over ranks); "
+                       f"ratio = median / (alpha-beta-gamma model + o)"),
+            "ranks": int(ranks),
+            "algorithms": in_context_table(in_context_samples, ranks, with_o)}
     if fusion:
         section["fusion_copy"] = fusion
     return section

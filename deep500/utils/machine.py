@@ -30,6 +30,10 @@ A machine file holds, with units in every key name::
       fusion_copy:                 # optional: FusedBuffer.pack, t = per_tensor_s·k + s_per_byte·n
         per_tensor_s: {value: 1.5e-6, ci: [...]}
         s_per_byte: {value: 1.0e-10, ci: [...]}
+      allreduce_in_context:        # optional: allreduce between compute bursts
+        ranks: 2
+        algorithms:                # ratio = measured / (alpha-beta-gamma model + o)
+          ring: [{nbytes: 65536, measured_median_s: 3.8e-5, predicted_s: 2.3e-5, ratio: 1.6}]
     samples_file: machine.samples.jsonl   # raw samples, optional, beside the YAML
 
 A machine file may also be named by the name of a file shipped in
@@ -92,6 +96,18 @@ class MachineModel:
     gamma_curve: tuple = ()              # of (buffer_bytes, s/byte), sorted by size
     allreduce_overheads: Mapping[str, float] = field(default_factory=dict)  # algorithm -> s
     fusion_copy: tuple | None = None     # (per_tensor_s, s_per_byte) of FusedBuffer.pack
+    allreduce_context: Mapping[str, tuple] = field(default_factory=dict)  # algorithm -> ((nbytes, ratio), ...)
+
+    def allreduce_context_factor(self, algorithm: str, nbytes: float) -> float:
+        """How much slower ``algorithm``'s allreduce of ``nbytes`` runs inside a
+        training step than the model with o predicts: the measured/predicted ratio of
+        the file's ``software.allreduce_in_context`` (``deep500 calibrate``'s calls
+        between compute bursts), interpolated in log(size), flat beyond the sizes
+        measured; 1.0 when the file has none for ``algorithm``."""
+        points = self.allreduce_context.get(algorithm)
+        if not points:
+            return 1.0
+        return _log_interpolate(points, nbytes)
 
     def allreduce_overhead(self, algorithm: str) -> float:
         """Deep500's per-call software overhead o (s) of ``CommunicationNetwork.allreduce``
@@ -345,20 +361,21 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                     raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
                                        f">= 1; {_FIX}")
                 peak[str(kind)][t] = _number(value, fname, path)
-    overheads, fusion = _software(data.get("software"), path)
+    overheads, fusion, context = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
                         raw=dict(data), path=path, exchange_segments=tuple(exchange),
                         gamma_curve=tuple(curve), allreduce_overheads=overheads,
-                        fusion_copy=fusion)
+                        fusion_copy=fusion, allreduce_context=context)
 
 
-def _software(section, path) -> tuple[dict, tuple | None]:
-    """The optional ``software`` section: ``{algorithm: o}`` and the fusion copy's
-    (per_tensor_s, s_per_byte), validated (non-negative numbers)."""
+def _software(section, path) -> tuple[dict, tuple | None, dict]:
+    """The optional ``software`` section: ``{algorithm: o}``, the fusion copy's
+    (per_tensor_s, s_per_byte), validated (non-negative numbers), and the in-context
+    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers)."""
     if section is None:
-        return {}, None
+        return {}, None, {}
     if not isinstance(section, Mapping):
         raise MachineError(f"{_where(path)}: field 'software' must be a mapping, not "
                            f"{type(section).__name__}; {_FIX}")
@@ -377,7 +394,36 @@ def _software(section, path) -> tuple[dict, tuple | None]:
         prefix = "software.fusion_copy."
         fusion = tuple(_number(_get(copy, key, prefix, path), prefix + key, path,
                                allow_zero=True) for key in ("per_tensor_s", "s_per_byte"))
-    return overheads, fusion
+    return overheads, fusion, _in_context(section.get("allreduce_in_context"), path)
+
+
+def _in_context(section, path) -> dict:
+    """``software.allreduce_in_context``: ``{algorithm: ((nbytes, ratio), ...)}`` sorted
+    by size."""
+    if section is None:
+        return {}
+    prefix = "software.allreduce_in_context"
+    table = section.get("algorithms") if isinstance(section, Mapping) else None
+    if not isinstance(table, Mapping):
+        raise MachineError(f"{_where(path)}: field '{prefix}.algorithms' must map allreduce "
+                           f"algorithms to lists of {{nbytes, ratio}}; {_FIX}")
+    context = {}
+    for algorithm, rows in table.items():
+        fname = f"{prefix}.algorithms.{algorithm}"
+        if not isinstance(rows, (list, tuple)) or not rows:
+            raise MachineError(f"{_where(path)}: field '{fname}' must be a non-empty list of "
+                               f"{{nbytes, ratio}}; {_FIX}")
+        points = []
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise MachineError(f"{_where(path)}: field '{fname}[{i}]' must be a mapping "
+                                   f"with nbytes and ratio; {_FIX}")
+            points.append((_number(_get(row, "nbytes", f"{fname}[{i}].", path),
+                                   f"{fname}[{i}].nbytes", path),
+                           _number(_get(row, "ratio", f"{fname}[{i}].", path),
+                                   f"{fname}[{i}].ratio", path)))
+        context[str(algorithm)] = tuple(sorted(points))
+    return context
 
 
 #: Where the machine files of real interconnects shipped with Deep500 are.
@@ -470,8 +516,13 @@ def machine_to_dict(machine: MachineModel) -> dict:
             **({"allreduce_call_overhead_s": dict(machine.allreduce_overheads)}
                if machine.allreduce_overheads else {}),
             **({"fusion_copy": dict(zip(("per_tensor_s", "s_per_byte"), machine.fusion_copy))}
-               if machine.fusion_copy is not None else {})}}
-           if machine.allreduce_overheads or machine.fusion_copy is not None else {}),
+               if machine.fusion_copy is not None else {}),
+            **({"allreduce_in_context": {"algorithms": {
+                name: [{"nbytes": n, "ratio": r} for n, r in points]
+                for name, points in machine.allreduce_context.items()}}}
+               if machine.allreduce_context else {})}}
+           if machine.allreduce_overheads or machine.fusion_copy is not None
+           or machine.allreduce_context else {}),
     })
 
 

@@ -53,6 +53,23 @@ def test_blocking_step_adds_fusion_and_one_allreduce(ranks):
     assert step.buckets == 1 and step.gradient_bytes == 4_000_000
 
 
+def test_in_context_factor_prices_each_allreduce():
+    rows = [{"nbytes": 1 << 10, "ratio": 2.0}, {"nbytes": 1 << 24, "ratio": 2.0}]
+    machine = {**MACHINE, "software": {"allreduce_in_context": {
+        "ranks": 2, "algorithms": {"ring": rows}}}}
+    step = d5.simulate_training(synthetic_profile(), machine, 4, algorithm="ring")
+    assert step.exposed_communication_s == pytest.approx(0.4e-3 + 2 * ring(4_000_000, 4),
+                                                         rel=1e-12)
+    bare = d5.simulate_training(synthetic_profile(), machine, 4, algorithm="ring",
+                                in_context=False)
+    assert bare.exposed_communication_s == pytest.approx(0.4e-3 + ring(4_000_000, 4),
+                                                         rel=1e-12)
+    # an algorithm without in-context figures is priced by the model alone
+    other = d5.simulate_training(synthetic_profile(), machine, 4, algorithm="binomial")
+    assert other.step_s == d5.simulate_training(synthetic_profile(), MACHINE, 4,
+                                                algorithm="binomial").step_s
+
+
 def test_overlap_hides_what_the_remaining_backward_covers():
     # Backward order: c (6 ms, 3 MB), b (4 ms), a (2 ms, 1 MB); bucket 1 byte = per layer.
     # c's allreduce starts at the end of c's backward, a's at the end of the backward
@@ -176,6 +193,33 @@ def test_measured_profile_of_the_mlp():
     assert profile.update_s > 0 and profile.other_compute_s >= 0
     step = d5.simulate_training(profile, MACHINE, 2)
     assert math.isfinite(step.step_s) and step.step_s > profile.compute_s
+
+
+def test_a_whole_step_adds_its_overhead_to_the_compute_outside_the_nodes():
+    import time
+    from deep500.frameworks import reference as d5ref
+    from deep500.recipe.experiments.networks import make_inputs
+    model = _mlp()
+    inputs = make_inputs(model, 16, 0, 10)
+    profiles = []
+    for extra in (0.0, 10e-3):
+        executor = d5ref.from_onnx(model)
+        optimizer = d5ref.GradientDescent(executor, "loss", learning_rate=0.01)
+
+        def step(minibatch, extra=extra, optimizer=optimizer):
+            optimizer.step(minibatch)
+            end = time.perf_counter() + extra
+            while time.perf_counter() < end:   # the loop's own work, known length
+                pass
+        profiles.append(d5.measure_step_profile(model, executor, optimizer, inputs,
+                                                reruns=9, warmup=2, step=step))
+    plain, slowed = profiles
+    assert len(slowed.step_samples) == 9 and min(slowed.step_samples) >= 10e-3
+    # 10 ms of busy loop per step: the overhead found is 10 ms give or take the spread
+    # of the two profiles' steps (a whole step here is about 1 ms; a loaded machine
+    # may double it)
+    added = slowed.other_compute_s - plain.other_compute_s
+    assert 7e-3 < added < 14e-3, added
 
 
 def test_modelled_profile_is_the_roofline():

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from deep500.utils import calibration
+import deep500 as d5
+from deep500.utils import calibration, calibration_software
 from deep500.utils.machine import load_machine
 
 DEEP500 = [sys.executable, "-m", "deep500"]
@@ -97,6 +98,23 @@ def test_two_ranks_quick_calibration(tmp_path):
                        - predict_allreduce(name, 4, 2, machine))
         assert o == pytest.approx(expected, rel=1e-9, abs=1e-15)
         assert 0.0 <= o < 1e-2 and calls[name]["ranks"] == 2
+    # every modelled algorithm in context: its samples, and ratio = median / (model + o)
+    context = machine.raw["software"]["allreduce_in_context"]
+    assert context["ranks"] == 2 and sorted(context["algorithms"]) == sorted(modelled)
+    lines = [r for r in records if r["phase"] == "allreduce_in_context"]
+    assert {(r["algorithm"], r["nbytes"]) for r in lines} == {
+        (a, n) for a in ALLREDUCE_ALGORITHMS for n in calibration_software.CONTEXT_SIZES}
+    for name in modelled:
+        for row in context["algorithms"][name]:
+            seconds = next(r["seconds"] for r in lines
+                           if r["algorithm"] == name and r["nbytes"] == row["nbytes"])
+            assert len(seconds) == calibration.Plan.make(quick=True).context_repeats
+            assert row["measured_median_s"] == pytest.approx(float(np.median(seconds)))
+            model = d5.predict_allreduce_call(name, row["nbytes"], 2, machine)
+            assert row["ratio"] == pytest.approx(row["measured_median_s"] / model, rel=1e-9)
+            # the same factor comes back out of the machine model at the measured size
+            assert machine.allreduce_context_factor(name, row["nbytes"]) == \
+                pytest.approx(row["ratio"], rel=1e-9)
     # the fusion copy: a per-tensor cost and a per-byte cost below 1 ns/B (> 1 GB/s)
     assert machine.fusion_copy is not None
     per_tensor, per_byte = machine.fusion_copy

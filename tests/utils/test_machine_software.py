@@ -93,3 +93,50 @@ def test_unknown_name_lists_the_shipped_machines():
     with pytest.raises(MachineError) as error:
         load_machine("infiniband-xyz")
     assert "infiniband-hdr" in str(error.value) and "infiniband-edr" in str(error.value)
+
+
+# -- allreduce in context ---------------------------------------------------------------
+def _context(rows):
+    return {"allreduce_in_context": {"ranks": 2, "algorithms": {"ring": rows}}}
+
+
+def test_in_context_factor_is_log_interpolated_and_flat_beyond_the_ends():
+    m = load_machine(_data(_context([{"nbytes": 1024, "ratio": 2.0},
+                                     {"nbytes": 1 << 20, "ratio": 1.0}])))
+    assert m.allreduce_context_factor("ring", 16) == 2.0        # below: the first ratio
+    assert m.allreduce_context_factor("ring", 1 << 30) == 1.0   # above: the last
+    # 32 KB is halfway between 1 KB and 1 MB in log(size)
+    assert m.allreduce_context_factor("ring", 32 << 10) == pytest.approx(1.5, rel=1e-12)
+    assert m.allreduce_context_factor("mpi", 4096) == 1.0       # none for mpi
+    assert load_machine(_data()).allreduce_context_factor("ring", 4096) == 1.0
+
+
+def test_predict_allreduce_call_in_context_scales_model_and_o():
+    m = load_machine(_data({**_context([{"nbytes": 4, "ratio": 1.5},
+                                        {"nbytes": 1 << 22, "ratio": 1.5}]),
+                            "allreduce_call_overhead_s": {"ring": 3e-6}}))
+    call = d5.predict_allreduce_call("ring", 65536, 2, m)
+    assert call == pytest.approx(predict_allreduce("ring", 65536, 2, m) + 3e-6, rel=1e-12)
+    assert d5.predict_allreduce_call("ring", 65536, 2, m, in_context=True) == \
+        pytest.approx(1.5 * call, rel=1e-12)
+    assert d5.predict_allreduce_call("ring", 65536, 1, m, in_context=True) == 0.0
+
+
+@pytest.mark.parametrize("rows, field", [
+    ([{"nbytes": 1024, "ratio": -1.0}], "software.allreduce_in_context.algorithms.ring[0].ratio"),
+    ([{"nbytes": "big", "ratio": 1.0}], "software.allreduce_in_context.algorithms.ring[0].nbytes"),
+    ([{"ratio": 1.0}], "software.allreduce_in_context.algorithms.ring[0].nbytes"),
+    ([], "software.allreduce_in_context.algorithms.ring"),
+])
+def test_bad_in_context_rows_name_the_field(rows, field):
+    with pytest.raises(MachineError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        load_machine(_data(_context(rows)))
+
+
+def test_in_context_round_trips(tmp_path):
+    rows = [{"nbytes": 4, "ratio": 1.9}, {"nbytes": 65536, "ratio": 1.6}]
+    m = load_machine(save_machine(_data(_context(rows)), str(tmp_path / "m.yaml")))
+    assert m.allreduce_context["ring"] == ((4, 1.9), (65536, 1.6))
+    rebuilt = load_machine({k: v for k, v in machine_to_dict(
+        type(m)(**{**m.__dict__, "raw": {}})).items()})
+    assert rebuilt.allreduce_context == m.allreduce_context

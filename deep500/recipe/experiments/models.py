@@ -14,7 +14,8 @@ machine the same way in every phase):
 
 1. **profile**: ``d5.measure_step_profile`` of the base optimizer on one minibatch of
    the training set, at the batch per rank (for the predictions) and at the global
-   batch (so strong-scaling batches are interpolated, ``StepProfile.combine``);
+   batch (so strong-scaling batches are interpolated, ``StepProfile.combine``), with
+   whole steps of the scheme over ``MPI_COMM_SELF`` for its software overhead;
 2. **predict**: ``d5.simulate_training(profile of rank 0, machine, ranks)`` for 1 rank
    and for the world's size, blocking communication, fp32 on the wire (the scheme as it
    runs): compute, exposed communication, wait for the slowest rank, update;
@@ -239,6 +240,21 @@ def _optimizer(configuration, model, comm=None):
     return executor, optimizer
 
 
+def _whole_step(configuration, optimizer):
+    """One step as training runs it: ConsistentDecentralized around ``optimizer`` over
+    ``MPI_COMM_SELF`` (nothing communicated), the loss fetched as the trainer does."""
+    import numpy as np
+    from mpi4py import MPI
+    from deep500.frameworks.reference.distributed import SCHEMES
+    from deep500.lv3_distributed import CommunicationNetwork
+    scheme = SCHEMES["ConsistentDecentralized"](
+        optimizer, CommunicationNetwork(MPI.COMM_SELF), algorithm=configuration["algorithm"])
+
+    def step(minibatch):
+        return float(np.asarray(scheme.step(minibatch)[scheme.loss]))
+    return step
+
+
 def _profiles(configuration, model, train, threads, size) -> dict:
     """{batch: StepProfile} at the batch per rank (``reruns`` steps) and at the global
     batch (twice the batch per rank on one rank; a third of the steps: it only shapes
@@ -255,7 +271,8 @@ def _profiles(configuration, model, train, threads, size) -> dict:
         profiles[b] = d5.measure_step_profile(
             model, executor, optimizer, inputs, reruns=reruns,
             warmup=max(3, min(configuration["warmup"], 10)), batch=b, threads=threads,
-            name=configuration["network"].label, executor_name=configuration["executor"])
+            name=configuration["network"].label, executor_name=configuration["executor"],
+            step=_whole_step(configuration, optimizer))
     profiles["lines"] = d5.StepProfile.combine([profiles[batch], profiles[other]])
     return profiles
 
