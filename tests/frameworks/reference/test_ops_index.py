@@ -271,6 +271,7 @@ def test_topk_opset1_k_attribute_moves_to_input():
     ("GatherElements", [rand((3, 4)), ints([0, 1])], {}, "rank of data"),
     ("GatherElements", [rand((3, 4)), np.array([[0.0]])], {}, "int32 or int64"),
     ("GatherND", [rand((3, 4)), ints([[0, 1, 2]])], {}, "exceeds the rank"),
+    ("GatherND", [rand((3, 4)), np.zeros((2, 0), I64)], {}, r"\[1, 2\]"),
     ("GatherND", [rand((2, 3)), ints([[1], [0], [1]])], {"batch_dims": 1}, "batch"),
     ("ScatterND", [rand((4, 3)), ints([[1]]), rand((2, 3))], {}, "updates must have shape"),
     ("ScatterElements", [rand((3,)), ints([0]), rand((2,))], {}, "same shape"),

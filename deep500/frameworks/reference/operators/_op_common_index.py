@@ -72,9 +72,10 @@ def nd_index(op_type: str, shape: tuple, indices, batch_dims: int = 0) -> tuple:
     if tuple(indices.shape[:b]) != tuple(shape[:b]):
         raise ShapeError(f"{op_type}: the first {b} (batch) dimensions of indices "
                          f"{indices.shape} and data {tuple(shape)} must be equal")
-    if k > rank - b:
-        raise ShapeError(f"{op_type}: indices.shape[-1] = {k} exceeds the rank of data "
-                         f"({rank}) minus batch_dims ({b})")
+    if not 1 <= k <= rank - b:
+        raise ShapeError(f"{op_type}: indices.shape[-1] = {k} must lie in [1, {rank - b}] "
+                         f"(it exceeds the rank of data ({rank}) minus batch_dims ({b}) "
+                         f"otherwise)")
     batch = [np.arange(d).reshape((1,) * i + (d,) + (1,) * (indices.ndim - 2 - i))
              for i, d in enumerate(shape[:b])]
     coordinates = [wrap_indices(op_type, indices[..., j], shape[b + j],
