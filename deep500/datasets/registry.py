@@ -9,6 +9,8 @@ fashion-mnist   1×28×28        10      60,000 / 10,000  IDX files, downloaded
 cifar10         3×32×32        10      50,000 / 10,000  binary version, downloaded
 cifar100        3×32×32        100     50,000 / 10,000  binary version, downloaded
 synthetic       3×32×32 (any)  10      1,024 / 256      seeded random (``shape=`` etc.)
+token-order     16 int64 ids   2       4,096 / 1,024    generated (``sequences``)
+markov-tokens   16 int64 ids   8/token 4,096 / 1,024    generated (``sequences``)
 =============== ============== ======= ================ ===============================
 
 Names are matched ignoring case, ``-`` and ``_`` (``"CIFAR-10"`` is ``cifar10``).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from deep500.datasets import cifar, digits, idx
+from deep500.datasets import cifar, digits, idx, sequences
 from deep500.lv2_training.dataset_types import SyntheticDataset
 from deep500.utils.errors import Deep500Error
 
@@ -140,3 +142,8 @@ register_dataset("cifar10", cifar.load_cifar10,
 register_dataset("cifar100", cifar.load_cifar100, _cifar100_shape, "CIFAR-100")
 register_dataset("synthetic", load_synthetic, _synthetic_shape,
                  "seeded random data of any shape", files=False)
+register_dataset("token-order", sequences.load_token_order, sequences.token_order_shape,
+                 "generated token sequences: does token A come before token B", files=False)
+register_dataset("markov-tokens", sequences.load_markov_tokens, sequences.markov_tokens_shape,
+                 "generated next-token prediction on a seeded order-2 Markov chain",
+                 files=False)

@@ -87,6 +87,8 @@ class GraphBuilder:
                              f"the batch dimension, e.g. (3, 32, 32); got {input_shape}")
         self.input = self._unique(input_name)
         self.shapes[self.input] = input_shape
+        # Sequence models feed int64 token ids (see token_input); others feed ``dtype``.
+        self.input_elem_type = self.onnx_dtype
 
     # -- bookkeeping ---------------------------------------------------------------
     def _unique(self, base: str) -> str:
@@ -193,6 +195,115 @@ class GraphBuilder:
     def bn_relu(self, x: str, name: str) -> str:
         return self.relu(self.batchnorm(x, name=name + ".bn"), name=name + ".relu")
 
+    # -- sequence layers -------------------------------------------------------------
+    # Per-sample shapes of sequence tensors are (T, D): the batch axis stays first, so
+    # reshapes write 0 ("copy this dimension") for it and work with a symbolic batch.
+    def token_input(self) -> str:
+        """Declares the graph input as int64 token ids (shape [batch, T]); returns it."""
+        self.input_elem_type = TensorProto.INT64
+        return self.input
+
+    def constant(self, value, name: str = "const", dtype=None) -> str:
+        """A ``Constant`` node (not an initializer, so it is never a trainable parameter);
+        floating-point values take the model's dtype unless ``dtype`` is given.
+        https://onnx.ai/onnx/operators/onnx__Constant.html"""
+        value = np.asarray(value)
+        if dtype is None:
+            dtype = self.np_dtype if value.dtype.kind == "f" else value.dtype
+        value = np.asarray(value, dtype=dtype)
+        name = self._unique(name)
+        self.nodes.append(helper.make_node("Constant", [], [name], name=name,
+                                           value=numpy_helper.from_array(value, name)))
+        self.shapes[name] = value.shape
+        return name
+
+    def node(self, op_type: str, inputs, shape, name: str, **attributes) -> str:
+        """One ``op_type`` node whose output has per-sample shape ``shape``."""
+        return self._node(op_type, inputs, self._unique(name), shape, **attributes)
+
+    def positional_embedding(self, x: str, std: float = 1.0, name: str = "pos_embed") -> str:
+        """``Add(x, P)`` with a learned position embedding P of x's per-sample shape
+        (T, D), drawn from N(0, std²): every sequence has the model's fixed length T, so
+        positions need no Gather of a Range."""
+        name = self._unique(name)
+        table = self._param(name, "weight", self.rng.standard_normal(self.shapes[x]) * std)
+        return self._node("Add", [x, table], name, self.shapes[x])
+
+    def embedding(self, tokens: str, vocab: int, dim: int, std: float = 1.0,
+                  name: str = "embed") -> str:
+        """Token embedding ``Gather(weight, tokens, axis=0)``, weight (vocab, dim) drawn
+        from N(0, std²) (std 1 as ``torch.nn.Embedding``).
+        https://onnx.ai/onnx/operators/onnx__Gather.html"""
+        name = self._unique(name)
+        weight = self._param(name, "weight", self.rng.standard_normal((vocab, dim)) * std)
+        return self._node("Gather", [weight, tokens], name, (*self.shapes[tokens], dim),
+                          axis=0)
+
+    def linear(self, x: str, units: int, bias: bool = True, name: str = "linear") -> str:
+        """``MatMul(x, W) + b`` over the last axis, W of shape (in, units) as
+        ``torch.onnx.export`` writes ``nn.Linear`` on 3-D inputs; W and b uniform in
+        ±1/sqrt(in)."""
+        name = self._unique(name)
+        *lead, fan_in = self.shapes[x]
+        bound = 1.0 / math.sqrt(fan_in)
+        weight = self._param(name, "weight", self.rng.uniform(-bound, bound, (fan_in, units)))
+        shape = (*lead, units)
+        if not bias:
+            return self._node("MatMul", [x, weight], name, shape)
+        product = self._node("MatMul", [x, weight], self._unique(name + ".matmul"), shape)
+        return self._node("Add", [product, self._param(name, "bias", self.rng.uniform(
+            -bound, bound, units))], name, shape)
+
+    def layernorm(self, x: str, epsilon: float = 1e-5, name: str = "norm") -> str:
+        """``LayerNormalization`` (opset 17) over the last axis, scale 1 and bias 0.
+        https://onnx.ai/onnx/operators/onnx__LayerNormalization.html"""
+        name = self._unique(name)
+        width = self.shapes[x][-1]
+        return self._node("LayerNormalization",
+                          [x, self._param(name, "scale", np.ones(width)),
+                           self._param(name, "bias", np.zeros(width))],
+                          name, self.shapes[x], axis=-1, epsilon=epsilon)
+
+    def gelu(self, x: str, name: str = "gelu") -> str:
+        """GELU(x) = x·½(1 + erf(x/√2)) (Hendrycks & Gimpel, arXiv:1606.08415) as
+        ``torch.onnx.export`` writes ``nn.GELU()`` at opset 17:
+        ``Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)``.
+        https://onnx.ai/onnx/operators/onnx__Erf.html"""
+        name = self._unique(name)
+        shape = self.shapes[x]
+        scaled = self.node("Div", [x, self.constant(math.sqrt(2.0), name + ".sqrt2")],
+                           shape, name + ".div")
+        erf = self.node("Erf", [scaled], shape, name + ".erf")
+        plus = self.node("Add", [erf, self.constant(1.0, name + ".one")], shape,
+                         name + ".add")
+        product = self.node("Mul", [x, plus], shape, name + ".mul")
+        return self._node("Mul", [product, self.constant(0.5, name + ".half")], name, shape)
+
+    def lstm(self, x: str, hidden: int, name: str = "lstm") -> str:
+        """One forward ``LSTM`` over batch-first x (per sample (T, E)) → its last hidden
+        state (per sample (hidden,)): Transpose to time-major [T, N, E] (layout 0, as
+        ``torch.onnx.export`` writes ``nn.LSTM``), LSTM, Squeeze of the direction axis
+        of Y_h [1, N, hidden]. W (1, 4·hidden, E), R (1, 4·hidden, hidden) and
+        B (1, 8·hidden) uniform in ±1/sqrt(hidden) as ``torch.nn.LSTM``, gates in ONNX
+        order i, o, f, c. https://onnx.ai/onnx/operators/onnx__LSTM.html"""
+        name = self._unique(name)
+        steps, width = self.shapes[x]
+        bound = 1.0 / math.sqrt(hidden)
+        draw = lambda *shape: self.rng.uniform(-bound, bound, shape)  # noqa: E731
+        weights = [self._param(name, "W", draw(1, 4 * hidden, width)),
+                   self._param(name, "R", draw(1, 4 * hidden, hidden)),
+                   self._param(name, "B", draw(1, 8 * hidden))]
+        # Time-major tensors: their recorded "per-sample" shapes only keep the sizes.
+        major = self.node("Transpose", [x], (steps, width), name + ".time_major",
+                          perm=[1, 0, 2])
+        outputs, last = self._unique(name + ".Y"), self._unique(name + ".Y_h")
+        self.nodes.append(helper.make_node("LSTM", [major, *weights], [outputs, last],
+                                           name=name, hidden_size=hidden))
+        self.shapes[outputs], self.shapes[last] = (steps, 1, hidden), (1, hidden)
+        return self.node("Squeeze", [last, self.constant(np.array([0], np.int64),
+                                                          name + ".axes")],
+                         (hidden,), name + ".last")
+
     # -- result --------------------------------------------------------------------
     def build(self, output: str, output_name: str = "output", doc: str = ""
               ) -> onnx.ModelProto:
@@ -209,7 +320,7 @@ class GraphBuilder:
             self.shapes[output_name] = self.shapes.pop(output)
         graph = helper.make_graph(
             self.nodes, self.name,
-            [helper.make_tensor_value_info(self.input, self.onnx_dtype,
+            [helper.make_tensor_value_info(self.input, self.input_elem_type,
                                            [self.batch, *self.shapes[self.input]])],
             [helper.make_tensor_value_info(output_name, self.onnx_dtype,
                                            [self.batch, *self.shapes[output_name]])],
