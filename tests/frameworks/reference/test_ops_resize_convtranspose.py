@@ -241,3 +241,229 @@ def test_resize_bad_input():
         create_operator("Upsample").forward(X, np.array([1, 1, 0.5, 1], f32))
     with pytest.raises(Deep500Error, match="no attributes"):
         create_operator("Upsample", nearest_mode="floor")
+
+
+# -- LpPool -----------------------------------------------------------------------------
+LPPOOL_CASES = [
+    ((2, 3, 7), {"kernel_shape": [3]}),
+    ((1, 2, 6, 7), {"kernel_shape": [3, 2], "p": 3, "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ((1, 2, 7, 6), {"kernel_shape": [2, 3], "p": 1, "dilations": [2, 1],
+                    "pads": [1, 1, 0, 1]}),
+    ((1, 2, 7, 6), {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER", "strides": [2, 1]}),
+    ((1, 1, 4, 5, 4), {"kernel_shape": [2, 2, 3], "auto_pad": "SAME_LOWER", "p": 4}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,attrs", LPPOOL_CASES)
+def test_lppool_forward(x_shape, attrs, dtype):
+    X = rand(x_shape, dtype)
+    got = create_operator("LpPool", **attrs).forward(X)
+    assert_same(got, run_onnx("LpPool", [("X", X)], **attrs), TOL[dtype])
+
+
+@pytest.mark.parametrize("x_shape,attrs", LPPOOL_CASES)
+def test_lppool_gradient(x_shape, attrs):
+    check_gradient(create_operator("LpPool", **attrs), [rand(x_shape)])
+
+
+def test_lppool_ceil_mode_and_same_with_dilations():
+    # The evaluator scales ceil_mode windows that pass the edge and ignores dilations in
+    # SAME padding; check against windows summed here instead.
+    X = rand((1, 2, 6, 7))
+    Y = create_operator("LpPool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1).forward(X)
+    assert Y.shape == (1, 2, 3, 3)
+    np.testing.assert_allclose(Y[0, 1, 2, 1], np.sqrt((X[0, 1, 4:6, 2:5] ** 2).sum()),
+                               rtol=1e-12)
+    Y = create_operator("LpPool", kernel_shape=[2, 2], dilations=[2, 2], p=3,
+                        auto_pad="SAME_UPPER").forward(X)
+    assert Y.shape == X.shape   # total padding 2 per axis: one before, one after
+    np.testing.assert_allclose(Y[0, 0, 0, 0], np.abs(X[0, 0, 1, 1]), rtol=1e-12)
+    np.testing.assert_allclose(Y[0, 0, 3, 2], np.cbrt((np.abs(X[0, 0, 2:5:2, 1:4:2]) ** 3
+                                                       ).sum()), rtol=1e-12)
+
+
+def test_lppool_bad_input():
+    with pytest.raises(ShapeError, match="kernel_shape is required"):
+        create_operator("LpPool").forward(rand((1, 1, 4, 4)))
+    with pytest.raises(ShapeError, match="p=0"):
+        create_operator("LpPool", kernel_shape=[2, 2], p=0).forward(rand((1, 1, 4, 4)))
+
+
+# -- Col2Im -----------------------------------------------------------------------------
+COL2IM_CASES = [  # (N, C, image_shape, block_shape, attributes)
+    (2, 3, [5, 5], [2, 2], {}),
+    (1, 2, [6, 7], [3, 2], {"strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    (1, 1, [7, 6], [2, 3], {"dilations": [2, 1], "strides": [1, 2]}),
+    (1, 2, [3, 4, 3], [2, 2, 1], {}),
+]
+
+
+def col2im_inputs(N, C, image, block, attrs, dtype=np.float64):
+    rank = len(image)
+    pads = attrs.get("pads", [0] * 2 * rank)
+    s, d = attrs.get("strides", [1] * rank), attrs.get("dilations", [1] * rank)
+    blocks = np.prod([(n + pads[i] + pads[i + rank] - (d[i] * (k - 1) + 1)) // s[i] + 1
+                      for i, (n, k) in enumerate(zip(image, block))])
+    return [rand((N, C * int(np.prod(block)), int(blocks)), dtype),
+            np.array(image, np.int64), np.array(block, np.int64)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N,C,image,block,attrs", COL2IM_CASES)
+def test_col2im_forward(N, C, image, block, attrs, dtype):
+    inputs = col2im_inputs(N, C, image, block, attrs, dtype)
+    got = create_operator("Col2Im", **attrs).forward(*inputs)
+    want = run_onnx("Col2Im", list(zip(["input", "image_shape", "block_shape"], inputs)),
+                    **attrs)
+    assert_same(got, want, TOL[dtype])
+
+
+@pytest.mark.parametrize("N,C,image,block,attrs", COL2IM_CASES)
+def test_col2im_gradient(N, C, image, block, attrs):
+    check_gradient(create_operator("Col2Im", **attrs),
+                   col2im_inputs(N, C, image, block, attrs), wrt=[0])
+
+
+def test_col2im_backward_matches_torch():
+    attrs = {"strides": [2, 1], "pads": [1, 0, 1, 0]}
+    inputs = col2im_inputs(2, 2, [6, 7], [3, 2], attrs)
+    check_backward(create_operator("Col2Im", **attrs), inputs,
+                   lambda x, i, b: torch.nn.functional.fold(
+                       x, (6, 7), (3, 2), stride=(2, 1), padding=(1, 0)), wrt=[0])
+
+
+def test_col2im_bad_input():
+    inputs = col2im_inputs(1, 2, [5, 5], [2, 2], {})
+    with pytest.raises(ShapeError, match="blocks"):
+        create_operator("Col2Im", strides=[2, 2]).forward(*inputs)
+    with pytest.raises(ShapeError, match="multiple"):
+        create_operator("Col2Im").forward(inputs[0][:, :7], *inputs[1:])
+
+
+# -- MaxUnpool --------------------------------------------------------------------------
+def maxpool_indices(X, **attrs):
+    return run_onnx("MaxPool", [("X", X)], n_outputs=2, **attrs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,attrs,output_shape", [
+    ((2, 3, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, None),
+    ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, None),
+    ((1, 1, 4, 4), {"kernel_shape": [2, 2], "strides": [2, 2]}, [1, 1, 5, 6]),
+    ((1, 2, 4, 4, 4), {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}, None),
+])
+def test_maxunpool_forward(x_shape, attrs, output_shape, dtype):
+    pooled, indices = maxpool_indices(rand(x_shape, dtype), **attrs)
+    inputs = [("X", pooled), ("I", indices)]
+    if output_shape is not None:
+        inputs.append(("output_shape", np.array(output_shape, np.int64)))
+    got = create_operator("MaxUnpool", **attrs).forward(*[x for _, x in inputs])
+    assert_same(got, run_onnx("MaxUnpool", inputs, **attrs), dict(rtol=0, atol=0))
+    check_gradient(create_operator("MaxUnpool", **attrs),
+                   [pooled.astype(np.float64)] + [x for _, x in inputs[1:]], wrt=[0])
+
+
+def test_maxunpool_repeated_indices_gradient_goes_to_the_written_value():
+    op = create_operator("MaxUnpool", kernel_shape=[2], strides=[1])
+    X, I = np.array([[[1.0, 2.0, 3.0]]]), np.array([[[1, 1, 3]]])
+    Y = op.forward(X, I)
+    np.testing.assert_array_equal(Y, [[[0, 2, 0, 3]]])
+    (dX, dI) = op.backward([np.array([[[1.0, 10.0, 100.0, 1000.0]]])], [X, I], [Y])
+    np.testing.assert_array_equal(dX, [[[0, 10, 1000]]])
+    assert dI is None
+
+
+def test_maxunpool_bad_input():
+    X, I = rand((1, 1, 2, 2)), np.zeros((1, 1, 2, 2), np.int64)
+    with pytest.raises(ShapeError, match="kernel_shape"):
+        create_operator("MaxUnpool").forward(X, I)
+    with pytest.raises(ShapeError, match="indices must lie"):
+        create_operator("MaxUnpool", kernel_shape=[2, 2], strides=[2, 2]).forward(X, I + 16)
+    with pytest.raises(ShapeError, match="output_shape"):
+        create_operator("MaxUnpool", kernel_shape=[2, 2], strides=[2, 2]).forward(
+            X, I, np.array([1, 1, 3, 3], np.int64))
+
+
+# -- GridSample -------------------------------------------------------------------------
+def grid_inputs(x_shape, out_spatial, dtype=np.float64, spread=1.2, seed=3):
+    rng = np.random.default_rng(seed)
+    rank = len(x_shape) - 2
+    grid = rng.uniform(-spread, spread, (x_shape[0],) + tuple(out_spatial) + (rank,))
+    return [rand(x_shape, dtype), grid.astype(dtype)]
+
+
+GRID_CASES = [(mode, padding, align) for mode in ("nearest", "linear", "cubic")
+              for padding in ("zeros", "border", "reflection") for align in (0, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode,padding,align", GRID_CASES)
+def test_gridsample_forward(mode, padding, align, dtype):
+    inputs = grid_inputs((2, 2, 4, 5), (3, 4), dtype, spread=1.6)
+    attrs = dict(mode=mode, padding_mode=padding, align_corners=align)
+    got = create_operator("GridSample", **attrs).forward(*inputs)
+    want = run_onnx("GridSample", list(zip(["X", "grid"], inputs)), **attrs)
+    # The evaluator maps grid to pixel coordinates in float32 whatever the dtype.
+    assert_same(got, want, TOL[np.float32])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_gridsample_forward_3d(mode):
+    inputs = grid_inputs((1, 2, 3, 4, 3), (2, 2, 3), np.float32)
+    attrs = dict(mode=mode, padding_mode="border")
+    got = create_operator("GridSample", **attrs).forward(*inputs)
+    assert_same(got, run_onnx("GridSample", list(zip(["X", "grid"], inputs)), **attrs),
+                TOL[np.float32])
+
+
+@pytest.mark.parametrize("mode,padding,align", [c for c in GRID_CASES if c[0] != "nearest"])
+def test_gridsample_gradient(mode, padding, align):
+    op = create_operator("GridSample", mode=mode, padding_mode=padding, align_corners=align)
+    check_gradient(op, grid_inputs((1, 2, 3, 4), (2, 3)))
+
+
+def test_gridsample_nearest_gradient_wrt_x():
+    op = create_operator("GridSample", mode="nearest", padding_mode="reflection")
+    check_gradient(op, grid_inputs((1, 2, 3, 4), (2, 3)), wrt=[0])
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_gridsample_backward_matches_torch(padding):
+    op = create_operator("GridSample", mode="linear", padding_mode=padding)
+    check_backward(op, grid_inputs((2, 3, 4, 5), (3, 2)),
+                   lambda x, g: torch.nn.functional.grid_sample(
+                       x, g, mode="bilinear", padding_mode=padding, align_corners=False))
+
+
+def test_gridsample_bad_input():
+    X, grid = grid_inputs((1, 1, 3, 3), (2, 2))
+    with pytest.raises(ShapeError, match="grid must have shape"):
+        create_operator("GridSample").forward(X, grid[..., :1])
+    with pytest.raises(UnsupportedError, match="padding_mode"):
+        create_operator("GridSample", padding_mode="wrap").forward(X, grid)
+
+
+# -- CenterCropPad ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES + [np.int32])
+@pytest.mark.parametrize("x_shape,shape,axes", [
+    ((5, 6, 3), [3, 9, 3], None), ((4, 7, 2), [8, 2], [0, 1]), ((3, 5, 6), [2, 7], [2, 1]),
+    ((3, 5, 6), [4], [-1]),
+])
+def test_centercroppad(x_shape, shape, axes, dtype):
+    X = rand(x_shape, dtype) if dtype != np.int32 else np.arange(np.prod(x_shape),
+                                                                  dtype=dtype).reshape(x_shape)
+    attrs = {} if axes is None else {"axes": axes}
+    inputs = [("input_data", X), ("shape", np.array(shape, np.int64))]
+    got = create_operator("CenterCropPad", **attrs).forward(X, inputs[1][1])
+    if axes is None or min(axes) >= 0:
+        assert_same(got, run_onnx("CenterCropPad", inputs, **attrs), dict(rtol=0, atol=0))
+    if dtype == np.float64:
+        check_gradient(create_operator("CenterCropPad", **attrs), [X, inputs[1][1]], wrt=[0])
+
+
+def test_centercroppad_bad_input():
+    with pytest.raises(ShapeError, match="one per axis"):
+        create_operator("CenterCropPad").forward(rand((3, 4)), np.array([2], np.int64))
+    with pytest.raises(ShapeError, match="axes"):
+        create_operator("CenterCropPad", axes=[2]).forward(rand((3, 4)), np.array([2]))
