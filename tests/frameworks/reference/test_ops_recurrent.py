@@ -233,3 +233,57 @@ def test_bad_inputs():
         create_operator("RNN").forward(bad[0].astype(np.float32), *bad[1:])
     with pytest.raises(Deep500Error, match="no attributes"):
         create_operator("RNN", linear_before_reset=1)
+
+
+# -- end to end: a model torch.onnx.export wrote, inference and backprop ----------------
+# torch's gate blocks in ONNX's order: LSTM (i, f, g, o) -> (i, o, f, c); GRU (r, z, n)
+# -> (z, r, h); RNN has one block.
+TORCH_GATE_ORDER = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN": [0]}
+
+
+@pytest.mark.parametrize("op_type", ["LSTM", "GRU", "RNN"])
+def test_torch_export_inference_and_backprop(op_type, tmp_path):
+    torch = pytest.importorskip("torch")
+    import io
+
+    import deep500.frameworks.reference as d5ref
+    from deep500.lv1_network import gradient_name
+
+    torch.manual_seed(0)
+    layer = getattr(torch.nn, op_type)(3, 4, batch_first=True, bidirectional=True)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = layer
+
+        def forward(self, x):
+            y, state = self.rnn(x)
+            h = state[0] if op_type == "LSTM" else state
+            return y, (y ** 2).mean() + (h ** 3).sum()
+
+    model, x = Model(), torch.randn(2, 5, 3)
+    stream = io.BytesIO()
+    with pytest.warns(Warning):   # the TorchScript exporter's deprecation warning
+        torch.onnx.export(model, (x,), stream, dynamo=False, opset_version=17,
+                          input_names=["x"], output_names=["y", "loss"])
+    proto = onnx.load_from_string(stream.getvalue())
+    node = next(n for n in proto.graph.node if n.op_type == op_type)
+    results = d5ref.from_onnx(proto).inference_and_backprop({"x": x.numpy()}, "loss")
+    y, loss = model(x)
+    loss.backward()
+    np.testing.assert_allclose(results["y"], y.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results["loss"], loss.item(), rtol=1e-5)
+    order = TORCH_GATE_ORDER[op_type]
+
+    def onnx_layout(name):   # torch's (blocks·H, ...) gradients of both directions
+        grads = [getattr(layer, name + suffix).grad.numpy() for suffix in ("", "_reverse")]
+        return np.stack([np.concatenate([g.reshape(len(order), -1, *g.shape[1:])[k]
+                                         for k in order]) for g in grads])
+    expected = {1: onnx_layout("weight_ih_l0"), 2: onnx_layout("weight_hh_l0"),
+                3: np.concatenate([onnx_layout("bias_ih_l0"), onnx_layout("bias_hh_l0")],
+                                  axis=1)}
+    for position, want in expected.items():
+        got = results[gradient_name(node.input[position])]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6,
+                                   err_msg=f"{op_type} input {position}")
