@@ -217,6 +217,32 @@ def test_resize_legacy_two_inputs_and_upsample():
                    [X.astype(np.float64), scales], wrt=[0])
 
 
+@pytest.mark.parametrize("opset,op_type,inputs,attrs", [
+    (10, "Resize", ["X", "scales"], {"mode": "nearest"}),
+    (10, "Resize", ["X", "scales"], {"mode": "linear"}),
+    (11, "Resize", ["X", "roi", "scales"], {"mode": "nearest", "nearest_mode": "ceil",
+                                             "coordinate_transformation_mode":
+                                                 "tf_half_pixel_for_nn"}),
+    (7, "Upsample", ["X"], {"mode": "linear", "scales": [1.0, 1.0, 2.0, 1.5]}),
+    (9, "Upsample", ["X", "scales"], {"mode": "nearest"}),
+])
+def test_resize_and_upsample_older_opsets_through_the_visitor(opset, op_type, inputs, attrs):
+    import deep500.frameworks.reference as d5ref
+    X = rand((1, 2, 5, 4), f32)
+    scales = [1, 1, 0.6, 2.5] if op_type == "Resize" else [1, 1, 2, 1.5]
+    values = {"X": X, "roi": np.zeros(0, f32), "scales": np.array(scales, f32)}
+    feeds = [(name, values[name]) for name in inputs]
+    want = run_onnx(op_type, feeds, opset=opset, engine="ort", **attrs)[0]
+    node = helper.make_node(op_type, inputs, ["Y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("X", 1, X.shape)],
+        [helper.make_tensor_value_info("Y", 1, want.shape)],
+        initializer=[helper.make_tensor(n, 1, values[n].shape, values[n]) for n in inputs[1:]])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    got = d5ref.from_onnx(model).inference({"X": X})["Y"]
+    assert_same(got, [want], TOL[f32])
+
+
 def test_resize_negative_axes():
     X, sizes = rand((1, 5, 4, 3)), np.array([8, 2], np.int64)
     want = create_operator("Resize", axes=[2, 1]).forward(X, None, None, sizes)

@@ -13,7 +13,8 @@ from deep500.utils.errors import ShapeError, UnsupportedError
 
 MODES = ("nearest", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                    "align_corners", "asymmetric", "tf_crop_and_resize")
+                    "align_corners", "asymmetric", "tf_crop_and_resize",
+                    "tf_half_pixel_for_nn")   # the last one: Resize-11 only
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
 """``simple`` (Upsample and Resize-10): floor when upsampling, ceil when downsampling,
 as onnxruntime does for those operators."""
@@ -56,6 +57,8 @@ def original_coordinates(mode: str, out_len: int, in_len: int, scale: float,
         return x * (in_len - 1) / (resized - 1) if resized != 1 else np.zeros(out_len)
     if mode == "asymmetric":
         return x / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (x + 0.5) / scale
     # tf_crop_and_resize
     if resized != 1:
         return roi_start * (in_len - 1) + x * (roi_end - roi_start) * (in_len - 1) / (resized - 1)

@@ -73,6 +73,8 @@ class Resize(ReferenceOp):
         for i, (axis, scale, length) in enumerate(zip(axes, scale_list, lengths)):
             axis_roi = (0.0, 1.0) if roi is None or coordinate_mode != "tf_crop_and_resize" \
                 else (roi[i], roi[i + len(axes)])
+            if np.isclose(scale, 1.0) and length == X.shape[axis] and axis_roi == (0.0, 1.0):
+                continue   # an axis kept as it is (even where a mode would shift it)
             plan = plan_axis(axis, X.shape[axis], length, scale, mode=mode,
                              coordinate_mode=coordinate_mode, nearest_mode=nearest_mode,
                              cubic_a=float(self.attr("cubic_coeff_a")),
