@@ -2,10 +2,372 @@
 and resampling operators of the ONNX operator set (issue 19), mixed into
 :class:`deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`: each ``visit_<op>`` uses the
 visitor's own helpers and follows https://onnx.ai/onnx/operators/.
+
+Every closure is built from differentiable TensorFlow operations, so that GradientTape
+differentiates through them (the recurrent operators unroll their time loop). NumPy only
+computes constants known when the closure runs on static shapes (interpolation matrices,
+causal masks).
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+
+from deep500.frameworks.tensorflow._tf import tf
+from deep500.utils.errors import Deep500Error, ShapeError
+
+# ONNX's TensorProto element types of the softmax_precision / stash_type attributes.
+_FLOAT_TYPES = {1: tf.float32, 10: tf.float16, 11: tf.float64, 16: tf.bfloat16}
+
+
+def _static(value):
+    """The value of an operand as a NumPy array, or None if only known at run time."""
+    if value is None or isinstance(value, np.ndarray):
+        return value
+    return tf.get_static_value(value)
+
+
+def _given(value):
+    """An optional operand's NumPy value; None when omitted or empty."""
+    value = _static(value)
+    return None if value is None or np.size(value) == 0 else np.asarray(value)
+
+
+def _tensor(x):
+    return x if isinstance(x, (tf.Tensor, tf.Variable)) else tf.convert_to_tensor(x)
+
+
+def _like(value, x):
+    """``value`` as a tensor in ``x``'s dtype."""
+    value = _tensor(value)
+    return value if value.dtype == x.dtype else tf.cast(value, x.dtype)
+
+
+def _wide(x):
+    """``x`` in at least single precision (statistics of half-precision inputs)."""
+    return tf.cast(x, tf.float32) if x.dtype in (tf.float16, tf.bfloat16) else x
+
+
+def _text(value, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class SequenceOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
     the visitor class defines itself take precedence over these."""
+
+    # -- plumbing ------------------------------------------------------------------
+    def _node_error(self, message: str, error=ShapeError):
+        op = self.op
+        return error(f"{self.framework}: node '{op.name}' ({op.op_type}) of network "
+                     f"'{self.network.name}': {message}")
+
+    def _emit_node(self, op, fn, static=()) -> None:
+        """Emit ``fn`` over every input of ``op`` (omitted ones as None; those indexed
+        in ``static`` are read at trace time) producing every output (a tuple when
+        several)."""
+        keys = [self.static_key(n) if i in static and n else self.key(n)
+                for i, n in enumerate(op.inputs)]
+        outputs = op.outputs[0] if len(op.outputs) == 1 else list(op.outputs)
+        self.emit(fn, keys, outputs)
+
+    # -- activations ---------------------------------------------------------------
+    def visit_gelu(self, op, network) -> None:
+        """Gelu: https://onnx.ai/onnx/operators/onnx__Gelu.html (exact, or the tanh
+        approximation)."""
+        approximate = _text(op.attributes.get("approximate"), "none")
+        if approximate not in ("none", "tanh"):
+            raise self._node_error(f"approximate={approximate!r} is not 'none' or 'tanh'",
+                                   Deep500Error)
+        self._emit_node(op, lambda x: tf.nn.gelu(x, approximate=approximate == "tanh"))
+
+    # -- normalizations ------------------------------------------------------------
+    def visit_layernormalization(self, op, network) -> None:
+        """LayerNormalization: https://onnx.ai/onnx/operators/onnx__LayerNormalization.html
+        (statistics over axes [axis, rank) in at least float32; outputs Y, Mean and
+        InvStdDev)."""
+        a = op.attributes
+        axis = int(a["axis"] if a.get("axis") is not None else -1)
+        eps = float(a["epsilon"] if a.get("epsilon") is not None else 1e-5)
+        n_out = len(op.outputs)
+
+        def layer_norm(x, scale, b=None):
+            rank = len(x.shape)
+            if not -rank <= axis < rank:
+                raise self._node_error(f"axis={axis} is out of range for X of rank {rank}")
+            axes = list(range(axis % rank, rank))
+            xw = _wide(x)
+            mean = tf.reduce_mean(xw, axes, keepdims=True)
+            centred = xw - mean
+            inv_std = tf.math.rsqrt(tf.reduce_mean(centred * centred, axes, keepdims=True)
+                                    + tf.constant(eps, xw.dtype))
+            y = tf.cast(centred * inv_std, x.dtype) * _like(scale, x)
+            if b is not None:
+                y = y + _like(b, x)
+            return (y, tf.cast(mean, x.dtype), tf.cast(inv_std, x.dtype))[:n_out] \
+                if n_out > 1 else y
+        self._emit_node(op, layer_norm)
+
+    def visit_rmsnormalization(self, op, network) -> None:
+        """RMSNormalization: https://onnx.ai/onnx/operators/onnx__RMSNormalization.html
+        (x / sqrt(mean(x², axes [axis, rank)) + epsilon) · scale)."""
+        a = op.attributes
+        axis = int(a["axis"] if a.get("axis") is not None else -1)
+        eps = float(a["epsilon"] if a.get("epsilon") is not None else 1e-5)
+
+        def rms_norm(x, scale):
+            rank = len(x.shape)
+            if not -rank <= axis < rank:
+                raise self._node_error(f"axis={axis} is out of range for X of rank {rank}")
+            xw = _wide(x)
+            inv = tf.math.rsqrt(tf.reduce_mean(xw * xw, list(range(axis % rank, rank)),
+                                               keepdims=True) + tf.constant(eps, xw.dtype))
+            return tf.cast(xw * inv, x.dtype) * _like(scale, x)
+        self._emit_node(op, rms_norm)
+
+    def _per_channel_norm(self, op, groups_of, eps: float) -> None:
+        """Standardise x (N, C, ...) over groups of channels and the spatial axes, then
+        apply a per-channel scale and bias (GroupNormalization, InstanceNormalization)."""
+        def norm(x, scale, b):
+            shape = tf.shape(x)
+            n, c = x.shape[0], x.shape[1]
+            groups = groups_of(c)
+            if c is not None and c % groups:
+                raise self._node_error(f"{c} channels do not split into {groups} groups")
+            xw = _wide(x)
+            grouped = tf.reshape(xw, tf.stack([shape[0], groups, -1]))
+            mean, var = tf.nn.moments(grouped, [2], keepdims=True)
+            y = (grouped - mean) * tf.math.rsqrt(var + tf.constant(eps, xw.dtype))
+            y = tf.cast(tf.reshape(y, shape), x.dtype)
+            view = [1, -1] + [1] * (len(x.shape) - 2)
+            return y * tf.reshape(_like(scale, x), view) + tf.reshape(_like(b, x), view)
+        self._emit_node(op, norm)
+
+    def visit_groupnormalization(self, op, network) -> None:
+        """GroupNormalization (opset 21: per-channel scale and bias):
+        https://onnx.ai/onnx/operators/onnx__GroupNormalization.html"""
+        a = op.attributes
+        groups = int(a["num_groups"])
+        if op.original_version < 21:
+            raise self._unsupported("GroupNormalization before opset 21 (per-group scale "
+                                    "and bias) is not supported", "export with opset >= 21")
+        self._per_channel_norm(op, lambda c: groups, float(a.get("epsilon") or 1e-5))
+
+    def visit_instancenormalization(self, op, network) -> None:
+        """InstanceNormalization: https://onnx.ai/onnx/operators/onnx__InstanceNormalization.html"""
+        eps = op.attributes.get("epsilon")
+        self._per_channel_norm(op, lambda c: c, float(1e-5 if eps is None else eps))
+
+    def visit_meanvariancenormalization(self, op, network) -> None:
+        """MeanVarianceNormalization: (x - mean) / sqrt(var) over ``axes`` (default
+        N, H, W): https://onnx.ai/onnx/operators/onnx__MeanVarianceNormalization.html"""
+        axes = op.attributes.get("axes")
+        axes = [0, 2, 3] if axes is None else [int(v) for v in axes]
+
+        def mvn(x):
+            xw = _wide(x)
+            mean, var = tf.nn.moments(xw, [v % len(x.shape) for v in axes], keepdims=True)
+            # onnx's function body: (x - mean) / (sqrt(var) + 1e-9)
+            return tf.cast((xw - mean) / (tf.sqrt(var) + tf.constant(1e-9, xw.dtype)),
+                           x.dtype)
+        self._emit_node(op, mvn)
+
+    def visit_lpnormalization(self, op, network) -> None:
+        """LpNormalization: x / ||x||_p along ``axis`` (p = 1 or 2):
+        https://onnx.ai/onnx/operators/onnx__LpNormalization.html"""
+        a = op.attributes
+        axis = int(a["axis"] if a.get("axis") is not None else -1)
+        p = int(a["p"] if a.get("p") is not None else 2)
+        if p not in (1, 2):
+            raise self._node_error(f"p={p} is not 1 or 2", Deep500Error)
+
+        def lp_norm(x):
+            if p == 1:
+                norm = tf.reduce_sum(tf.abs(x), axis, keepdims=True)
+            else:
+                norm = tf.sqrt(tf.reduce_sum(x * x, axis, keepdims=True))
+            # A zero vector stays zero (no 0/0); the guard keeps its gradient finite.
+            safe = tf.where(norm == 0, tf.ones_like(norm), norm)
+            return tf.where(norm == 0, tf.zeros_like(x), x / safe)
+        self._emit_node(op, lp_norm)
+
+    def visit_lrn(self, op, network) -> None:
+        """LRN: x / (bias + alpha/size · Σ x² over ``size`` neighbouring channels)^beta:
+        https://onnx.ai/onnx/operators/onnx__LRN.html"""
+        a = op.attributes
+        size = int(a["size"])
+        alpha = float(a["alpha"] if a.get("alpha") is not None else 1e-4)
+        beta = float(a["beta"] if a.get("beta") is not None else 0.75)
+        bias = float(a["bias"] if a.get("bias") is not None else 1.0)
+        before, after = (size - 1) // 2, size // 2   # floor and ceil of (size - 1) / 2
+
+        def lrn(x):
+            squares = tf.square(x)
+            padded = tf.pad(squares, [[0, 0], [before, after]] + [[0, 0]] * (len(x.shape) - 2))
+            channels = x.shape[1]
+            total = tf.add_n([padded[:, i:i + channels] for i in range(size)])
+            return x / tf.pow(bias + (alpha / size) * total, beta)
+        self._emit_node(op, lrn)
+
+    # -- attention -----------------------------------------------------------------
+    def visit_rotaryembedding(self, op, network) -> None:
+        """RotaryEmbedding (Su et al., https://arxiv.org/abs/2104.09864):
+        https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"""
+        a = op.attributes
+        interleaved = bool(a.get("interleaved") or 0)
+        heads = int(a.get("num_heads") or 0)
+        rotary_dim = int(a.get("rotary_embedding_dim") or 0)
+
+        def rotary(x, cos, sin, position_ids=None):
+            four_d = len(x.shape) == 4
+            if four_d:          # (batch, heads, sequence, size) -> (batch, sequence, heads, size)
+                x = tf.transpose(x, [0, 2, 1, 3])
+            else:
+                if not heads:
+                    raise self._node_error("3-D input needs the attribute num_heads",
+                                           Deep500Error)
+                b, s, hidden = x.shape
+                x = tf.reshape(x, [b, s, heads, hidden // heads])
+            size = x.shape[3]
+            dim = rotary_dim or size
+            rotate, keep = x[..., :dim], x[..., dim:]
+            if position_ids is not None:
+                cos, sin = tf.gather(cos, position_ids), tf.gather(sin, position_ids)
+            cos, sin = _like(cos, x)[:, :, tf.newaxis], _like(sin, x)[:, :, tf.newaxis]
+            if cos.shape[-1] != dim // 2:
+                raise self._node_error(f"the caches' last dimension {cos.shape[-1]} is not "
+                                       f"rotary_embedding_dim / 2 = {dim // 2}")
+            if interleaved:
+                x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
+            else:
+                x1, x2 = rotate[..., :dim // 2], rotate[..., dim // 2:]
+            real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+            if interleaved:
+                rotated = tf.reshape(tf.stack([real, imag], -1), tf.shape(rotate))
+            else:
+                rotated = tf.concat([real, imag], -1)
+            y = tf.concat([rotated, keep], -1)
+            if four_d:
+                return tf.transpose(y, [0, 2, 1, 3])
+            return tf.reshape(y, [y.shape[0], y.shape[1], -1])
+        self._emit_node(op, rotary)
+
+    def visit_attention(self, op, network) -> None:
+        """Attention (opset 23+): https://onnx.ai/onnx/operators/onnx__Attention.html
+        (Vaswani et al., https://arxiv.org/abs/1706.03762): 3-D or 4-D Q, K, V; grouped
+        key/value heads; past_key/past_value concatenated into present_key/present_value;
+        boolean or additive masks, causal and sliding-window masks aligned to the cache
+        offset, padding by nonpad_kv_seqlen; scale, softcap, softmax_precision and the
+        qk_matmul_output of the chosen stage. A query row that may attend no key gives
+        zeros."""
+        a = op.attributes
+        causal = bool(a.get("is_causal") or 0)
+        q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
+        mode = int(a.get("qk_matmul_output_mode") or 0)
+        scale_attr = a.get("scale")
+        cap = float(a.get("softcap") or 0.0)
+        precision = a.get("softmax_precision")
+        left = int(a["left_window_size"]) if a.get("left_window_size") is not None else -1
+        right = int(a["right_window_size"]) if a.get("right_window_size") is not None else -1
+        if mode not in (0, 1, 2, 3):
+            raise self._node_error(f"qk_matmul_output_mode={mode} is not 0, 1, 2 or 3",
+                                   Deep500Error)
+        if precision is not None and int(precision) not in _FLOAT_TYPES:
+            raise self._node_error(f"softmax_precision={precision} is not a float type "
+                                   f"(1, 10, 11 or 16)", Deep500Error)
+        n_out = len(op.outputs)
+
+        def split(x, heads, name):
+            b, s, hidden = x.shape
+            if not heads:
+                raise self._node_error("3-D Q, K and V need the attributes q_num_heads and "
+                                       "kv_num_heads", Deep500Error)
+            if hidden % heads:
+                raise self._node_error(f"the hidden size {hidden} of {name} is not a "
+                                       f"multiple of its {heads} heads")
+            return tf.transpose(tf.reshape(x, [b, s, heads, hidden // heads]), [0, 2, 1, 3])
+
+        def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
+            three_d = len(q.shape) == 3
+            if not len(q.shape) == len(k.shape) == len(v.shape) or len(q.shape) not in (3, 4):
+                raise self._node_error(f"Q, K and V must all be 3-D or all 4-D, got shapes "
+                                       f"{q.shape}, {k.shape} and {v.shape}")
+            if three_d:
+                q, k, v = split(q, q_heads, "Q"), split(k, kv_heads, "K"), split(v, kv_heads, "V")
+            if (past_k is None) != (past_v is None):
+                raise self._node_error("past_key and past_value must be given together",
+                                       Deep500Error)
+            past = 0
+            if past_k is not None:
+                past = past_k.shape[2]
+                k = tf.concat([_like(past_k, k), k], 2)
+                v = tf.concat([_like(past_v, v), v], 2)
+            present_k, present_v = k, v
+            if q.shape[1] % k.shape[1] or q.shape[3] != k.shape[3]:
+                raise self._node_error(f"Q (as 4-D {q.shape}) and K ({k.shape}) disagree: "
+                                       f"Q's heads must be a multiple of K's and the head "
+                                       f"sizes must match")
+            repeats = q.shape[1] // k.shape[1]
+            if repeats > 1:
+                k, v = tf.repeat(k, repeats, axis=1), tf.repeat(v, repeats, axis=1)
+            dtype = q.dtype
+            scale = 1 / math.sqrt(q.shape[3]) if scale_attr is None else float(scale_attr)
+            root = tf.constant(math.sqrt(scale), dtype)
+            raw = tf.linalg.matmul(q * root, k * root, transpose_b=True)
+            capped = raw if cap <= 0 else cap * tf.tanh(raw / cap)
+            q_len, kv_len = raw.shape[2], raw.shape[3]
+            bias = None
+            if mask is not None:
+                if mask.dtype == tf.bool:
+                    bias = tf.where(mask, tf.constant(0, dtype), tf.constant(-np.inf, dtype))
+                else:
+                    bias = _like(mask, raw)
+                if bias.shape[-1] < kv_len:   # keys beyond the mask are padding
+                    pads = [[0, 0]] * (len(bias.shape) - 1) + [[0, kv_len - bias.shape[-1]]]
+                    bias = tf.pad(bias, pads, constant_values=-np.inf)
+            allowed = None
+            if causal or left >= 0 or right >= 0:
+                if nonpad is not None and past == 0:
+                    offset = tf.reshape(tf.cast(nonpad, tf.int64) - q_len, [-1, 1, 1, 1])
+                else:
+                    offset = tf.constant(past, tf.int64)
+                positions = (offset + tf.range(q_len, dtype=tf.int64)[:, tf.newaxis]
+                             - tf.range(kv_len, dtype=tf.int64)[tf.newaxis, :])
+                allowed = tf.ones_like(positions, tf.bool)
+                if causal:
+                    allowed = allowed & (positions >= 0)
+                if left >= 0:
+                    allowed = allowed & (positions <= left)
+                if right >= 0:
+                    allowed = allowed & (-positions <= right)
+            if nonpad is not None:
+                valid = (tf.range(kv_len, dtype=tf.int64)[tf.newaxis, tf.newaxis, tf.newaxis]
+                         < tf.reshape(tf.cast(nonpad, tf.int64), [-1, 1, 1, 1]))
+                allowed = valid if allowed is None else allowed & valid
+            if allowed is not None:
+                extra = tf.where(allowed, tf.constant(0, dtype), tf.constant(-np.inf, dtype))
+                bias = extra if bias is None else bias + extra
+            biased = capped if bias is None else capped + bias
+            wide = dtype if precision is None else _FLOAT_TYPES[int(precision)]
+            if bias is None:
+                probs = tf.cast(tf.nn.softmax(tf.cast(biased, wide), -1), dtype)
+            else:
+                # Rows with no key allowed give zeros; their scores are replaced before
+                # the softmax so that neither it nor its gradient sees -inf - -inf.
+                empty = tf.reduce_max(bias, -1, keepdims=True) == -np.inf
+                guarded = tf.where(empty, tf.zeros_like(biased), biased)
+                probs = tf.cast(tf.nn.softmax(tf.cast(guarded, wide), -1), dtype)
+                probs = tf.where(empty, tf.zeros_like(probs), probs)
+            y = tf.linalg.matmul(probs, _like(v, probs))
+            if three_d:
+                b, h, s, size = y.shape
+                y = tf.reshape(tf.transpose(y, [0, 2, 1, 3]), [b, s, h * size])
+            if n_out == 1:
+                return y
+            qk = (raw, capped, biased, probs)[mode]
+            return (y, present_k, present_v, qk)[:n_out]
+        self._emit_node(op, attention)
