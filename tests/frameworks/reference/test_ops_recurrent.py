@@ -4,7 +4,7 @@ backpropagation through time against finite differences in float64."""
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from deep500.frameworks.reference.operators import create_operator

@@ -180,8 +180,9 @@ def output_scales_and_sizes(op: str, shape: tuple, axes: list, scales, sizes,
     if scales is not None:
         scales = [float(s) for s in np.asarray(scales, np.float64).ravel()]
         if len(scales) != len(axes):
+            per = "axis in axes" if len(axes) < len(shape) else "axis of X"
             raise ShapeError(f"{op}: scales has {len(scales)} values; it needs {len(axes)} "
-                             f"(one per {'axis in axes' if len(axes) < len(shape) else 'axis of X'})")
+                             f"(one per {per})")
         if any(s <= 0 for s in scales):
             raise ShapeError(f"{op}: scales {scales} must all be positive")
         lengths = [int(shape[a] * s) for a, s in zip(axes, scales)]

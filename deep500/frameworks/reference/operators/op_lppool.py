@@ -37,7 +37,8 @@ class LpPool(ReferenceOp):
         share = np.where(Y > 0, grads[0] / np.where(Y > 0, Y, 1) ** (p - 1), 0)
         padded = pad_spatial(X, geometry)
         nonzero = padded != 0   # |0|^(p-1) would be inf for p < 1; its term is 0
-        local = np.where(nonzero, np.abs(np.where(nonzero, padded, 1)) ** (p - 1), 0) * np.sign(padded)
+        magnitude = np.abs(np.where(nonzero, padded, 1)) ** (p - 1)
+        local = np.where(nonzero, magnitude, 0) * np.sign(padded)
         dpadded = np.zeros_like(padded)
         for _, slices in geometry.kernel_slices():
             dpadded[(Ellipsis,) + slices] += share
