@@ -38,8 +38,6 @@ MISSING = {
     ("pytorch", "transformer"): "LayerNormalization",
     ("pytorch", "gpt"): "LayerNormalization",
     ("pytorch", "lstm"): "LSTM",
-    ("tensorflow", "transformer"): "LayerNormalization",
-    ("tensorflow", "gpt"): "LayerNormalization",
     ("tensorflow", "lstm"): "LSTM",
 }
 
