@@ -420,19 +420,20 @@ def test_operator_events_fire_once_per_node_in_order():
 def test_every_reference_operator_is_visitable():
     visitor = d5ref.ReferenceVisitor()
     assert all(visitor.supports(name) for name in d5ref.operator_names())
-    assert visitor.supports("Constant") and not visitor.supports("LSTM")
+    assert visitor.supports("Constant") and visitor.supports("LSTM")
+    assert not visitor.supports("NonMaxSuppression")
 
 
 # -- errors --------------------------------------------------------------------------------
 def test_operator_without_reference_implementation():
-    nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="lstm_node",
-                              hidden_size=2)]
-    params = {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)}
-    model = make_model("recurrent", nodes, [("x", np.float32, [4, 1, 3])],
-                       [("y", np.float32, [4, 1, 1, 2])], params)
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["selected"],
+                              name="nms_node")]
+    model = make_model("detector", nodes, [("boxes", np.float32, [1, 6, 4]),
+                                           ("scores", np.float32, [1, 1, 6])],
+                       [("selected", np.int64, [3, 3])], {})
     with pytest.raises(UnsupportedError) as info:
         d5ref.from_onnx(model)
-    assert all(s in str(info.value) for s in ("LSTM", "lstm_node", "recurrent"))
+    assert all(s in str(info.value) for s in ("NonMaxSuppression", "nms_node", "detector"))
 
 
 def test_operator_of_custom_domain():
