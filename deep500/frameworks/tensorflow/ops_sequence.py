@@ -371,3 +371,221 @@ class SequenceOps:
             qk = (raw, capped, biased, probs)[mode]
             return (y, present_k, present_v, qk)[:n_out]
         self._emit_node(op, attention)
+
+    # -- resampling ----------------------------------------------------------------
+    def visit_resize(self, op, network) -> None:
+        """Resize: https://onnx.ai/onnx/operators/onnx__Resize.html — every mode,
+        coordinate_transformation_mode, nearest_mode, exclude_outside, antialias, axes,
+        keep_aspect_ratio_policy and extrapolation_value. The interpolation is separable:
+        each resized axis is an index (nearest) or an (output, input) weight matrix
+        computed once per input shape by the ONNX semantics the reference executor
+        implements (``_op_common_resize``), then a gather or a tensordot here."""
+        from deep500.frameworks.reference.operators.registry import create_operator
+        reference = create_operator("Resize", **{k: v for k, v in op.given_attributes.items()})
+        extrapolation = float(op.attributes.get("extrapolation_value") or 0.0)
+        plans_cache: dict = {}
+
+        def plans_of(x, rest):
+            for name, given in zip(op.inputs[1:], rest):
+                if given is not None and _static(given) is None:
+                    raise self._dynamic_error(f"the values of Resize input {name!r}")
+            values = [_given(r) for r in rest]
+            key = (tuple(x.shape), tuple(None if v is None else (v.dtype.str, v.tobytes())
+                                         for v in values))
+            if key not in plans_cache:
+                shape_only = np.broadcast_to(np.zeros((), np.float32), tuple(x.shape))
+                plans_cache[key] = reference._plans_from(shape_only, values)
+            return plans_cache[key]
+
+        def resize(x, *rest):
+            from deep500.frameworks.reference.operators._op_common_resize import _outside_mask
+            plans = plans_of(x, rest)
+            integer = not x.dtype.is_floating
+            y = tf.cast(x, tf.float64) if integer else _wide(x)
+            for plan in plans:
+                if plan.index is not None:
+                    y = tf.gather(y, plan.index, axis=plan.axis)
+                    continue
+                moved = tf.tensordot(tf.constant(plan.weights, y.dtype), y,
+                                     [[1], [plan.axis]])
+                rank = len(y.shape)
+                perm = list(range(1, plan.axis + 1)) + [0] + list(range(plan.axis + 1, rank))
+                y = tf.transpose(moved, perm)
+            if integer:
+                y = tf.saturate_cast(tf.round(y), x.dtype)
+            else:
+                y = tf.cast(y, x.dtype)
+            outside = _outside_mask(plans, tuple(y.shape))
+            if outside is not None:
+                y = tf.where(outside, tf.constant(extrapolation, y.dtype), y)
+            return y
+        self._emit_node(op, resize, static=(1, 2, 3))
+
+    # -- recurrent -----------------------------------------------------------------
+    def _recurrent(self, op, gates: int, defaults: tuple, cell) -> None:
+        """RNN, GRU and LSTM: https://onnx.ai/onnx/operators/onnx__RNN.html, .../onnx__GRU.html,
+        .../onnx__LSTM.html. The time loop is unrolled with TensorFlow operations, so
+        GradientTape backpropagates through time. ``cell(xa, h, c, R, Rb, P, fns)``
+        returns (h, c) from the step's X-projection ``xa`` (with W's bias)."""
+        from deep500.frameworks.reference.operators._op_common_recurrent import (
+            DIRECTIONS, parse_activations)
+        a = op.attributes
+        direction = _text(a.get("direction"), "forward")
+        if direction not in DIRECTIONS:
+            raise self._node_error(f"direction={direction!r} is not one of {DIRECTIONS}",
+                                   Deep500Error)
+        layout = int(a.get("layout") or 0)
+        if layout not in (0, 1):
+            raise self._node_error(f"layout={layout} must be 0 (sequence first) or 1 (batch "
+                                   f"first)", Deep500Error)
+        nd = 2 if direction == "bidirectional" else 1
+        clip = a.get("clip")
+        if clip is not None and clip <= 0:
+            raise self._node_error(f"clip={clip} must be positive", Deep500Error)
+        activations = parse_activations(op.op_type, a.get("activations"),
+                                        a.get("activation_alpha"), a.get("activation_beta"),
+                                        defaults, nd)
+        fns = [[_tf_activation(f.name, f.alpha, f.beta) for f in per] for per in activations]
+        n_out = len(op.outputs)
+        hidden_attr = a.get("hidden_size")
+
+        def clipped(v):
+            return v if clip is None else tf.clip_by_value(v, -clip, clip)
+
+        def run(x, w, r, b=None, lengths=None, h0=None, c0=None, p=None):
+            if len(x.shape) != 3:
+                raise self._node_error(f"X must be 3-D, got shape {x.shape}")
+            if layout == 1:
+                x = tf.transpose(x, [1, 0, 2])
+                h0 = None if h0 is None else tf.transpose(h0, [1, 0, 2])
+                c0 = None if c0 is None else tf.transpose(c0, [1, 0, 2])
+            seq, batch = x.shape[0], x.shape[1]
+            hidden = r.shape[2] if hidden_attr is None else int(hidden_attr)
+            if tuple(w.shape) != (nd, gates * hidden, x.shape[2]) or tuple(r.shape) != (
+                    nd, gates * hidden, hidden):
+                raise self._node_error(f"W {list(w.shape)} and R {list(r.shape)} must be "
+                                       f"[{nd}, {gates}*{hidden}, {x.shape[2]}] and "
+                                       f"[{nd}, {gates}*{hidden}, {hidden}]")
+            mask = None
+            if lengths is not None:
+                lengths = tf.cast(lengths, tf.int64)
+                mask = tf.range(seq, dtype=tf.int64)[:, tf.newaxis] < lengths[tf.newaxis, :]
+            ys, hs, cs = [], [], []
+            for d in range(nd):
+                backward = direction == "reverse" or d == 1
+                xd = x
+                if backward:
+                    xd = (tf.reverse(x, [0]) if lengths is None else
+                          tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1))
+                xa = tf.tensordot(xd, _like(w[d], x), [[2], [1]])
+                rb = None
+                if b is not None:
+                    xa = xa + _like(b[d, :gates * hidden], x)
+                    rb = _like(b[d, gates * hidden:], x)
+                h = (tf.zeros([batch, hidden], x.dtype) if h0 is None else _like(h0[d], x))
+                c = (tf.zeros([batch, hidden], x.dtype) if c0 is None else _like(c0[d], x))
+                pd = None if p is None else _like(p[d], x)
+                outputs = []
+                for t in range(seq):
+                    h_new, c_new = cell(xa[t], h, c, _like(r[d], x), rb, pd, fns[d], clipped)
+                    if mask is None:
+                        h, c = h_new, c_new
+                        outputs.append(h_new)
+                    else:
+                        m = mask[t][:, tf.newaxis]
+                        h, c = tf.where(m, h_new, h), tf.where(m, c_new, c)
+                        outputs.append(tf.where(m, h_new, tf.zeros_like(h_new)))
+                y = tf.stack(outputs)
+                if backward:
+                    y = (tf.reverse(y, [0]) if lengths is None else
+                         tf.reverse_sequence(y, lengths, seq_axis=0, batch_axis=1))
+                ys.append(y)
+                hs.append(h)
+                cs.append(c)
+            results = [tf.stack(ys, 1), tf.stack(hs), tf.stack(cs)]
+            if layout == 1:
+                results = [tf.transpose(results[0], [2, 0, 1, 3])] + [
+                    tf.transpose(v, [1, 0, 2]) for v in results[1:]]
+            return results[0] if n_out == 1 else tuple(results[:n_out])
+        self._emit_node(op, run)
+
+    def visit_rnn(self, op, network) -> None:
+        """RNN: Ht = f(Xt·Wᵀ + Ht-1·Rᵀ + Wb + Rb)."""
+        def cell(xa, h, c, r, rb, p, fns, clipped):
+            a = xa + tf.linalg.matmul(h, r, transpose_b=True)
+            if rb is not None:
+                a = a + rb
+            return fns[0](clipped(a)), c
+        self._recurrent(op, 1, ("Tanh",), cell)
+
+    def visit_gru(self, op, network) -> None:
+        """GRU (gates z, r, h; linear_before_reset applies r after Rh)."""
+        linear_before_reset = bool(op.attributes.get("linear_before_reset") or 0)
+
+        def cell(xa, h, c, r, rb, p, fns, clipped):
+            f, g = fns
+            xz, xr, xh = tf.split(xa, 3, axis=-1)
+            rz, rr, rh = tf.split(r, 3, axis=0)
+            bz, br, bh = (None, None, None) if rb is None else tf.split(rb, 3)
+
+            def plus(v, bias):
+                return v if bias is None else v + bias
+            z = f(clipped(xz + plus(tf.linalg.matmul(h, rz, transpose_b=True), bz)))
+            reset = f(clipped(xr + plus(tf.linalg.matmul(h, rr, transpose_b=True), br)))
+            if linear_before_reset:
+                candidate = xh + reset * plus(tf.linalg.matmul(h, rh, transpose_b=True), bh)
+            else:
+                candidate = xh + plus(tf.linalg.matmul(reset * h, rh, transpose_b=True), bh)
+            hh = g(clipped(candidate))
+            return (1 - z) * hh + z * h, c
+        self._recurrent(op, 3, ("Sigmoid", "Tanh"), cell)
+
+    def visit_lstm(self, op, network) -> None:
+        """LSTM (gates i, o, f, c; peepholes P for i, o, f; input_forget couples f to
+        1 - i)."""
+        input_forget = bool(op.attributes.get("input_forget") or 0)
+        if len(op.outputs) > 3:
+            raise self._node_error("LSTM has at most 3 outputs", Deep500Error)
+
+        def cell(xa, h, c, r, rb, p, fns, clipped):
+            f, g, hf = fns
+            a = xa + tf.linalg.matmul(h, r, transpose_b=True)
+            if rb is not None:
+                a = a + rb
+            ai, ao, af, ac = tf.split(a, 4, axis=-1)
+            pi, po, pf = (None, None, None) if p is None else tf.split(p, 3)
+            i = f(clipped(ai if pi is None else ai + pi * c))
+            forget = 1 - i if input_forget else f(clipped(af if pf is None else af + pf * c))
+            c_new = forget * c + i * g(clipped(ac))
+            o = f(clipped(ao if po is None else ao + po * c_new))
+            return o * hf(c_new), c_new
+        self._recurrent(op, 4, ("Sigmoid", "Tanh", "Tanh"), cell)
+
+
+def _tf_activation(name: str, alpha, beta):
+    """The TensorFlow form of a recurrent cell's activation function (ONNX's list in
+    https://onnx.ai/onnx/operators/onnx__LSTM.html)."""
+    name = name.lower()
+    if name == "relu":
+        return tf.nn.relu
+    if name == "tanh":
+        return tf.tanh
+    if name == "sigmoid":
+        return tf.sigmoid
+    if name == "affine":
+        return lambda x: alpha * x + beta
+    if name == "leakyrelu":
+        return lambda x: tf.where(x >= 0, x, alpha * x)
+    if name == "thresholdedrelu":
+        return lambda x: tf.where(x > alpha, x, tf.zeros_like(x))
+    if name == "scaledtanh":
+        return lambda x: alpha * tf.tanh(beta * x)
+    if name == "hardsigmoid":
+        return lambda x: tf.clip_by_value(alpha * x + beta, 0, 1)
+    if name == "elu":
+        return lambda x: tf.where(x >= 0, x, alpha * tf.math.expm1(tf.minimum(x, 0)))
+    if name == "softsign":
+        return tf.nn.softsign
+    if name == "softplus":
+        return tf.math.softplus
+    raise AssertionError(name)   # parse_activations has rejected other names
