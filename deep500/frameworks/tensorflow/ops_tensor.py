@@ -2,10 +2,638 @@
 indexing operators of the ONNX operator set (issue 19), mixed into
 :class:`deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`: each ``visit_<op>`` uses the
 visitor's own helpers and follows https://onnx.ai/onnx/operators/.
+
+Every closure is built from differentiable TensorFlow operations, so that gradients flow
+through ``tf.GradientTape``; NumPy only reads constants known at build time. Operators
+whose operands TensorFlow has no kernel for (8- and 16-bit integers in ``truncatemod``,
+float16 in ``det``) compute in a wider type and cast back.
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+
+from deep500.frameworks.tensorflow._tf import tf
+
+
+# -- small helpers of the closures -----------------------------------------------------------
+def _static_ints(value) -> list[int] | None:
+    """The integers of a constant operand, or None when only known at run time."""
+    if value is None:
+        return None
+    static = value if isinstance(value, np.ndarray) else tf.get_static_value(value)
+    return None if static is None else [int(v) for v in np.reshape(static, -1)]
+
+
+def _dtype(x):
+    return tf.as_dtype(x.dtype)
+
+
+def _attr(op, name, default):
+    value = op.attributes.get(name)
+    return default if value is None else value
+
+
+def _normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _wrap_negative(indices, size):
+    """Negative indices counted from the end of an axis of ``size`` elements."""
+    indices = tf.convert_to_tensor(indices)
+    size = tf.cast(size, indices.dtype)
+    return tf.where(indices < 0, indices + size, indices)
+
+
+def _in_wider(fn, x, *rest, types=(tf.float32, tf.float64)):
+    """``fn`` on operands cast to a type TensorFlow has a kernel for: float32 for the
+    narrower floats, int64 for integers, then cast back."""
+    dtype = _dtype(x)
+    if dtype in types:
+        return fn(x, *rest)
+    wide = tf.float32 if dtype.is_floating else tf.int64
+    return tf.cast(fn(tf.cast(x, wide), *[tf.cast(r, wide) for r in rest]), dtype)
+
+
+def _truncated_mod(a, b):
+    """C's fmod: the remainder with the sign of the dividend. TensorFlow's TruncateMod
+    has no gradient; the result carries d/da = 1, d/db = -trunc(a/b) through terms that
+    are exactly zero in value."""
+    remainder = tf.stop_gradient(_in_wider(tf.truncatemod, a, b,
+                                           types=(tf.int32, tf.int64, tf.float32,
+                                                  tf.float64)))
+    if not _dtype(remainder).is_floating:
+        return remainder
+    a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+    quotient = tf.stop_gradient(tf.round((a - remainder) / b))
+    return (remainder + (a - tf.stop_gradient(a))
+            - quotient * (b - tf.stop_gradient(b)))
+
+
+def _first_along(mask, axis, last=False):
+    """The index of the first (or last) true element of ``mask`` along ``axis``."""
+    size = tf.shape(mask, out_type=tf.int64)[axis]
+    rank = len(mask.shape)
+    shape = [1] * rank
+    shape[axis] = -1
+    positions = tf.reshape(tf.range(size), shape)
+    if last:
+        return tf.reduce_max(tf.where(mask, positions, -1), axis=axis)
+    return tf.reduce_min(tf.where(mask, positions, size), axis=axis)
+
+
+def _move_axis_last(x, axis):
+    rank = len(x.shape)
+    if axis == rank - 1:
+        return x, None
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    return tf.transpose(x, perm), list(np.argsort(perm))
+
+
+def _scatter_nd(data, indices, updates, reduction):
+    """ONNX ScatterND (https://onnx.ai/onnx/operators/onnx__ScatterND.html) on tensors,
+    negative indices already wrapped."""
+    if reduction == "none":
+        return tf.tensor_scatter_nd_update(data, indices, updates)
+    if reduction == "add":
+        return tf.tensor_scatter_nd_add(data, indices, updates)
+    if reduction == "max":
+        return tf.tensor_scatter_nd_max(data, indices, updates)
+    if reduction == "min":
+        return tf.tensor_scatter_nd_min(data, indices, updates)
+    # mul: a product per addressed slice (1 where none), then one multiplication.
+    depth = indices.shape[-1]
+    dims = tf.shape(data, out_type=tf.int64)
+    leading = dims[:depth]
+    strides = tf.math.cumprod(leading, exclusive=True, reverse=True)
+    linear = tf.reduce_sum(tf.cast(indices, tf.int64) * strides, axis=-1)
+    rows = tf.reduce_prod(leading)
+    data2 = tf.reshape(data, tf.stack([rows, -1]))
+    updates2 = tf.reshape(updates, tf.stack([tf.size(linear, out_type=tf.int64), -1]))
+    factors = tf.math.unsorted_segment_prod(updates2, tf.reshape(linear, [-1]), rows)
+    return tf.reshape(data2 * factors, dims)
+
+
+def _element_coordinates(indices, axis):
+    """Full coordinates (shape indices.shape + [rank]) of ScatterElements' targets: each
+    element's own position with ``axis`` replaced by its index."""
+    rank = len(indices.shape)
+    grids = tf.meshgrid(*[tf.range(tf.shape(indices, out_type=tf.int64)[a])
+                          for a in range(rank)], indexing="ij")
+    grids[axis] = tf.cast(indices, tf.int64)
+    return tf.stack(grids, axis=-1)
+
+
+def _unique_rows(rows, n_cols, keep_sorted):
+    """(first index, inverse, counts) of the distinct rows of a 2-D tensor, distinct rows
+    ordered lexicographically, or by first occurrence when not ``keep_sorted``."""
+    n = tf.shape(rows, out_type=tf.int64)[0]
+    perm = tf.range(n)
+    for column in reversed(range(n_cols)):   # stable sorts, least significant first
+        keys = tf.gather(rows[:, column], perm)
+        perm = tf.gather(perm, tf.argsort(keys, stable=True))
+    ordered = tf.gather(rows, perm)
+    new_group = tf.reduce_any(tf.not_equal(ordered[1:], ordered[:-1]), axis=1)
+    group = tf.cumsum(tf.cast(tf.concat([[False], new_group], 0), tf.int64))
+    groups = group[-1] + 1
+    first = tf.math.unsorted_segment_min(perm, group, groups)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(group), group, groups)
+    inverse = tf.scatter_nd(perm[:, None], group, tf.reshape(n, [1]))
+    if not keep_sorted:
+        order = tf.argsort(first, stable=True)
+        first, counts = tf.gather(first, order), tf.gather(counts, order)
+        inverse = tf.gather(tf.cast(tf.math.invert_permutation(order), tf.int64), inverse)
+    return first, inverse, counts
+
+
+# -- reductions (x, axis, keepdims) --------------------------------------------------------
+def _in_float(fn):
+    """A reduction computed in float64 for integer inputs, cast back (as ONNX's
+    reference does for ReduceL2, ReduceLogSum, ReduceLogSumExp)."""
+    def reduce(x, axis=None, keepdims=True):
+        dtype = _dtype(x)
+        if dtype.is_floating:
+            return fn(x, axis=axis, keepdims=keepdims)
+        return tf.cast(fn(tf.cast(x, tf.float64), axis=axis, keepdims=keepdims), dtype)
+    return reduce
+
+
+def _reduce_l1(x, axis=None, keepdims=True):
+    return tf.reduce_sum(tf.abs(x), axis=axis, keepdims=keepdims)
+
+
+def _reduce_sum_square(x, axis=None, keepdims=True):
+    return tf.reduce_sum(tf.square(x), axis=axis, keepdims=keepdims)
+
+
+@_in_float
+def _reduce_l2(x, axis=None, keepdims=True):
+    return tf.sqrt(tf.reduce_sum(tf.square(x), axis=axis, keepdims=keepdims))
+
+
+@_in_float
+def _reduce_log_sum(x, axis=None, keepdims=True):
+    return tf.math.log(tf.reduce_sum(x, axis=axis, keepdims=keepdims))
+
+
+@_in_float
+def _reduce_log_sum_exp(x, axis=None, keepdims=True):
+    return tf.reduce_logsumexp(x, axis=axis, keepdims=keepdims)
 
 
 class TensorOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
     the visitor class defines itself take precedence over these."""
+
+    # -- unary math: https://onnx.ai/onnx/operators/onnx__<Op>.html ---------------------
+    def visit_sin(self, op, network) -> None:
+        self._unary(op, tf.sin)
+
+    def visit_cos(self, op, network) -> None:
+        self._unary(op, tf.cos)
+
+    def visit_tan(self, op, network) -> None:
+        self._unary(op, tf.tan)
+
+    def visit_asin(self, op, network) -> None:
+        self._unary(op, tf.asin)
+
+    def visit_acos(self, op, network) -> None:
+        self._unary(op, tf.acos)
+
+    def visit_atan(self, op, network) -> None:
+        self._unary(op, tf.atan)
+
+    def visit_sinh(self, op, network) -> None:
+        self._unary(op, tf.sinh)
+
+    def visit_cosh(self, op, network) -> None:
+        self._unary(op, tf.cosh)
+
+    def visit_asinh(self, op, network) -> None:
+        self._unary(op, tf.asinh)
+
+    def visit_acosh(self, op, network) -> None:
+        self._unary(op, tf.acosh)
+
+    def visit_atanh(self, op, network) -> None:
+        self._unary(op, tf.atanh)
+
+    def visit_sign(self, op, network) -> None:
+        """Sign: -1, 0 or 1 (unsigned integers: 0 or 1)."""
+        def sign(x):
+            if _dtype(x).is_unsigned:
+                return tf.cast(tf.not_equal(x, 0), _dtype(x))
+            return tf.sign(x)
+        self._unary(op, sign)
+
+    def visit_round(self, op, network) -> None:
+        """Round: to the nearest integer, halves to even (as tf.round)."""
+        self._unary(op, tf.round)
+
+    def visit_isnan(self, op, network) -> None:
+        self._unary(op, tf.math.is_nan)
+
+    def visit_isinf(self, op, network) -> None:
+        """IsInf: https://onnx.ai/onnx/operators/onnx__IsInf.html"""
+        negative = bool(_attr(op, "detect_negative", 1))
+        positive = bool(_attr(op, "detect_positive", 1))
+
+        def is_inf(x):
+            infinite = tf.math.is_inf(x)
+            if negative and positive:
+                return infinite
+            if not (negative or positive):
+                return tf.zeros_like(infinite)
+            return tf.logical_and(infinite, x > 0 if positive else x < 0)
+        self._unary(op, is_inf)
+
+    # -- activations -------------------------------------------------------------------
+    def visit_elu(self, op, network) -> None:
+        """Elu: x if x > 0 else alpha·(exp(x) - 1)."""
+        alpha = float(_attr(op, "alpha", 1.0))
+        self._unary(op, lambda x: tf.where(x > 0, x, alpha * tf.math.expm1(tf.minimum(x, 0))))
+
+    def visit_selu(self, op, network) -> None:
+        """Selu: gamma·(x if x > 0 else alpha·(exp(x) - 1))."""
+        alpha = float(_attr(op, "alpha", 1.67326319217681884765625))
+        gamma = float(_attr(op, "gamma", 1.05070102214813232421875))
+        self._unary(op, lambda x: gamma * tf.where(
+            x > 0, x, alpha * tf.math.expm1(tf.minimum(x, 0))))
+
+    def visit_celu(self, op, network) -> None:
+        """Celu: max(0, x) + min(0, alpha·(exp(x/alpha) - 1))."""
+        alpha = float(_attr(op, "alpha", 1.0))
+        self._unary(op, lambda x: tf.nn.relu(x) + alpha * tf.math.expm1(
+            tf.minimum(x, 0) / alpha))
+
+    def visit_hardsigmoid(self, op, network) -> None:
+        """HardSigmoid: max(0, min(1, alpha·x + beta))."""
+        alpha = float(_attr(op, "alpha", 0.2))
+        beta = float(_attr(op, "beta", 0.5))
+        self._unary(op, lambda x: tf.clip_by_value(alpha * x + beta, 0, 1))
+
+    def visit_hardswish(self, op, network) -> None:
+        """HardSwish: x·max(0, min(1, x/6 + 1/2))."""
+        self._unary(op, lambda x: x * tf.clip_by_value(x / 6 + 0.5, 0, 1))
+
+    def visit_softsign(self, op, network) -> None:
+        self._unary(op, lambda x: x / (1 + tf.abs(x)))
+
+    def visit_thresholdedrelu(self, op, network) -> None:
+        """ThresholdedRelu: x if x > alpha else 0."""
+        alpha = float(_attr(op, "alpha", 1.0))
+        self._unary(op, lambda x: tf.where(x > alpha, x, tf.zeros_like(x)))
+
+    def visit_shrink(self, op, network) -> None:
+        """Shrink: x + bias if x < -lambd, x - bias if x > lambd, else 0."""
+        bias = float(_attr(op, "bias", 0.0))
+        lambd = float(_attr(op, "lambd", 0.5))
+
+        def shrink(x):
+            dtype = _dtype(x)
+            b = tf.cast(bias, dtype)
+            low, high = tf.cast(-lambd, tf.float64), tf.cast(lambd, tf.float64)
+            wide = tf.cast(x, tf.float64)
+            return tf.where(wide < low, x + b, tf.where(wide > high, x - b, tf.zeros_like(x)))
+        self._unary(op, shrink)
+
+    def visit_mish(self, op, network) -> None:
+        """Mish: x·tanh(softplus(x)) (https://arxiv.org/abs/1908.08681)."""
+        self._unary(op, lambda x: x * tf.tanh(tf.math.softplus(x)))
+
+    def visit_swish(self, op, network) -> None:
+        """Swish: x·sigmoid(alpha·x)."""
+        alpha = float(_attr(op, "alpha", 1.0))
+        self._unary(op, lambda x: x * tf.sigmoid(alpha * x))
+
+    def visit_prelu(self, op, network) -> None:
+        """PRelu: slope·x where x < 0 (slope broadcast to x)."""
+        def prelu(x, slope):
+            return tf.where(x < 0, tf.cast(slope, _dtype(x)) * x, x)
+        self._elementwise(op, prelu)
+
+    # -- integer arithmetic and bits ---------------------------------------------------
+    def visit_mod(self, op, network) -> None:
+        """Mod: https://onnx.ai/onnx/operators/onnx__Mod.html (fmod=0: the sign of the
+        divisor, fmod=1: of the dividend)."""
+        fmod = bool(_attr(op, "fmod", 0))
+
+        def mod(a, b):
+            if fmod:
+                return _truncated_mod(a, b)
+            if _dtype(tf.convert_to_tensor(a)) in (tf.float16, tf.bfloat16):
+                return _in_wider(tf.math.floormod, a, b)
+            return tf.math.floormod(a, b)
+        self._elementwise(op, mod)
+
+    def visit_bitshift(self, op, network) -> None:
+        """BitShift: https://onnx.ai/onnx/operators/onnx__BitShift.html"""
+        direction = _attr(op, "direction", "")
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        if direction not in ("LEFT", "RIGHT"):
+            raise self._unsupported(f"BitShift direction must be 'LEFT' or 'RIGHT', got "
+                                    f"{direction!r}", "fix the node's attribute")
+        left = direction == "LEFT"
+
+        def bit_shift(x, y):
+            x = tf.convert_to_tensor(x)
+            y = tf.cast(y, _dtype(x))
+            bits = _dtype(x).size * 8
+            # Shifts by a negative amount or by the width or more: every bit shifted out
+            # (an arithmetic right shift leaves the sign).
+            out = tf.logical_or(y < 0, y >= bits)
+            safe = tf.where(out, tf.zeros_like(y), y)
+            if left:
+                return tf.where(out, tf.zeros_like(x), tf.bitwise.left_shift(x, safe))
+            fill = tf.where(x < 0, tf.cast(-1, _dtype(x)), tf.zeros_like(x))
+            return tf.where(out, fill, tf.bitwise.right_shift(x, safe))
+        self._elementwise(op, bit_shift)
+
+    def visit_bitwiseand(self, op, network) -> None:
+        self._elementwise(op, tf.bitwise.bitwise_and)
+
+    def visit_bitwiseor(self, op, network) -> None:
+        self._elementwise(op, tf.bitwise.bitwise_or)
+
+    def visit_bitwisexor(self, op, network) -> None:
+        self._elementwise(op, tf.bitwise.bitwise_xor)
+
+    def visit_bitwisenot(self, op, network) -> None:
+        self._unary(op, tf.bitwise.invert)
+
+    # -- reductions --------------------------------------------------------------------
+    def visit_reducel1(self, op, network) -> None:
+        self._reduce(op, _reduce_l1)
+
+    def visit_reducel2(self, op, network) -> None:
+        self._reduce(op, _reduce_l2)
+
+    def visit_reducelogsum(self, op, network) -> None:
+        self._reduce(op, _reduce_log_sum)
+
+    def visit_reducelogsumexp(self, op, network) -> None:
+        self._reduce(op, _reduce_log_sum_exp)
+
+    def visit_reduceprod(self, op, network) -> None:
+        self._reduce(op, tf.reduce_prod)
+
+    def visit_reducesumsquare(self, op, network) -> None:
+        self._reduce(op, _reduce_sum_square)
+
+    def _arg_extreme(self, op, largest: bool) -> None:
+        axis = int(_attr(op, "axis", 0))
+        keepdims = bool(_attr(op, "keepdims", 1))
+        last = bool(_attr(op, "select_last_index", 0))
+        extreme = tf.reduce_max if largest else tf.reduce_min
+
+        def arg(x):
+            x = tf.convert_to_tensor(x)
+            along = _normalize_axis(axis, len(x.shape))
+            if _dtype(x) == tf.bool:
+                x = tf.cast(x, tf.int8)
+            hit = tf.equal(x, extreme(x, axis=along, keepdims=True))
+            index = _first_along(hit, along, last)
+            return tf.expand_dims(index, along) if keepdims else index
+        self.emit(arg, [self.key(op.inputs[0])], op.outputs[0])
+
+    def visit_argmax(self, op, network) -> None:
+        """ArgMax: https://onnx.ai/onnx/operators/onnx__ArgMax.html (ties: the first
+        index, or the last with select_last_index)."""
+        self._arg_extreme(op, True)
+
+    def visit_argmin(self, op, network) -> None:
+        """ArgMin: as ArgMax, for the smallest element."""
+        self._arg_extreme(op, False)
+
+    def visit_hardmax(self, op, network) -> None:
+        """Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere."""
+        axis = int(_attr(op, "axis", -1))
+
+        def hardmax(x):
+            x = tf.convert_to_tensor(x)
+            along = _normalize_axis(axis, len(x.shape))
+            hit = tf.equal(x, tf.reduce_max(x, axis=along, keepdims=True))
+            first = tf.logical_and(hit, tf.equal(tf.cumsum(tf.cast(hit, tf.int32), along), 1))
+            return tf.cast(first, _dtype(x))
+        self.emit(hardmax, [self.key(op.inputs[0])], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_topk(self, op, network) -> None:
+        """TopK: https://onnx.ai/onnx/operators/onnx__TopK.html (ties: lower index
+        first; the output is always sorted)."""
+        axis = int(_attr(op, "axis", -1))
+        largest = bool(_attr(op, "largest", 1))
+        inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
+
+        def top_k(x, k):
+            x = tf.convert_to_tensor(x)
+            count = tf.reshape(tf.cast(k, tf.int32), [])
+            moved, back = _move_axis_last(x, _normalize_axis(axis, len(x.shape)))
+            order = tf.argsort(moved, axis=-1, stable=True,
+                               direction="DESCENDING" if largest else "ASCENDING")
+            indices = order[..., :count]
+            values = tf.gather(moved, indices, batch_dims=len(x.shape) - 1)
+            indices = tf.cast(indices, tf.int64)
+            if back is not None:
+                values, indices = tf.transpose(values, back), tf.transpose(indices, back)
+            return values, indices
+        self.emit(top_k, inputs, list(op.outputs))
+
+    # -- cumulative --------------------------------------------------------------------
+    def _cumulative(self, op, tf_fn) -> None:
+        exclusive = bool(_attr(op, "exclusive", 0))
+        reverse = bool(_attr(op, "reverse", 0))
+        dynamic_error = self._dynamic_error("axis")
+
+        def cumulative(x, axis):
+            along = _static_ints(axis)
+            if along is None:
+                raise dynamic_error
+            x = tf.convert_to_tensor(x)
+            return tf_fn(x, axis=_normalize_axis(along[0], len(x.shape)),
+                         exclusive=exclusive, reverse=reverse)
+        self.emit(cumulative, [self.key(op.inputs[0]), self.static_key(op.inputs[1])],
+                  op.outputs[0], rank=self.rank(op.inputs[0]))
+
+    def visit_cumsum(self, op, network) -> None:
+        """CumSum: https://onnx.ai/onnx/operators/onnx__CumSum.html"""
+        self._cumulative(op, tf.math.cumsum)
+
+    def visit_cumprod(self, op, network) -> None:
+        """CumProd: https://onnx.ai/onnx/operators/onnx__CumProd.html"""
+        self._cumulative(op, tf.math.cumprod)
+
+    # -- matrices ----------------------------------------------------------------------
+    def visit_trilu(self, op, network) -> None:
+        """Trilu: the upper (or lower) triangle of the last two axes, from diagonal k."""
+        upper = bool(_attr(op, "upper", 1))
+        inputs = [self.key(op.inputs[0])] + [self.key(n) for n in op.inputs[1:2] if n]
+
+        def trilu(x, k=None):
+            x = tf.convert_to_tensor(x)
+            shift = tf.constant(0, tf.int64) if k is None else tf.reshape(
+                tf.cast(k, tf.int64), [])
+            dims = tf.shape(x, out_type=tf.int64)
+            rows = tf.range(dims[-2])[:, None]
+            cols = tf.range(dims[-1])[None, :]
+            keep = cols - rows >= shift if upper else cols - rows <= shift
+            return tf.where(keep, x, tf.zeros_like(x))
+        self.emit(trilu, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+
+    def visit_eyelike(self, op, network) -> None:
+        """EyeLike: ones on diagonal k of a matrix shaped as the input."""
+        k = int(_attr(op, "k", 0))
+        given = op.attributes.get("dtype")
+        target = None if given is None else tf.as_dtype(
+            onnx.helper.tensor_dtype_to_np_dtype(int(given)))
+
+        def eye_like(x):
+            x = tf.convert_to_tensor(x)
+            dims = tf.shape(x, out_type=tf.int64)
+            diagonal = tf.equal(tf.range(dims[1])[None, :] - tf.range(dims[0])[:, None], k)
+            return tf.cast(diagonal, target or _dtype(x))
+        self.emit(eye_like, [self.key(op.inputs[0])], op.outputs[0], rank=2)
+
+    def visit_det(self, op, network) -> None:
+        """Det: determinants of the (..., M, M) input."""
+        def det(x):
+            return _in_wider(tf.linalg.det, tf.convert_to_tensor(x))
+        self.emit(det, [self.key(op.inputs[0])], op.outputs[0])
+
+    def visit_einsum(self, op, network) -> None:
+        """Einsum: https://onnx.ai/onnx/operators/onnx__Einsum.html"""
+        equation = _attr(op, "equation", "")
+        equation = (equation.decode() if isinstance(equation, bytes) else equation)
+        equation = equation.replace(" ", "")
+
+        def einsum(*xs):
+            return tf.einsum(equation, *xs)
+        self.emit(einsum, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    # -- indexing ----------------------------------------------------------------------
+    def visit_tile(self, op, network) -> None:
+        """Tile: repeat the input ``repeats[i]`` times along axis i."""
+        def tile(x, repeats):
+            return tf.tile(x, tf.cast(repeats, tf.int64))
+        self.emit(tile, [self.key(op.inputs[0]), self.key(op.inputs[1])], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_onehot(self, op, network) -> None:
+        """OneHot: https://onnx.ai/onnx/operators/onnx__OneHot.html (negative indices
+        count from depth)."""
+        axis = int(_attr(op, "axis", -1))
+
+        def one_hot(indices, depth, values):
+            indices = tf.convert_to_tensor(indices)
+            size = tf.reshape(tf.cast(depth, tf.int64), [])
+            where = axis if axis >= -1 else axis + len(indices.shape) + 1
+            index = _wrap_negative(tf.cast(indices, tf.int64), size)
+            values = tf.convert_to_tensor(values)
+            return tf.one_hot(index, tf.cast(size, tf.int32), on_value=values[1],
+                              off_value=values[0], axis=where, dtype=_dtype(values))
+        self.emit(one_hot, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def visit_gathernd(self, op, network) -> None:
+        """GatherND: https://onnx.ai/onnx/operators/onnx__GatherND.html"""
+        batch_dims = int(_attr(op, "batch_dims", 0))
+
+        def gather_nd(data, indices):
+            data, indices = tf.convert_to_tensor(data), tf.convert_to_tensor(indices)
+            depth = indices.shape[-1]
+            dims = tf.shape(data, out_type=indices.dtype)[batch_dims:batch_dims + depth]
+            return tf.gather_nd(data, _wrap_negative(indices, dims), batch_dims=batch_dims)
+        self.emit(gather_nd, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def _reduction(self, op) -> str:
+        reduction = _attr(op, "reduction", "none")
+        reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+        if reduction not in ("none", "add", "mul", "max", "min"):
+            raise self._unsupported(f"reduction {reduction!r} is not one of none, add, mul, "
+                                    f"max, min", "fix the node's attribute")
+        return reduction
+
+    def visit_scatternd(self, op, network) -> None:
+        """ScatterND: https://onnx.ai/onnx/operators/onnx__ScatterND.html"""
+        reduction = self._reduction(op)
+
+        def scatter_nd(data, indices, updates):
+            data, indices = tf.convert_to_tensor(data), tf.convert_to_tensor(indices)
+            depth = indices.shape[-1]
+            indices = _wrap_negative(indices, tf.shape(data, out_type=indices.dtype)[:depth])
+            return _scatter_nd(data, indices, tf.cast(updates, _dtype(data)), reduction)
+        self.emit(scatter_nd, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_scatterelements(self, op, network) -> None:
+        """ScatterElements: https://onnx.ai/onnx/operators/onnx__ScatterElements.html"""
+        reduction = self._reduction(op)
+        axis = int(_attr(op, "axis", 0))
+
+        def scatter_elements(data, indices, updates):
+            data, indices = tf.convert_to_tensor(data), tf.convert_to_tensor(indices)
+            along = _normalize_axis(axis, len(data.shape))
+            indices = _wrap_negative(indices, tf.shape(data, out_type=indices.dtype)[along])
+            return _scatter_nd(data, _element_coordinates(indices, along),
+                               tf.cast(updates, _dtype(data)), reduction)
+        self.emit(scatter_elements, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_compress(self, op, network) -> None:
+        """Compress: the slices along ``axis`` (of the flattened input without an axis)
+        where ``condition`` is true; a shorter condition leaves the rest out."""
+        axis = op.attributes.get("axis")
+
+        def compress(x, condition):
+            x = tf.convert_to_tensor(x)
+            if axis is None:
+                x, along = tf.reshape(x, [-1]), 0
+            else:
+                along = _normalize_axis(int(axis), len(x.shape))
+            condition = tf.cast(tf.reshape(condition, [-1]), tf.bool)
+            size = tf.shape(x)[along]
+            missing = tf.maximum(size - tf.size(condition), 0)
+            condition = tf.concat([condition, tf.zeros([missing], tf.bool)], 0)[:size]
+            return tf.boolean_mask(x, condition, axis=along)
+        self.emit(compress, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def visit_nonzero(self, op, network) -> None:
+        """NonZero: the (rank, count) int64 coordinates of the non-zero elements, in
+        row-major order."""
+        def nonzero(x):
+            x = tf.convert_to_tensor(x)
+            hit = x if _dtype(x) == tf.bool else tf.not_equal(x, tf.zeros([], _dtype(x)))
+            return tf.transpose(tf.where(hit))
+        self.emit(nonzero, [self.key(op.inputs[0])], op.outputs[0], rank=2)
+
+    def visit_unique(self, op, network) -> None:
+        """Unique: https://onnx.ai/onnx/operators/onnx__Unique.html (outputs Y,
+        indices of first occurrences, inverse indices, counts)."""
+        axis = op.attributes.get("axis")
+        keep_sorted = bool(_attr(op, "sorted", 1))
+        dynamic_error = self._unsupported(
+            "Unique along an axis needs the other axes' sizes when the model is built",
+            "give the input a static shape")
+
+        def unique(x):
+            x = tf.convert_to_tensor(x)
+            if axis is None:
+                moved, along = tf.reshape(x, [-1]), 0
+                rows, n_cols = moved[:, None], 1
+            else:
+                along = _normalize_axis(int(axis), len(x.shape))
+                perm = [along] + [a for a in range(len(x.shape)) if a != along]
+                moved = tf.transpose(x, perm)
+                other = list(moved.shape[1:])
+                if None in other:
+                    raise dynamic_error
+                n_cols = math.prod(other)
+                rows = tf.reshape(moved, [-1, n_cols])
+            first, inverse, counts = _unique_rows(rows, n_cols, keep_sorted)
+            y = tf.gather(moved, first)
+            if axis is not None:
+                y = tf.transpose(y, list(np.argsort(perm)))
+            return y, first, inverse, counts
+        self.emit(unique, [self.key(op.inputs[0])], list(op.outputs))
