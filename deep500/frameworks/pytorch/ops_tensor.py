@@ -1,11 +1,648 @@
 """PyTorchVisitor methods for the elementwise, cast, logical, activation, reduction and
 indexing operators of the ONNX operator set (issue 19), mixed into
 :class:`deep500.frameworks.pytorch.visitor.PyTorchVisitor`: each ``visit_<op>`` uses the
-visitor's own helpers and follows https://onnx.ai/onnx/operators/.
+visitor's own helpers (``_emit``, ``_known``, ``_dtype``, ``_rank``, ``_fail``) and
+follows https://onnx.ai/onnx/operators/onnx__<Op>.html (newest opset). Every graph
+path is built from differentiable torch functions, so gradients flow through autograd.
 """
 from __future__ import annotations
+
+import functools
+import math
+
+from deep500.utils.errors import ShapeError, UnsupportedError, require
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+F = torch.nn.functional
+
+# Unsigned types that PyTorch stores but has few CPU kernels for (remainder, shifts,
+# maximum): computed in int64, which holds every uint16/uint32 value exactly.
+_NARROW_UNSIGNED = (torch.uint16, torch.uint32)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _unsigned_safe(fn):
+    """``fn(a, b)`` for uint16/32 inputs computed in int64 and cast back; uint64 values
+    must fit int64 (checked, since the bits would otherwise be read as negative)."""
+    def wrapped(a, b):
+        if a.dtype in _NARROW_UNSIGNED:
+            return fn(a.long(), b.long()).to(a.dtype)
+        if a.dtype == torch.uint64:
+            wide_a, wide_b = a.long(), b.long()
+            if bool((wide_a < 0).any()) or bool((wide_b < 0).any()):
+                raise UnsupportedError("The PyTorch executor computes this uint64 operator "
+                                       "in int64: values of 2**63 and above are not "
+                                       "supported; cast to a float type first")
+            return fn(wide_a, wide_b).to(a.dtype)
+        return fn(a, b)
+    return wrapped
+
+
+def _ordered(x):
+    """Unsigned tensors as signed ones with the same order (PyTorch has no uint16/32/64
+    comparison kernels): uint16/32 widen to int64; uint64 flips its top bit and is read
+    as int64."""
+    if x.dtype in _NARROW_UNSIGNED:
+        return x.long()
+    if x.dtype == torch.uint64:
+        return x.view(torch.int64) ^ (-1 << 63)
+    return x
+
+
+def _compare(fn):
+    return lambda a, b: fn(_ordered(a), _ordered(b))
+
+
+def _bitwise_not(x):
+    if x.dtype in _NARROW_UNSIGNED:
+        return torch.bitwise_not(x.long()).to(x.dtype)
+    if x.dtype == torch.uint64:
+        return torch.bitwise_not(x.view(torch.int64)).view(torch.uint64)
+    return torch.bitwise_not(x)
+
+
+def _identity_of(reduction: str, dtype):
+    """The value of a reduction over an empty set (ONNX: the operation's identity)."""
+    if reduction in ("sum", "l1", "l2", "sumsquare"):
+        return 0
+    if reduction == "prod":
+        return 1
+    if reduction in ("logsum", "logsumexp"):
+        return -math.inf
+    if dtype == torch.bool:
+        return reduction == "min"
+    if dtype.is_floating_point:
+        return math.inf if reduction == "min" else -math.inf
+    info = torch.iinfo(dtype)
+    return info.max if reduction == "min" else info.min
+
+
+def _in_float(fn):
+    """Integer inputs of L2 / LogSum / LogSumExp: computed in float64, cast back
+    (truncating, as ONNX's reference does)."""
+    def wrapped(x, dims, keepdim):
+        if x.is_floating_point():
+            return fn(x, dims, keepdim)
+        return fn(x.double(), dims, keepdim).to(x.dtype)
+    return wrapped
+
+
+def _prod(x, dims, keepdim):
+    for axis in sorted(dims, reverse=True):
+        x = torch.prod(x, axis, keepdim=True)
+    return x if keepdim else x.squeeze(tuple(dims)) if dims else x
+
+
+_REDUCTIONS = {
+    "l1": lambda x, d, k: x.abs().sum(d, keepdim=k),
+    "l2": _in_float(lambda x, d, k: torch.linalg.vector_norm(x, 2, d, keepdim=k)),
+    "logsum": _in_float(lambda x, d, k: torch.log(x.sum(d, keepdim=k))),
+    "logsumexp": _in_float(lambda x, d, k: torch.logsumexp(x, d, keepdim=k)),
+    "min": lambda x, d, k: torch.amin(x, d, keepdim=k),
+    "prod": _prod,
+    "sumsquare": lambda x, d, k: (x * x).sum(d, keepdim=k),
+}
+
+
+def _reduced_shape(shape, dims, keepdim):
+    return tuple(1 if i in dims else s for i, s in enumerate(shape)
+                 if keepdim or i not in dims)
+
+
+def _reduce_fn(reduction, keepdim, noop):
+    """``fn(x, axes)`` of ONNX Reduce<reduction> (opset 18: axes an input, empty axes
+    reduce everything unless noop_with_empty_axes)."""
+    compute = _REDUCTIONS[reduction]
+
+    def reduce(x, axes=None):
+        dims = [] if axes is None else [int(a) for a in axes]
+        if not dims:
+            if noop:
+                return x
+            dims = list(range(x.dim()))
+        dims = tuple(sorted({a % x.dim() for a in dims})) if x.dim() else ()
+        if x.dim() and any(x.shape[a] == 0 for a in dims) and reduction == "min":
+            return torch.full(_reduced_shape(x.shape, dims, keepdim),
+                              _identity_of(reduction, x.dtype), dtype=x.dtype,
+                              device=x.device)
+        if not dims:  # a scalar: every reduction of one element is the element's
+            return compute(x.reshape(1), (0,), False).reshape(())
+        return compute(x, dims, keepdim)
+    return reduce
+
+
+def _normalized(index, size):
+    """ONNX indices may be negative (counted from the end)."""
+    return torch.where(index < 0, index + size, index).long()
+
+
+def _cumulative(step, identity, axis, exclusive, reverse):
+    """CumSum/CumProd: https://onnx.ai/onnx/operators/onnx__CumSum.html"""
+    def cumulate(x):
+        if reverse:
+            x = x.flip(axis)
+        y = step(x, axis)
+        if exclusive:
+            first = torch.full_like(x.narrow(axis, 0, 1), identity)
+            y = torch.cat([first, y.narrow(axis, 0, x.shape[axis] - 1)], axis)
+        return y.flip(axis) if reverse else y
+    return cumulate
 
 
 class TensorOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
     the visitor class defines itself take precedence over these."""
+
+    def _const_ints(self, name):
+        value = self._known(name)
+        return None if value is None else [int(v) for v in value.reshape(-1).tolist()]
+
+    # -- elementwise math ---------------------------------------------------------------
+    def visit_sin(self, op, network):
+        self._emit(op, torch.sin)
+
+    def visit_cos(self, op, network):
+        self._emit(op, torch.cos)
+
+    def visit_tan(self, op, network):
+        self._emit(op, torch.tan)
+
+    def visit_asin(self, op, network):
+        self._emit(op, torch.asin)
+
+    def visit_acos(self, op, network):
+        self._emit(op, torch.acos)
+
+    def visit_atan(self, op, network):
+        self._emit(op, torch.atan)
+
+    def visit_sinh(self, op, network):
+        self._emit(op, torch.sinh)
+
+    def visit_cosh(self, op, network):
+        self._emit(op, torch.cosh)
+
+    def visit_asinh(self, op, network):
+        self._emit(op, torch.asinh)
+
+    def visit_acosh(self, op, network):
+        self._emit(op, torch.acosh)
+
+    def visit_atanh(self, op, network):
+        self._emit(op, torch.atanh)
+
+    def visit_sign(self, op, network):
+        self._emit(op, torch.sign)
+
+    def visit_round(self, op, network):
+        """Halves to even, as torch.round: https://onnx.ai/onnx/operators/onnx__Round.html"""
+        self._emit(op, torch.round)
+
+    def visit_isnan(self, op, network):
+        self._emit(op, torch.isnan)
+
+    def visit_isinf(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__IsInf.html"""
+        positive = bool(op.attributes.get("detect_positive", 1))
+        negative = bool(op.attributes.get("detect_negative", 1))
+        if positive and negative:
+            self._emit(op, torch.isinf)
+        elif positive:
+            self._emit(op, torch.isposinf)
+        elif negative:
+            self._emit(op, torch.isneginf)
+        else:
+            self._emit(op, lambda x: torch.zeros_like(x, dtype=torch.bool))
+
+    def visit_mod(self, op, network):
+        """fmod=1: C fmod (sign of the dividend); fmod=0: sign of the divisor.
+        https://onnx.ai/onnx/operators/onnx__Mod.html"""
+        fn = torch.fmod if op.attributes.get("fmod") else torch.remainder
+        self._emit(op, _unsigned_safe(fn))
+
+    def visit_mean(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Mean.html"""
+        count = len(op.inputs)
+        self._emit(op, lambda *xs: functools.reduce(torch.add, xs) / count)
+
+    def visit_det(self, op, network):
+        self._emit(op, torch.linalg.det)
+
+    # -- casts ------------------------------------------------------------------------
+    def visit_castlike(self, op, network):
+        """Cast to the element type of the second input.
+        https://onnx.ai/onnx/operators/onnx__CastLike.html"""
+        try:
+            target = self._dtype(op.inputs[1])
+        except UnsupportedError as error:
+            raise self._fail(op, f"the target type has no PyTorch tensor type ({error}); "
+                                 f"run this model on the reference executor, which "
+                                 f"implements it") from None
+        if target is not None:
+            self._emit(op, lambda x: x.to(target), op.inputs[:1])
+        else:
+            self._emit(op, lambda x, like: x.to(like.dtype))
+
+    # -- logical and bitwise -------------------------------------------------------------
+    def visit_and(self, op, network):
+        self._emit(op, torch.logical_and)
+
+    def visit_or(self, op, network):
+        self._emit(op, torch.logical_or)
+
+    def visit_xor(self, op, network):
+        self._emit(op, torch.logical_xor)
+
+    def visit_lessorequal(self, op, network):
+        self._emit(op, _compare(torch.le))
+
+    def visit_greaterorequal(self, op, network):
+        self._emit(op, _compare(torch.ge))
+
+    def visit_bitwiseand(self, op, network):
+        self._emit(op, torch.bitwise_and)
+
+    def visit_bitwiseor(self, op, network):
+        self._emit(op, torch.bitwise_or)
+
+    def visit_bitwisexor(self, op, network):
+        self._emit(op, torch.bitwise_xor)
+
+    def visit_bitwisenot(self, op, network):
+        self._emit(op, _bitwise_not)
+
+    def visit_bitshift(self, op, network):
+        """Logical shifts of unsigned integers.
+        https://onnx.ai/onnx/operators/onnx__BitShift.html"""
+        direction = op.attributes["direction"]
+        if direction not in ("LEFT", "RIGHT"):
+            raise self._fail(op, f"direction must be 'LEFT' or 'RIGHT', not "
+                                 f"{direction!r}", ShapeError)
+        left = direction == "LEFT"
+
+        def shift(x, s):
+            if x.dtype in _NARROW_UNSIGNED:
+                wide = x.long()
+                shifted = wide << s.long() if left else wide >> s.long()
+                return shifted.to(x.dtype)
+            if x.dtype == torch.uint64:  # the same bits in int64: shift logically
+                bits, count = x.view(torch.int64), s.view(torch.int64)
+                if left:
+                    return (bits << count).view(torch.uint64)
+                logical = ((bits >> 1) & _INT64_MAX) >> (count - 1).clamp(min=0)
+                return torch.where(count == 0, bits, logical).view(torch.uint64)
+            return x << s if left else x >> s
+        self._emit(op, shift)
+
+    # -- activations -----------------------------------------------------------------
+    def visit_elu(self, op, network):
+        alpha = float(op.attributes["alpha"])
+        self._emit(op, lambda x: F.elu(x, alpha))
+
+    def visit_selu(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Selu.html"""
+        alpha, gamma = float(op.attributes["alpha"]), float(op.attributes["gamma"])
+        self._emit(op, lambda x: gamma * torch.where(x > 0, x, alpha * torch.expm1(
+            torch.clamp(x, max=0))))
+
+    def visit_celu(self, op, network):
+        alpha = float(op.attributes["alpha"])
+        self._emit(op, lambda x: F.celu(x, alpha))
+
+    def visit_hardsigmoid(self, op, network):
+        alpha, beta = float(op.attributes["alpha"]), float(op.attributes["beta"])
+        self._emit(op, lambda x: torch.clamp(alpha * x + beta, 0, 1))
+
+    def visit_hardswish(self, op, network):
+        """x·max(0, min(1, x/6 + 1/2)): https://onnx.ai/onnx/operators/onnx__HardSwish.html"""
+        self._emit(op, F.hardswish)
+
+    def visit_softplus(self, op, network):
+        """log(1 + exp(x)), written stably as max(x, 0) + log1p(exp(-|x|))."""
+        self._emit(op, lambda x: torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs())))
+
+    def visit_softsign(self, op, network):
+        self._emit(op, lambda x: x / (1 + x.abs()))
+
+    def visit_thresholdedrelu(self, op, network):
+        alpha = float(op.attributes["alpha"])
+        self._emit(op, lambda x: torch.where(x > alpha, x, torch.zeros_like(x)))
+
+    def visit_shrink(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Shrink.html"""
+        bias, lambd = float(op.attributes["bias"]), float(op.attributes["lambd"])
+
+        def shrink(x):
+            zero = torch.zeros_like(x)
+            if x.is_floating_point():
+                return torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias,
+                                                                      zero))
+            low = (x.double() + bias).to(x.dtype)
+            high = (x.double() - bias).to(x.dtype)
+            return torch.where(x < -lambd, low, torch.where(x > lambd, high, zero))
+        self._emit(op, shrink)
+
+    def visit_prelu(self, op, network):
+        self._emit(op, lambda x, slope: torch.where(x < 0, x * slope, x))
+
+    def visit_mish(self, op, network):
+        self._emit(op, F.mish)
+
+    def visit_swish(self, op, network):
+        """x·sigmoid(alpha·x): https://onnx.ai/onnx/operators/onnx__Swish.html"""
+        alpha = op.attributes.get("alpha")
+        alpha = 1.0 if alpha is None else float(alpha)
+        self._emit(op, lambda x: x * torch.sigmoid(alpha * x))
+
+    def visit_hardmax(self, op, network):
+        """1 at the first maximum along ``axis``: https://onnx.ai/onnx/operators/onnx__Hardmax.html"""
+        axis = op.attributes["axis"]
+
+        def hardmax(x):
+            index = x.argmax(axis, keepdim=True)
+            return torch.zeros_like(x).scatter(axis, index, 1)
+        self._emit(op, hardmax)
+
+    # -- reductions --------------------------------------------------------------------
+    def _reduction(self, op, reduction):
+        keepdim = bool(op.attributes.get("keepdims", 1))
+        noop = bool(op.attributes.get("noop_with_empty_axes"))
+        fn = _reduce_fn(reduction, keepdim, noop)
+        if len(op.inputs) > 1 and op.inputs[1]:
+            axes = self._const_ints(op.inputs[1])
+            if axes is None:
+                self._emit(op, lambda x, a: fn(x, a.tolist()))
+            else:
+                self._emit(op, lambda x: fn(x, axes), op.inputs[:1])
+        else:
+            self._emit(op, fn, op.inputs[:1])
+
+    def visit_reducel1(self, op, network):
+        self._reduction(op, "l1")
+
+    def visit_reducel2(self, op, network):
+        self._reduction(op, "l2")
+
+    def visit_reducelogsum(self, op, network):
+        self._reduction(op, "logsum")
+
+    def visit_reducelogsumexp(self, op, network):
+        self._reduction(op, "logsumexp")
+
+    def visit_reducemin(self, op, network):
+        self._reduction(op, "min")
+
+    def visit_reduceprod(self, op, network):
+        self._reduction(op, "prod")
+
+    def visit_reducesumsquare(self, op, network):
+        self._reduction(op, "sumsquare")
+
+    def _arg(self, op, fn):
+        """ArgMax/ArgMin: https://onnx.ai/onnx/operators/onnx__ArgMax.html"""
+        axis = op.attributes["axis"]
+        keepdim = bool(op.attributes["keepdims"])
+        last = bool(op.attributes.get("select_last_index"))
+
+        def arg(x):
+            if not last:
+                return fn(x, axis, keepdim)
+            flipped = fn(x.flip(axis), axis, keepdim)  # torch picks the first extremum
+            return x.shape[axis] - 1 - flipped
+        self._emit(op, arg)
+
+    def visit_argmax(self, op, network):
+        self._arg(op, torch.argmax)
+
+    def visit_argmin(self, op, network):
+        self._arg(op, torch.argmin)
+
+    def visit_topk(self, op, network):
+        """Ties keep the lower index first (a stable sort).
+        https://onnx.ai/onnx/operators/onnx__TopK.html"""
+        axis = op.attributes["axis"]
+        largest = bool(op.attributes["largest"])
+
+        def topk(x, k):
+            count = int(k.reshape(-1)[0])
+            if not 0 <= count <= x.shape[axis]:
+                raise ShapeError(f"TopK: K={count} is outside [0, {x.shape[axis]}] "
+                                 f"(the size of axis {axis})")
+            values, indices = torch.sort(x, dim=axis, descending=largest, stable=True)
+            return values.narrow(axis, 0, count), indices.narrow(axis, 0, count)
+        self._emit(op, topk)
+
+    # -- cumulative ----------------------------------------------------------------------
+    def _cumulate(self, op, step, identity):
+        exclusive = bool(op.attributes["exclusive"])
+        reverse = bool(op.attributes["reverse"])
+        axis = self._const_ints(op.inputs[1])
+        if axis is not None:
+            self._emit(op, _cumulative(step, identity, axis[0], exclusive, reverse),
+                       op.inputs[:1])
+        else:
+            self._emit(op, lambda x, a: _cumulative(step, identity, int(a.reshape(-1)[0]),
+                                                    exclusive, reverse)(x))
+
+    def visit_cumsum(self, op, network):
+        self._cumulate(op, lambda x, axis: torch.cumsum(x, axis, dtype=x.dtype), 0)
+
+    def visit_cumprod(self, op, network):
+        self._cumulate(op, lambda x, axis: torch.cumprod(x, axis, dtype=x.dtype), 1)
+
+    # -- indexing ------------------------------------------------------------------------
+    def visit_gatherelements(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__GatherElements.html"""
+        axis = op.attributes["axis"]
+        self._emit(op, lambda x, i: torch.gather(x, axis, _normalized(i, x.shape[axis])))
+
+    def visit_gathernd(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__GatherND.html"""
+        batch_dims = op.attributes["batch_dims"]
+
+        def gather_nd(x, indices):
+            depth = indices.shape[-1]
+            batch = x.shape[:batch_dims]
+            if depth > x.dim() - batch_dims:
+                raise ShapeError(f"GatherND: indices.shape[-1]={depth} exceeds the "
+                                 f"{x.dim() - batch_dims} dimensions of data after "
+                                 f"batch_dims={batch_dims}")
+            flat_x = x.reshape((math.prod(batch),) + tuple(x.shape[batch_dims:]))
+            flat_i = indices.reshape((math.prod(batch), -1, depth))
+            key = [torch.arange(flat_x.shape[0], device=x.device).view(-1, 1)]
+            key += [_normalized(flat_i[..., j], flat_x.shape[1 + j]) for j in range(depth)]
+            gathered = flat_x[tuple(key)]
+            return gathered.reshape(tuple(indices.shape[:-1])
+                                    + tuple(x.shape[batch_dims + depth:]))
+        self._emit(op, gather_nd)
+
+    def visit_scatternd(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__ScatterND.html"""
+        reduction = op.attributes.get("reduction") or "none"
+        reduce = {"mul": "prod", "max": "amax", "min": "amin"}
+        if reduction not in ("none", "add") and reduction not in reduce:
+            raise self._fail(op, f"reduction {reduction!r} is not one of none, add, mul, "
+                                 f"max, min", ShapeError)
+
+        def scatter_nd(x, indices, updates):
+            depth = indices.shape[-1]
+            lead = x.shape[:depth]
+            strides = [math.prod(lead[j + 1:]) for j in range(depth)]
+            flat_i = indices.reshape(-1, depth)
+            linear = sum(_normalized(flat_i[:, j], lead[j]) * strides[j]
+                         for j in range(depth))
+            rest = tuple(x.shape[depth:])
+            flat_x = x.reshape((math.prod(lead),) + rest)
+            flat_u = updates.reshape((-1,) + rest)
+            if reduction == "none":
+                result = flat_x.index_copy(0, linear, flat_u)
+            elif reduction == "add":
+                result = flat_x.index_add(0, linear, flat_u)
+            else:
+                result = flat_x.index_reduce(0, linear, flat_u, reduce[reduction])
+            return result.reshape(x.shape)
+        self._emit(op, scatter_nd)
+
+    def visit_scatterelements(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__ScatterElements.html"""
+        axis = op.attributes["axis"]
+        reduction = op.attributes.get("reduction") or "none"
+        reduce = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+        if reduction != "none" and reduction not in reduce:
+            raise self._fail(op, f"reduction {reduction!r} is not one of none, add, mul, "
+                                 f"max, min", ShapeError)
+
+        def scatter_elements(x, indices, updates):
+            index = _normalized(indices, x.shape[axis])
+            if reduction == "none":
+                return torch.scatter(x, axis, index, updates)
+            return torch.scatter_reduce(x, axis, index, updates, reduce[reduction])
+        self._emit(op, scatter_elements)
+
+    def visit_compress(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Compress.html"""
+        axis = op.attributes.get("axis")
+
+        def compress(x, condition):
+            chosen = torch.nonzero(condition.reshape(-1)).reshape(-1)
+            if axis is None:
+                return x.reshape(-1).index_select(0, chosen)
+            return x.index_select(axis, chosen)
+        self._emit(op, compress)
+
+    def visit_nonzero(self, op, network):
+        """Indices of the non-zero elements, [rank, count], row-major order."""
+        self._emit(op, lambda x: torch.nonzero(x).t().contiguous())
+
+    def visit_unique(self, op, network):
+        """Outputs Y, first-occurrence indices, inverse indices, counts.
+        https://onnx.ai/onnx/operators/onnx__Unique.html"""
+        axis = op.attributes.get("axis")
+        ordered = bool(op.attributes.get("sorted", 1))
+        outputs = len(op.outputs)
+
+        def unique(x):
+            flat = x.reshape(-1) if axis is None else x
+            dim = 0 if axis is None else axis % x.dim()
+            values, inverse, counts = torch.unique(flat, sorted=True, return_inverse=True,
+                                                   return_counts=True, dim=dim)
+            size = flat.shape[dim]
+            positions = torch.arange(size, device=x.device)
+            first = torch.full((values.shape[dim],), size, dtype=torch.int64,
+                               device=x.device).scatter_reduce(0, inverse, positions,
+                                                               "amin")
+            if not ordered:  # in order of first occurrence
+                order = torch.argsort(first)
+                values = values.index_select(dim, order)
+                first, counts = first[order], counts[order]
+                inverse = torch.argsort(order)[inverse]
+            return (values, first, inverse, counts)[:outputs] if outputs > 1 else values
+        self._emit(op, unique)
+
+    # -- shapes -----------------------------------------------------------------------
+    def visit_trilu(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Trilu.html"""
+        fn = torch.triu if op.attributes.get("upper", 1) else torch.tril
+        if len(op.inputs) > 1 and op.inputs[1]:
+            k = self._const_ints(op.inputs[1])
+            if k is None:
+                self._emit(op, lambda x, k: fn(x, int(k.reshape(-1)[0])))
+                return
+            diagonal = k[0]
+            self._emit(op, lambda x: fn(x, diagonal), op.inputs[:1])
+        else:
+            self._emit(op, fn, op.inputs[:1])
+
+    def visit_tile(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Tile.html"""
+        repeats = self._const_ints(op.inputs[1])
+        if repeats is None:
+            self._emit(op, lambda x, r: x.repeat(tuple(int(v) for v in r.tolist())))
+        else:
+            repeats = tuple(repeats)
+            self._emit(op, lambda x: x.repeat(repeats), op.inputs[:1])
+
+    def visit_einsum(self, op, network):
+        equation = op.attributes["equation"].replace(" ", "")
+        self._emit(op, lambda *xs: torch.einsum(equation, *xs))
+
+    def visit_onehot(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__OneHot.html"""
+        axis = op.attributes["axis"]
+
+        def one_hot(indices, depth, values):
+            size = int(depth.reshape(-1)[0])
+            rank = indices.dim() + 1
+            where = axis % rank
+            index = indices.long()  # float indices truncate, as ONNX's cast does
+            index = torch.where(index < 0, index + size, index).unsqueeze(where)
+            shape = [1] * rank
+            shape[where] = size
+            hot = index == torch.arange(size, device=index.device).view(shape)
+            return torch.where(hot, values[1], values[0])
+        self._emit(op, one_hot)
+
+    def visit_eyelike(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__EyeLike.html"""
+        from deep500.frameworks.pytorch.visitor import torch_dtype
+        dtype = op.attributes.get("dtype")
+        dtype = None if dtype is None else torch_dtype(dtype)
+        k = int(op.attributes.get("k") or 0)
+
+        def eye_like(x):
+            if x.dim() != 2:
+                raise ShapeError(f"EyeLike takes a 2-D input, not shape {tuple(x.shape)}")
+            rows = torch.arange(x.shape[0], device=x.device).view(-1, 1)
+            cols = torch.arange(x.shape[1], device=x.device).view(1, -1)
+            return (cols - rows == k).to(x.dtype if dtype is None else dtype)
+        self._emit(op, eye_like)
+
+    def visit_depthtospace(self, op, network):
+        """DCR (depth, column, row) or CRD ordering of the moved channels.
+        https://onnx.ai/onnx/operators/onnx__DepthToSpace.html"""
+        block = op.attributes["blocksize"]
+        crd = (op.attributes.get("mode") or "DCR") == "CRD"
+
+        def depth_to_space(x):
+            n, c, h, w = x.shape
+            channels = c // (block * block)
+            if crd:
+                y = x.reshape(n, channels, block, block, h, w).permute(0, 1, 4, 2, 5, 3)
+            else:
+                y = x.reshape(n, block, block, channels, h, w).permute(0, 3, 4, 1, 5, 2)
+            return y.reshape(n, channels, h * block, w * block)
+        self._emit(op, depth_to_space)
+
+    def visit_spacetodepth(self, op, network):
+        """The inverse of DepthToSpace in the same mode (DCR or CRD).
+        https://onnx.ai/onnx/operators/onnx__SpaceToDepth.html"""
+        block = op.attributes["blocksize"]
+        order = ((0, 1, 3, 5, 2, 4) if (op.attributes.get("mode") or "DCR") == "CRD"
+                 else (0, 3, 5, 1, 2, 4))
+
+        def space_to_depth(x):
+            n, c, h, w = x.shape
+            y = x.reshape(n, c, h // block, block, w // block, block)
+            return y.permute(order).reshape(n, c * block * block, h // block,
+                                                       w // block)
+        self._emit(op, space_to_depth)
