@@ -21,6 +21,8 @@ import onnx
 import onnx.numpy_helper
 
 from deep500.utils.errors import ShapeError, UnsupportedError, require
+from deep500.frameworks.pytorch.ops_sequence import SequenceOps
+from deep500.frameworks.pytorch.ops_tensor import TensorOps
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 from deep500.utils.onnx_interop.window import (conv_transpose_geometry, resolve_pads,
                                                window_geometry)
@@ -134,7 +136,7 @@ def _slice(x, starts, ends, axes, steps):
     return x
 
 
-class PyTorchVisitor(OnnxBaseVisitor):
+class PyTorchVisitor(TensorOps, SequenceOps, OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:
@@ -157,6 +159,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
                      if self.static_shapes or name in self.inputs}
         self.parameters = network.parameter_values
         self.trainable = set(model.parameters)
+        for name, value in model.constants.items():   # from attributes of older opsets
+            self.known[name] = _as_tensor(value)
 
     def visit_initializer(self, name, value, network) -> None:
         """The model's parameters (floating-point initializers other than batch-norm
@@ -227,7 +231,7 @@ class PyTorchVisitor(OnnxBaseVisitor):
 
     def _fail(self, op, message: str, error=UnsupportedError):
         return error(f"{self.framework}: node '{op.name}' ({op.op_type}, opset "
-                     f"{op.since_version}) of model '{self.model.name}': {message}")
+                     f"{op.original_version}) of model '{self.model.name}': {message}")
 
     def _emit(self, op, fn, inputs=None) -> None:
         """Add node ``op`` computing ``fn(*inputs)`` (default: all its inputs); if every
@@ -251,11 +255,6 @@ class PyTorchVisitor(OnnxBaseVisitor):
 
     # -- elementwise ---------------------------------------------------------------
     def _elementwise(self, op, fn) -> None:
-        if op.since_version < 7 and op.attributes.get("broadcast"):
-            if op.attributes.get("axis") is not None:
-                raise self._fail(op, "legacy broadcasting with an 'axis' (opset < 7) is "
-                                     "not supported; convert the model to opset 7 or newer "
-                                     "(onnx.version_converter)")
         self._emit(op, fn)
 
     def visit_add(self, op, network):
@@ -371,10 +370,6 @@ class PyTorchVisitor(OnnxBaseVisitor):
         self._variadic(op, torch.add)
 
     def visit_clip(self, op, network):
-        if op.since_version < 11:
-            low, high = op.attributes["min"], op.attributes["max"]
-            self._emit(op, lambda x: torch.clamp(x, low, high), op.inputs[:1])
-            return
         names = list(op.inputs) + ["", ""]
         bounds = [names[1], names[2]]
         if all(not n or n in self.known for n in bounds):
@@ -608,14 +603,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
     # -- normalisation, activation distributions, regularisation -------------------------
     def visit_batchnormalization(self, op, network):
         a = op.attributes
-        if a.get("spatial", 1) != 1:
-            raise self._fail(op, "spatial=0 (per-activation statistics, opset < 9) is "
-                                 "not supported")
         eps, momentum = float(a["epsilon"]), float(a["momentum"])
-        if op.since_version >= 14:
-            training = bool(a.get("training_mode"))
-        else:  # before opset 14, training is signalled by the statistics outputs
-            training = len([o for o in op.outputs if o]) > 1
+        training = bool(a["training_mode"])
         if not training:
             if all(n in self.known for n in op.inputs[3:5]):
                 # Running statistics stored in the model are constants: PyTorch's kernel.
@@ -643,18 +632,15 @@ class PyTorchVisitor(OnnxBaseVisitor):
 
     def visit_dropout(self, op, network):
         outputs = len(op.outputs)
-        if op.since_version >= 12:
-            names = list(op.inputs) + ["", ""]
-            ratio_name, mode_name = names[1], names[2]
-            if mode_name and mode_name not in self.known:
-                raise self._fail(op, "training_mode must be a constant (an initializer or "
-                                     "a Constant node)")
-            training = bool(self._scalar(mode_name)) if mode_name else False
-            ratio = self._scalar(ratio_name) if ratio_name else 0.5
-            if training and ratio is None:
-                raise self._fail(op, "in training mode, ratio must be a constant")
-        else:  # opset < 12 graphs are inference graphs: Dropout is the identity
-            ratio, training = op.attributes["ratio"], False
+        names = list(op.inputs) + ["", ""]
+        ratio_name, mode_name = names[1], names[2]
+        if mode_name and mode_name not in self.known:
+            raise self._fail(op, "training_mode must be a constant (an initializer or "
+                                 "a Constant node)")
+        training = bool(self._scalar(mode_name)) if mode_name else False
+        ratio = self._scalar(ratio_name) if ratio_name else 0.5
+        if training and ratio is None:
+            raise self._fail(op, "in training mode, ratio must be a constant")
 
         def dropout(x, *_):
             if training and ratio > 0:
@@ -669,21 +655,7 @@ class PyTorchVisitor(OnnxBaseVisitor):
 
     def _softmax(self, op, fn):
         axis = op.attributes["axis"]
-        if op.since_version >= 13:
-            self._emit(op, lambda x: fn(x, axis))
-            return
-        rank = self._rank(op.inputs[0])
-        if rank is not None and axis % rank == rank - 1:
-            self._emit(op, lambda x: fn(x, -1))
-            return
-
-        def coerced(x):
-            # Before opset 13: flatten to 2-D at axis, normalise each row, restore.
-            shape = x.shape
-            start = axis % x.dim()
-            rows = x.reshape(math.prod(shape[:start]), math.prod(shape[start:]))
-            return fn(rows, 1).reshape(shape)
-        self._emit(op, coerced)
+        self._emit(op, lambda x: fn(x, axis))
 
     def visit_softmax(self, op, network):
         self._softmax(op, torch.softmax)
@@ -758,10 +730,7 @@ class PyTorchVisitor(OnnxBaseVisitor):
 
     def visit_reshape(self, op, network):
         allowzero = bool(op.attributes.get("allowzero"))
-        if op.since_version < 5:
-            shape = list(op.attributes["shape"])
-        else:
-            shape = self._ints(op.inputs[1])
+        shape = self._ints(op.inputs[1])
         if shape is None:
             self._emit(op, lambda x, s: x.reshape(
                 _reshape_target(s.tolist(), x.shape, allowzero)))
@@ -787,13 +756,10 @@ class PyTorchVisitor(OnnxBaseVisitor):
     def visit_split(self, op, network):
         axis = op.attributes["axis"]
         count = len(op.outputs)
-        if op.since_version < 13:
-            sizes = op.attributes.get("split")
-        else:
-            sizes = self._ints(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] else None
-            if len(op.inputs) > 1 and op.inputs[1] and sizes is None:
-                self._emit(op, lambda x, s: torch.split(x, s.tolist(), axis))
-                return
+        sizes = self._ints(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] else None
+        if len(op.inputs) > 1 and op.inputs[1] and sizes is None:
+            self._emit(op, lambda x, s: torch.split(x, s.tolist(), axis))
+            return
         if count == 1:
             self._emit(op, lambda x: x, op.inputs[:1])
         elif sizes:
@@ -803,11 +769,8 @@ class PyTorchVisitor(OnnxBaseVisitor):
             self._emit(op, lambda x: torch.chunk(x, count, axis), op.inputs[:1])
 
     def _axes(self, op):
-        """(axes or None, whether they are given as a runtime tensor): the axes
-        attribute before opset 13 (18 for most reductions), an input after."""
-        if "axes" in op.attributes:
-            axes = op.attributes["axes"]
-            return (None if axes is None else list(axes)), False
+        """(axes or None, whether they are given as a runtime tensor): the second
+        input."""
         if len(op.inputs) > 1 and op.inputs[1]:
             axes = self._ints(op.inputs[1])
             return axes, axes is None
@@ -877,18 +840,12 @@ class PyTorchVisitor(OnnxBaseVisitor):
         self._emit(op, lambda x, i: x[(slice(None),) * (axis % x.dim()) + (i.long(),)])
 
     def visit_slice(self, op, network):
-        if op.since_version < 10:
-            a = op.attributes
-            starts, ends, axes = list(a["starts"]), list(a["ends"]), a["axes"]
-            steps = None
-            runtime = False
-        else:
-            names = list(op.inputs) + ["", ""]
-            starts, ends = self._ints(names[1]), self._ints(names[2])
-            axes = self._ints(names[3]) if names[3] else None
-            steps = self._ints(names[4]) if names[4] else None
-            runtime = (starts is None or ends is None or (names[3] and axes is None)
-                       or (names[4] and steps is None))
+        names = list(op.inputs) + ["", ""]
+        starts, ends = self._ints(names[1]), self._ints(names[2])
+        axes = self._ints(names[3]) if names[3] else None
+        steps = self._ints(names[4]) if names[4] else None
+        runtime = (starts is None or ends is None or (names[3] and axes is None)
+                   or (names[4] and steps is None))
         if runtime:
             def slice_dynamic(x, s, e, a=None, st=None):
                 s, e = s.tolist(), e.tolist()
@@ -969,18 +926,14 @@ class PyTorchVisitor(OnnxBaseVisitor):
                                  f"(constant, reflect, edge, wrap are)")
         names = list(op.inputs) + ["", "", ""]
         value_name = ""
-        if op.since_version < 11:
-            pads = list(a.get("pads") or a.get("paddings") or [])
-            value, axes = float(a.get("value") or 0.0), None
-        else:
-            pads = self._ints(names[1])
-            axes = self._ints(names[3]) if names[3] else None
-            if pads is None or (names[3] and axes is None):
-                raise self._fail(op, "pads and axes must be constants (initializers or "
-                                     "Constant nodes)")
-            value = self._scalar(names[2]) if names[2] else 0
-            if names[2] and value is None:  # a parameter (floating initializer)
-                value_name = names[2]
+        pads = self._ints(names[1])
+        axes = self._ints(names[3]) if names[3] else None
+        if pads is None or (names[3] and axes is None):
+            raise self._fail(op, "pads and axes must be constants (initializers or "
+                                 "Constant nodes)")
+        value = self._scalar(names[2]) if names[2] else 0
+        if names[2] and value is None:  # a parameter (floating initializer)
+            value_name = names[2]
 
         def torch_pads(rank):
             chosen = list(range(rank)) if axes is None else [x % rank for x in axes]

@@ -41,6 +41,8 @@ import onnx.numpy_helper
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
+from deep500.frameworks.tensorflow.ops_sequence import SequenceOps
+from deep500.frameworks.tensorflow.ops_tensor import TensorOps
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 from deep500.utils.onnx_interop.window import (resolve_pads, same_pads, window_counts,
                                                window_geometry)
@@ -358,7 +360,7 @@ class Plan:
 
 
 # -- the visitor -------------------------------------------------------------------------
-class TensorFlowVisitor(OnnxBaseVisitor):
+class TensorFlowVisitor(TensorOps, SequenceOps, OnnxBaseVisitor):
     """Builds a :class:`~deep500.frameworks.tensorflow.network.TensorFlowNetwork`'s plan.
 
     Args:
@@ -379,6 +381,8 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         network.shapes = {name: info.shape for name, info in model.value_info.items()}
         network.dtypes = {name: info.dtype for name, info in model.value_info.items()}
         self._parameters = set(model.parameters)
+        for name, value in model.constants.items():   # from attributes of older opsets
+            network.constants[name] = value
         if model.proto is not None:
             graph = model.proto.graph
             for value in list(graph.input) + list(graph.output):
@@ -629,7 +633,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
     def _unsupported(self, what: str, advice: str = "") -> UnsupportedError:
         op = self.op
         return UnsupportedError(f"{self.framework}: node '{op.name}' ({op.op_type}, opset "
-                                f"version {op.since_version}) of network "
+                                f"version {op.original_version}) of network "
                                 f"'{self.network.name}': {what}" + (f"; {advice}" if advice
                                                                     else ""))
 
@@ -687,11 +691,9 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             return (to_onnx_layout(result[0]),) + tuple(result[1:])
         self.emit(converted, [self.key(x)] + rest, outputs)
 
-    def _axes_input_or_attribute(self, op, since: int):
-        """Axes from the attribute (opset < ``since``) or the second input."""
-        if op.since_version < since:
-            axes = op.attributes.get("axes")
-            return None if axes is None else [int(a) for a in axes], None
+    def _axes_input(self, op):
+        """(axes, or None; the name of a runtime axes tensor, or None): the second
+        input."""
         name = op.inputs[1] if len(op.inputs) > 1 else ""
         if not name:
             return None, None
@@ -849,12 +851,6 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         momentum = float(a.get("momentum") if a.get("momentum") is not None else 0.9)
         training = bool(a.get("training_mode") or 0)
         extra_outputs = [o for o in op.outputs[1:] if o]
-        if extra_outputs and op.since_version < 14:
-            raise self._unsupported("the training outputs of BatchNormalization before "
-                                    "opset 14 are not supported",
-                                    "export with opset >= 14 and training_mode=1")
-        if op.since_version < 9 and not a.get("spatial", 1):
-            raise self._unsupported("spatial=0 is not supported")
 
         def inference(x, scale, b, mean, var):
             # Channels are the last axis here; tf.nn.batch_normalization broadcasts.
@@ -929,16 +925,6 @@ class TensorFlowVisitor(OnnxBaseVisitor):
 
     # -- elementwise ---------------------------------------------------------------
     def _binary(self, op, tf_fn, np_fn) -> None:
-        if op.since_version < 7 and op.attributes.get("broadcast") and \
-                op.attributes.get("axis") is not None:
-            axis = int(op.attributes["axis"])
-
-            def legacy(x, y):   # opset < 7: B's dims align with A's from ``axis``
-                missing = len(x.shape) - _axis(axis, len(x.shape)) - len(y.shape)
-                return tf_fn(x, tf.reshape(y, _shape_list(y) + [1] * missing))
-            self.emit(legacy, [self.key(n) for n in op.inputs], op.outputs[0])
-            return
-
         def binary(x, y):
             if _is_np(x, y):
                 return np.asarray(np_fn(x, y))
@@ -1034,19 +1020,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self._unary(op, tf.logical_not, np.logical_not)
 
     def visit_clip(self, op, network) -> None:
-        """Clip: min/max attributes before opset 11, optional inputs from opset 11."""
-        if op.since_version < 11:
-            low, high = op.attributes.get("min"), op.attributes.get("max")
-
-            def clip_attributes(x):
-                if low is not None:
-                    x = tf.maximum(x, tf.cast(low, _tf_dtype(x)))
-                if high is not None:
-                    x = tf.minimum(x, tf.cast(high, _tf_dtype(x)))
-                return x
-            self._same_layout(op, clip_attributes)
-            return
-
+        """Clip: optional min and max inputs."""
         def clip(x, low=None, high=None):
             if low is not None:
                 x = tf.maximum(x, low)
@@ -1113,28 +1087,12 @@ class TensorFlowVisitor(OnnxBaseVisitor):
     # -- activations over an axis --------------------------------------------------
     def _softmax(self, op, fn) -> None:
         axis = op.attributes.get("axis")
-        if op.since_version >= 13:
-            axis = -1 if axis is None else int(axis)
-            self.emit(lambda x: fn(x, axis=axis), [self.key(op.inputs[0])], op.outputs[0],
-                      rank=self.rank(op.inputs[0]))
-            return
-        axis = 1 if axis is None else int(axis)
-
-        def coerced(x):
-            # Before opset 13: over the 2-D matrix of axes [:axis] by axes [axis:].
-            rank = len(x.shape)
-            first = _axis(axis, rank)
-            if first == rank - 1:
-                return fn(x, axis=-1)
-            dims = _shape_list(x)
-            inner = functools.reduce(lambda p, d: p * d, dims[first:], 1)
-            return tf.reshape(fn(tf.reshape(x, [-1, inner]), axis=-1), dims)
-        self.emit(coerced, [self.key(op.inputs[0])], op.outputs[0],
+        axis = -1 if axis is None else int(axis)
+        self.emit(lambda x: fn(x, axis=axis), [self.key(op.inputs[0])], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
     def visit_softmax(self, op, network) -> None:
-        """Softmax: https://onnx.ai/onnx/operators/onnx__Softmax.html (axis semantics
-        from opset 13; 'coerce to 2-D' before)."""
+        """Softmax: https://onnx.ai/onnx/operators/onnx__Softmax.html"""
         self._softmax(op, tf.nn.softmax)
 
     def visit_logsoftmax(self, op, network) -> None:
@@ -1234,15 +1192,10 @@ class TensorFlowVisitor(OnnxBaseVisitor):
     def visit_reshape(self, op, network) -> None:
         """Reshape: 0 copies the input's dimension (unless allowzero), -1 is inferred."""
         allow_zero = bool(op.attributes.get("allowzero") or 0)
-        if op.since_version < 5:
-            fixed = np.asarray(op.attributes["shape"], np.int64)
-            inputs = [self.key(op.inputs[0])]
-        else:
-            fixed = None
-            inputs = [self.key(op.inputs[0]), self.key(op.inputs[1])]
+        inputs = [self.key(op.inputs[0]), self.key(op.inputs[1])]
 
-        def reshape(x, shape=None):
-            target = fixed if shape is None else _static(shape)
+        def reshape(x, shape):
+            target = _static(shape)
             if target is None:
                 return tf.reshape(x, self._dynamic_target(x, shape, allow_zero))
             target = [int(t) for t in np.reshape(target, -1)]
@@ -1313,16 +1266,12 @@ class TensorFlowVisitor(OnnxBaseVisitor):
                   rank=ranks[0] if ranks else None)
 
     def visit_split(self, op, network) -> None:
-        """Split into the given sizes (attribute before opset 13, input after), else
-        equal parts (opset 18: ceil-sized parts for num_outputs)."""
+        """Split into the sizes of the ``split`` input, else ``num_outputs`` ceil-sized
+        parts (equal parts, one per output, if neither is given)."""
         axis = int(op.attributes.get("axis") or 0)
         parts = len(op.outputs)
-        if op.since_version < 13:
-            sizes = op.attributes.get("split")
-            inputs = [self.key(op.inputs[0])]
-        else:
-            sizes = None
-            inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:2]]
+        sizes = None
+        inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:2]]
         num_outputs = op.attributes.get("num_outputs")
         dynamic_error = self._dynamic_error("split sizes")
 
@@ -1341,9 +1290,8 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.emit(split, inputs, list(op.outputs))
 
     def visit_squeeze(self, op, network) -> None:
-        """Squeeze the given axes (attribute before opset 13, input after), else every
-        size-1 axis."""
-        axes, dynamic = self._axes_input_or_attribute(op, 13)
+        """Squeeze the axes of the second input, else every size-1 axis."""
+        axes, dynamic = self._axes_input(op)
         inputs = [self.key(op.inputs[0])] + ([self.key(dynamic)] if dynamic else [])
 
         def squeeze(x, axes_input=None):
@@ -1359,7 +1307,7 @@ class TensorFlowVisitor(OnnxBaseVisitor):
 
     def visit_unsqueeze(self, op, network) -> None:
         """Unsqueeze: insert size-1 axes (attribute before opset 13, input after)."""
-        axes, dynamic = self._axes_input_or_attribute(op, 13)
+        axes, dynamic = self._axes_input(op)
         inputs = [self.key(op.inputs[0])] + ([self.key(dynamic)] if dynamic else [])
         dynamic_error = self._dynamic_error("axes")
 
@@ -1423,27 +1371,16 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.emit(gather, [self.key(n) for n in op.inputs], op.outputs[0])
 
     def visit_slice(self, op, network) -> None:
-        """Slice: starts/ends/axes/steps attributes before opset 10, inputs after;
-        bounds clamped as ONNX specifies."""
-        if op.since_version < 10:
-            a = op.attributes
-            fixed = ([int(v) for v in a["starts"]], [int(v) for v in a["ends"]],
-                     None if a.get("axes") is None else [int(v) for v in a["axes"]], None)
-            inputs = [self.key(op.inputs[0])]
-        else:
-            fixed = None
-            inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:]]
+        """Slice: starts/ends/axes/steps inputs; bounds clamped as ONNX specifies."""
+        inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:]]
         dynamic_error = self._dynamic_error("slice bounds")
 
         def slice_(x, *bounds):
-            if fixed is None:
-                values = [_ints(b) if b is not None else None for b in bounds]
-                values += [None] * (4 - len(values))
-                if any(v is None for v, b in zip(values, bounds) if b is not None):
-                    raise dynamic_error
-                starts, ends, axes, steps = values
-            else:
-                starts, ends, axes, steps = fixed
+            values = [_ints(b) if b is not None else None for b in bounds]
+            values += [None] * (4 - len(values))
+            if any(v is None for v, b in zip(values, bounds) if b is not None):
+                raise dynamic_error
+            starts, ends, axes, steps = values
             dims = _dims(x)
             rank = len(dims)
             axes = list(range(len(starts))) if axes is None else [_axis(a, rank) for a in axes]
@@ -1549,25 +1486,17 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.emit(range_, [self.key(n) for n in op.inputs], op.outputs[0], rank=1)
 
     def visit_pad(self, op, network) -> None:
-        """Pad: modes constant, reflect, edge (and wrap); pads as attribute before
-        opset 11, input after; negative pads crop."""
+        """Pad: modes constant, reflect, edge (and wrap); negative pads crop."""
         mode = op.attributes.get("mode") or "constant"
         if mode not in ("constant", "reflect", "edge", "wrap"):
             raise self._unsupported(f"pad mode {mode!r} is not supported")
-        if op.since_version < 11:
-            attr = op.attributes.get("pads") or op.attributes.get("paddings")
-            fixed = [int(p) for p in attr]
-            fixed_value = float(op.attributes.get("value") or 0.0)
-            inputs = [self.key(op.inputs[0])]
-        else:
-            fixed, fixed_value = None, None
-            inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
-            inputs += [self.key(n) for n in op.inputs[2:3]]
-            inputs += [self.static_key(n) for n in op.inputs[3:4]]
+        inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
+        inputs += [self.key(n) for n in op.inputs[2:3]]
+        inputs += [self.static_key(n) for n in op.inputs[3:4]]
         dynamic_error = self._dynamic_error("pads")
 
-        def pad(x, pads=None, value=None, axes=None):
-            widths = fixed if pads is None else _ints(pads)
+        def pad(x, pads, value=None, axes=None):
+            widths = _ints(pads)
             if widths is None or (axes is not None and _ints(axes) is None):
                 raise dynamic_error
             rank = len(x.shape)
@@ -1577,17 +1506,16 @@ class TensorFlowVisitor(OnnxBaseVisitor):
             per_axis = [[0, 0] for _ in range(rank)]
             for i, a in enumerate(chosen):
                 per_axis[a] = [widths[i], widths[n + i]]
-            fill = fixed_value if pads is None else value
-            return _pad(x, per_axis, mode, fill)
+            return _pad(x, per_axis, mode, value)
         self.emit(pad, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
 
-    def _reduce(self, op, tf_fn, axes_input_since: int) -> None:
-        """Reduce* over ``axes`` (attribute, or input from ``axes_input_since``);
-        no axes: all of them, or none with noop_with_empty_axes."""
+    def _reduce(self, op, tf_fn) -> None:
+        """Reduce* over the ``axes`` input; no axes: all of them, or none with
+        noop_with_empty_axes."""
         keepdims = op.attributes.get("keepdims")
         keepdims = True if keepdims is None else bool(keepdims)
         noop = bool(op.attributes.get("noop_with_empty_axes") or 0)
-        axes, dynamic = self._axes_input_or_attribute(op, axes_input_since)
+        axes, dynamic = self._axes_input(op)
         x = op.inputs[0]
         rank = self.rank(x)
         if (dynamic is None and axes is not None and rank is not None and axes
@@ -1616,22 +1544,22 @@ class TensorFlowVisitor(OnnxBaseVisitor):
         self.emit(reduce, inputs, op.outputs[0])
 
     def visit_reducemean(self, op, network) -> None:
-        self._reduce(op, tf.reduce_mean, 18)
+        self._reduce(op, tf.reduce_mean)
 
     def visit_reducesum(self, op, network) -> None:
-        self._reduce(op, tf.reduce_sum, 13)
+        self._reduce(op, tf.reduce_sum)
 
     def visit_reducemax(self, op, network) -> None:
         def reduce_max(x, axis=None, keepdims=True):
             fn = tf.reduce_any if _tf_dtype(x) == tf.bool else tf.reduce_max
             return fn(x, axis=axis, keepdims=keepdims)
-        self._reduce(op, reduce_max, 18)
+        self._reduce(op, reduce_max)
 
     def visit_reducemin(self, op, network) -> None:
         def reduce_min(x, axis=None, keepdims=True):
             fn = tf.reduce_all if _tf_dtype(x) == tf.bool else tf.reduce_min
             return fn(x, axis=axis, keepdims=keepdims)
-        self._reduce(op, reduce_min, 18)
+        self._reduce(op, reduce_min)
 
     # -- losses --------------------------------------------------------------------
     def _class_last(self, name: str) -> tuple[str, bool]:

@@ -36,8 +36,10 @@ class OnnxValueInfo:
 
 @dataclass
 class OnnxModel:
-    """A parsed model. ``operations`` are in topological order; ``initializers`` (the
-    parameters and constants stored in the file) are NumPy arrays."""
+    """A parsed model. ``operations`` are in topological order, in the normalised form
+    of ``normalize.py``; ``initializers`` (the parameters and constants stored in the
+    file) are NumPy arrays; ``constants`` are the tensors normalisation made from
+    attributes of older opsets (never parameters)."""
     name: str
     opset: int
     inputs: list[OnnxValueInfo]
@@ -45,6 +47,7 @@ class OnnxModel:
     initializers: dict[str, np.ndarray]
     operations: list[OnnxOperation]
     value_info: dict[str, OnnxValueInfo] = field(default_factory=dict)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
     proto: onnx.ModelProto | None = field(default=None, repr=False)
     source: str = "<in memory>"
 

@@ -1,7 +1,8 @@
 """Loading ONNX files into Deep500's object model.
 
 ``load_and_parse_model`` checks the model with ``onnx.checker``, runs ONNX shape
-inference, types every node by the schema of the opset the model imports, and turns
+inference, types every node by the schema of the opset the model imports, rewrites the
+nodes into one normalised form (``normalize.py``: the newest opset's), and turns
 initializers into NumPy parameters. Any problem is a Deep500Error that names the file
 and, where it applies, the node.
 """
@@ -15,6 +16,7 @@ import onnx.numpy_helper
 import onnx.shape_inference
 
 from deep500.utils.errors import ModelError, UnsupportedError
+from deep500.utils.onnx_interop.normalize import normalize_model
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import operator_class
 
@@ -164,7 +166,7 @@ def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
                              f"{type(exc).__name__}: {_first_line(exc)}. Its stored data "
                              f"does not match its dims and element type; fix or re-export "
                              f"the model") from exc
-    return OnnxModel(
+    model = OnnxModel(
         name=model_name, opset=opset,
         inputs=[_value_info(v, source) for v in graph.input],
         outputs=[_value_info(v, source) for v in graph.output],
@@ -172,6 +174,8 @@ def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
         value_info={v.name: _value_info(v, source) for v in
                     list(graph.value_info) + list(graph.input) + list(graph.output)},
         proto=proto, source=source)
+    normalize_model(model)
+    return model
 
 
 def _value_info(proto: onnx.ValueInfoProto, source: str) -> OnnxValueInfo:

@@ -27,6 +27,8 @@ class OnnxOperation:
         inputs, outputs: tensor names, in order ('' marks an omitted optional input).
         attributes: every attribute of the schema: given values, else ONNX defaults
             (None for optional attributes without a default).
+        original_version: the version of the schema the model file used; the class's
+            ``since_version`` is that of the normalised form (see ``normalize.py``).
     """
     op_type = ""
     domain = ""
@@ -54,6 +56,7 @@ class OnnxOperation:
         self.attributes = {k: given.get(k, None if v is REQUIRED else v)
                            for k, v in self.attribute_defaults.items()}
         self.given_attributes = given
+        self.original_version = self.since_version
 
     @classmethod
     def from_node(cls, node: onnx.NodeProto, name: str) -> "OnnxOperation":
