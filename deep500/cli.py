@@ -290,7 +290,7 @@ def _info(args) -> int:
 
 def _conformance(args) -> int:
     import shlex
-    from deep500.lv1_network.conformance import conformance_command
+    from deep500.recipe.conformance import conformance_command
     command = "deep500 conformance" + "".join(
         f" --{flag} {shlex.quote(value)}" for flag, value in
         (("executors", args.executors), ("pattern", args.pattern)) if value)
@@ -320,21 +320,15 @@ def _compile(args) -> int:
     return 0
 
 
-# Deep500's glue libraries per framework: modules with build(live_output) and LOADER.
-GLUE_LIBRARIES = {
-    "pytorch": ("deep500.frameworks.pytorch.native_glue",),
-    "tensorflow": ("deep500.frameworks.tensorflow.tf_kernel",
-                   "deep500.frameworks.tensorflow.eager_glue"),
-}
-
-
 def _build_glue(args) -> int:
     """Build (or find in the cache) every glue library of the installed frameworks, or
     of ``--framework``; exit status 1 when one could not be built (the others are)."""
     import importlib
+    from deep500.frameworks import registry
     failed = False
-    for framework in [args.framework] if args.framework else list(GLUE_LIBRARIES):
-        for module_name in GLUE_LIBRARIES[framework]:
+    with_glue = [name for name in registry.names() if registry.get(name).glue]
+    for framework in [args.framework] if args.framework else with_glue:
+        for module_name in registry.get(framework).glue:
             try:
                 module = importlib.import_module(module_name)
             except Deep500Error as exc:  # the framework is not installed
@@ -372,6 +366,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from deep500.frameworks import registry
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"deep500 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -497,8 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(handler=_info)
     conformance = commands.add_parser("conformance", help="run ONNX's node tests on the "
                                       "executors; write a table and the locked passing set")
-    conformance.add_argument("--executors", default="reference,pytorch,tensorflow,onnxruntime",
-                             help="comma-separated executors (default: all four)")
+    conformance.add_argument("--executors", default=",".join(registry.names()),
+                             help="comma-separated executors (default: every registered "
+                             "framework: %(default)s)")
     conformance.add_argument("--out", default="docs/conformance.md", help="Markdown table")
     conformance.add_argument("--json", default="tests/lv1_network/conformance_passing.json",
                              help="locked passing set to update")
@@ -531,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.set_defaults(handler=_compile)
     glue = commands.add_parser("build-glue", help="build Deep500's framework glue ahead of "
                                "time (a Docker image, before an MPI job)")
-    glue.add_argument("--framework", choices=sorted(GLUE_LIBRARIES),
+    glue.add_argument("--framework", choices=sorted(n for n in registry.names()
+                                                    if registry.get(n).glue),
                       help="only this framework's (default: every installed framework's)")
     glue.add_argument("--verbose", action="store_true", help="show the compiler's output")
     glue.set_defaults(handler=_build_glue)

@@ -253,7 +253,7 @@ def _supported_operators(name: str) -> frozenset:
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework(
         name="reference", module="deep500.frameworks.reference",
-        description="NumPy reference (slow, readable)", requires=("numpy",), pip="numpy",
+        description="NumPy reference", requires=("numpy",), pip="numpy",
         extra="", capabilities=Capabilities(distributed=True, custom_ops=True,
                                             native_operators=True, backward_times=True),
         executors={"reference": {}},
@@ -301,12 +301,17 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
 
 
 # -- lookups ---------------------------------------------------------------------------------
+def suggestion(name, known: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for the registered name closest to ``name``, or ""."""
+    close = difflib.get_close_matches(name, list(known), n=1) if isinstance(name, str) else []
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def unknown_name(name, what: str, known: Iterable[str]) -> Deep500Error:
     """The error for an unknown name: the registered ones, and the closest match."""
     known = sorted(known)
-    close = difflib.get_close_matches(str(name), known, n=1) if isinstance(name, str) else []
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    return Deep500Error(f"Unknown {what} {name!r}; registered: {', '.join(known)}.{hint}")
+    return Deep500Error(f"Unknown {what} {name!r}; registered: {', '.join(known)}."
+                        f"{suggestion(name, known)}")
 
 
 def _matches(framework: Framework, wanted: dict) -> bool:
@@ -365,4 +370,5 @@ def supporters(op_type: str, domain: str = "", among: Iterable[str] | None = Non
 
 
 __all__ = ["Capabilities", "Framework", "FRAMEWORKS", "executor_factory", "executor_names",
-           "framework_of", "get", "names", "supporters", "unknown_name", "visitor_operators"]
+           "framework_of", "get", "names", "suggestion", "supporters", "unknown_name",
+           "visitor_operators"]

@@ -15,13 +15,14 @@ import numpy as np
 
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.images import decode_image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 def load_file(path: str) -> np.ndarray:
     """The default loader: ``.npy`` files with ``numpy.load`` (no pickles), images with
-    Pillow as float32 C×H×W in [0, 1] (see ``deep500.datasets.images``)."""
+    Pillow as float32 C×H×W in [0, 1] (see ``deep500.utils.images``)."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".npy":
         try:
@@ -29,7 +30,6 @@ def load_file(path: str) -> np.ndarray:
         except ValueError as exc:
             raise Deep500Error(f"{path}: not a plain .npy array ({exc})") from None
     if suffix in IMAGE_SUFFIXES:
-        from deep500.datasets.images import decode_image  # deep500.datasets builds on this level
         with open(path, "rb") as handle:
             return decode_image(handle.read(), path)
     raise Deep500Error(f"{path}: no default loader for '{suffix}' files; pass loader= (a "

@@ -114,12 +114,6 @@ class TrajectoryDivergence:
             "label_a", "label_b", "parameters", "steps", "l2", "linf", "total_l2",
             "total_linf", "norm_a", "loss_a", "loss_b", "conditions")})
 
-    def plot(self, path: str, **options) -> str:
-        """Write the L2 and L∞ panels to ``path`` (PNG); see
-        :func:`deep500.report.trajectory_plot.plot_trajectory_divergence`."""
-        from deep500.report.trajectory_plot import plot_trajectory_divergence
-        return plot_trajectory_divergence(self, path, **options)
-
     def __str__(self) -> str:
         s = self.summary()
         return (f"Trajectory divergence of {self.label_b} from {self.label_a} over "

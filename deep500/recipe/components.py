@@ -1,29 +1,49 @@
 """What a recipe can name: frameworks and metrics, by name."""
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Callable
 
+from deep500.frameworks import registry
 from deep500.lv0_operators.custom_op import CustomOp
 from deep500.recipe.operator_spec import OperatorSpec
-from deep500.recipe.problems import VALUE_ERRORS, show
+from deep500.recipe.problems import VALUE_ERRORS, describe, show
 from deep500.recipe.typed_schema import argument_problems
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
-# name -> (module, function creating an operator from (op_type, attributes, device))
-FRAMEWORKS = {
-    "reference": "deep500.frameworks.reference",
-    "pytorch": "deep500.frameworks.pytorch",
-    "tensorflow": "deep500.frameworks.tensorflow",
-}
+def _framework(name: str):
+    """The registry's entry of a framework that has native operators (level 0)."""
+    try:
+        framework = registry.get(name)
+    except Deep500Error as exc:
+        raise RecipeError(str(exc)) from None
+    if not framework.capabilities.native_operators:
+        raise RecipeError(f"framework {name!r} has no operators of its own; frameworks "
+                          f"with operators: {registry.names(native_operators=True)}")
+    return framework
+
+
+def registered_name(value, what: str, where: str, known, hint: str = "") -> str:
+    """``value`` if it names one of ``known`` (framework or executor names from the
+    registry), else a RecipeError listing them, with the closest match."""
+    if not isinstance(value, str):
+        raise RecipeError(f"{where}: expected a{'n' if what[:1] in 'aeiou' else ''} {what} "
+                          f"name (a string){hint}, got {describe(value)}")
+    if value not in known:
+        raise RecipeError(f"{where}: unknown {what} {value!r}{hint}; registered: "
+                          f"{', '.join(sorted(known))}.{registry.suggestion(value, known)}")
+    return value
+
+
+def framework_names() -> list[str]:
+    """Frameworks a recipe can compare operators of."""
+    return registry.names(native_operators=True)
 
 
 def framework_module(name: str):
-    if not isinstance(name, str) or name not in FRAMEWORKS:
-        raise RecipeError(f"Unknown framework {show(name)}; known: {sorted(FRAMEWORKS)}")
+    framework = _framework(name)
     try:
-        return importlib.import_module(FRAMEWORKS[name])
+        return framework.load()
     except MissingDependencyError as exc:
         raise RecipeError(f"framework {name!r}: {exc}") from None
 
@@ -34,14 +54,12 @@ def check_device(framework: str, device) -> None:
     device = parse_device(device)
     if not device.is_gpu:
         return
-    if framework == "reference":
-        raise RecipeError("the NumPy reference runs on the CPU only; use device: cpu for it")
-    module = framework_module(framework)
-    if framework == "pytorch":
-        import torch
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    else:
-        count = len(module.native_ops.tf.config.list_physical_devices("GPU"))
+    entry = _framework(framework)
+    if "gpu" not in entry.capabilities.devices:
+        raise RecipeError(f"the {entry.description} runs on the CPU only; use device: cpu "
+                          f"for {framework}")
+    framework_module(framework)
+    count = entry.gpus()
     if device.index >= count:
         raise RecipeError(f"{framework} sees {count} GPU(s) on this machine, so device "
                           f"{device} is not available")
@@ -49,11 +67,13 @@ def check_device(framework: str, device) -> None:
 
 def create_operator(framework: str, spec: OperatorSpec, device) -> CustomOp:
     """The framework's implementation of ``spec`` (reference: the NumPy operator)."""
-    module = framework_module(framework)
+    entry = _framework(framework)
+    framework_module(framework)
+    factory = entry.native_operator_factory()
     attributes = dict(spec.attributes)
-    if framework == "reference":
-        return module.create_operator(spec.op_type, **attributes)
-    return module.native_operator(spec.op_type, device=device, **attributes)
+    if "gpu" not in entry.capabilities.devices:
+        return factory(spec.op_type, **attributes)
+    return factory(spec.op_type, device=device, **attributes)
 
 
 def _metric_classes() -> dict[str, type]:

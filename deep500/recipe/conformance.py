@@ -23,13 +23,16 @@ exactly). A case is
 (``docs/conformance.md``) and the locked passing set
 (``tests/lv1_network/conformance_passing.json``) that the test suite re-runs, so that a
 case that passed once must keep passing.
+
+This is the runner side of level 1 (like recipes and reports): the executors come from
+the framework registry (:mod:`deep500.frameworks.registry`); level 1 itself knows no
+framework.
 """
 from __future__ import annotations
 
 import datetime
 import functools
 import glob
-import importlib
 import json
 import os
 import re
@@ -44,9 +47,10 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
+from deep500.frameworks import registry
 from deep500.utils.errors import Deep500Error, MissingDependencyError, UnsupportedError
 
-EXECUTORS = ("reference", "pytorch", "tensorflow", "onnxruntime")
+EXECUTORS = tuple(registry.names())   # one executor per registered framework
 STATUSES = ("pass", "fail", "unsupported", "error")
 DEFAULT_RTOL = 1e-3   # ONNX's backend test runner defaults
 DEFAULT_ATOL = 1e-7
@@ -314,20 +318,17 @@ class CaseResult:
 
 def executor_factories(names: Iterable[str] = EXECUTORS
                        ) -> tuple[dict[str, ExecutorFactory], dict[str, str]]:
-    """``{name: deep500.frameworks.<name>.from_onnx}`` for the executors that import, and
-    ``{name: why not}`` for those that do not."""
+    """``{name: the registry's executor factory}`` for the executors (registered
+    executor names, variants such as ``pytorch_compiled`` included) whose framework
+    imports, and ``{name: why not}`` for those that do not. An unknown name is a
+    Deep500Error listing the registered ones."""
     factories, skipped = {}, {}
     for name in names:
+        framework = registry.framework_of(name)
         try:
-            module = importlib.import_module(f"deep500.frameworks.{name}")
+            factories[name] = framework.executor_factory(name)
         except (ImportError, MissingDependencyError) as exc:
-            skipped[name] = f"deep500.frameworks.{name} does not import: {exc}"
-            continue
-        from_onnx = getattr(module, "from_onnx", None)
-        if from_onnx is None:
-            skipped[name] = f"deep500.frameworks.{name} has no from_onnx"
-            continue
-        factories[name] = from_onnx
+            skipped[name] = f"{framework.module} does not import: {exc}"
     return factories, skipped
 
 
@@ -487,11 +488,13 @@ class ConformanceResults:
 
 
 def _framework_versions() -> dict:
+    """The installed version of each registered framework's package (the pip package
+    the registry names, else the module's own distribution or its -gpu build)."""
     from importlib import metadata
     versions = {}
-    for key, distributions in (("numpy", ("numpy",)), ("torch", ("torch",)),
-                               ("tensorflow", ("tensorflow-cpu", "tensorflow")),
-                               ("onnxruntime", ("onnxruntime", "onnxruntime-gpu"))):
+    for framework in registry.FRAMEWORKS.values():
+        key = framework.requires[0]
+        distributions = dict.fromkeys((framework.pip, key, f"{key}-gpu"))
         for distribution in distributions:
             try:
                 versions[key] = metadata.version(distribution)

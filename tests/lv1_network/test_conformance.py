@@ -1,6 +1,6 @@
 """ONNX conformance: the locked passing cases keep passing on every executor, and the
 harness loads, runs, classifies and reports cases correctly."""
-import importlib.util
+import dataclasses
 import json
 import pathlib
 
@@ -11,13 +11,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.backend.test.case.test_case import TestCase
 
 from deep500.cli import main
-from deep500.lv1_network import conformance as conf
-from deep500.utils.errors import UnsupportedError
+from deep500.frameworks import registry
+from deep500.recipe import conformance as conf
+from deep500.utils.errors import Deep500Error, UnsupportedError
 
 LOCKED = pathlib.Path(__file__).with_name("conformance_passing.json")
-# The third-party package without which an executor is skipped rather than failed.
-FRAMEWORK_PACKAGES = {"reference": None, "pytorch": "torch", "tensorflow": "tensorflow",
-                      "onnxruntime": "onnxruntime"}
 
 
 # -- the locked passing set -----------------------------------------------------------
@@ -27,9 +25,9 @@ def test_locked_cases_still_pass(executor):
     locked = conf.read_locked(str(LOCKED)).get(executor, [])
     if not locked:
         pytest.skip(f"no locked conformance cases for {executor}")
-    package = FRAMEWORK_PACKAGES.get(executor)
-    if package and importlib.util.find_spec(package) is None:
-        pytest.skip(f"{package} is not installed")
+    framework = registry.framework_of(executor)
+    if not framework.is_installed():
+        pytest.skip(framework.missing_dependency_message())
     factories, skipped = conf.executor_factories([executor])
     assert executor in factories, skipped.get(executor)
     suite = {case.name: case for case in conf.load_cases()}
@@ -249,9 +247,21 @@ def test_results_tables_and_the_locked_set(tmp_path):
     assert json.loads(locked.read_text())["bad"] == ["test_gone"]
 
 
-def test_missing_executors_are_skipped():
-    factories, skipped = conf.executor_factories(["no_such_framework"])
-    assert factories == {} and "no_such_framework" in skipped
+def test_missing_executors_are_skipped(monkeypatch):
+    ghost = dataclasses.replace(registry.get("onnxruntime"), name="ghost",
+                                module="deep500.frameworks.no_such_bridge",
+                                requires=("no_such_package",), executors={"ghost": {}})
+    monkeypatch.setitem(registry.FRAMEWORKS, "ghost", ghost)
+    factories, skipped = conf.executor_factories(["reference", "ghost"])
+    assert list(factories) == ["reference"] and "does not import" in skipped["ghost"]
+
+
+def test_unknown_executors_name_the_registered_ones():
+    with pytest.raises(Deep500Error) as error:
+        conf.executor_factories(["pytorh"])
+    message = str(error.value)
+    assert "Unknown executor 'pytorh'" in message and "Did you mean 'pytorch'?" in message
+    assert all(name in message for name in registry.executor_names())
 
 
 def test_the_command_writes_its_outputs(tmp_path, capsys):

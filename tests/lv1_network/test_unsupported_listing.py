@@ -115,3 +115,42 @@ def test_error_groups_by_operator_and_names_custom_domains():
     assert lines["Mod"].startswith("  - Mod (domain ai.onnx, opset version 13): node 'b'")
     assert calls == [("Frob", "my.ops", "x"), ("Mod", "", "x")]
     assert message.index("Frob") < message.index("Mod")   # first-use order
+
+
+def preview_training_model() -> onnx.ModelProto:
+    """Adagrad twice and Momentum: operators of onnx's preview training domain, which
+    onnxruntime's inference build lacks."""
+    shapes = {"R": [], "T": [], "X": [3], "G": [3], "H": [3], "V": [3]}
+    types = {"T": TensorProto.INT64}
+    nodes = [helper.make_node("Adagrad", ["R", "T", "X", "G", "H"], ["X1", "H1"],
+                              domain="ai.onnx.preview.training", name="ada_1"),
+             helper.make_node("Adagrad", ["R", "T", "X1", "G", "H1"], ["X2", "H2"],
+                              domain="ai.onnx.preview.training", name="ada_2"),
+             helper.make_node("Relu", ["X2"], ["X3"], name="relu"),
+             helper.make_node("Momentum", ["R", "T", "X3", "G", "V"], ["X4", "V1"],
+                              domain="ai.onnx.preview.training", name="momentum",
+                              alpha=0.9, beta=1.0, mode="standard", norm_coefficient=0.0)]
+    graph = helper.make_graph(
+        nodes, "preview_training",
+        [helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), shape)
+         for n, shape in shapes.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("X4", "V1")])
+    return helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.preview.training", 1)])
+
+
+def test_onnxruntime_adds_every_operator_it_does_not_declare():
+    entry = registry.get("onnxruntime")
+    if not entry.is_installed():
+        pytest.skip(entry.missing_dependency_message())
+    with pytest.raises(UnsupportedError) as info:
+        entry.executor_factory()(preview_training_model())
+    message = str(info.value)
+    assert message.splitlines()[0].startswith("onnxruntime")   # its own message first
+    lines = listed_lines(message)
+    assert sorted(lines) == ["Adagrad", "Momentum"], message
+    assert "(domain ai.onnx.preview.training, opset version 1): nodes 'ada_1', 'ada_2'" \
+        in lines["Adagrad"]
+    assert "(domain ai.onnx.preview.training, opset version 1): node 'momentum'" \
+        in lines["Momentum"]
+    assert "'relu'" not in message

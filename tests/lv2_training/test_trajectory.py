@@ -86,7 +86,7 @@ def test_result_serialises_groups_and_plots(batches, tmp_path):
     by_layer = result.grouped(lambda name: name.split(".")[0])
     assert sorted(by_layer) == ["conv1", "conv2", "fc1", "fc2", "fc3"]
 
-    path = result.plot(str(tmp_path / "plots" / "divergence.png"))
+    path = plot_trajectory_divergence(result, str(tmp_path / "plots" / "divergence.png"))
     with open(path, "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
     # A dict works too, and identical trajectories (all zeros) still give a plot.

@@ -31,6 +31,7 @@ from deep500.frameworks.onnxruntime.network import OnnxRuntimeNetwork, ort
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.utils.device import parse_device
 from deep500.utils.errors import UnsupportedError
+from deep500.utils.onnx_interop.support import unsupported_operators_error
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
 _KERNEL_SUFFIX = "_kernel_time"
@@ -56,7 +57,20 @@ class OnnxRuntimeVisitor(OnnxBaseVisitor):
         network.record_initializer(name, value)
 
     def visit_graph_end(self, model, network: OnnxRuntimeNetwork) -> None:
-        network.session  # load now, so unsupported models fail when the executor is built
+        try:
+            network.session  # load now, so unsupported models fail when the executor is built
+        except UnsupportedError as exc:
+            # onnxruntime names the first operator it lacks; list every one it does not
+            # declare (the registry's set), with the executors that support each.
+            from deep500.frameworks import registry
+            framework = registry.get("onnxruntime")
+            lacking = [op for op in model.operations
+                       if not framework.supports(op.op_type, op.domain)]
+            if not lacking:
+                raise
+            listing = unsupported_operators_error(self.framework, lacking, model,
+                                                  exclude="onnxruntime")
+            raise UnsupportedError(f"{exc}\n{listing}") from exc
 
 
 def execution_providers(device) -> list:

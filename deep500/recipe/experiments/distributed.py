@@ -52,6 +52,7 @@ import importlib
 import inspect
 import os
 
+from deep500.frameworks import registry
 from deep500.lv2_training.events import TrainingEvent
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import executor_factory, \
@@ -66,9 +67,11 @@ from deep500.recipe.problems import describe, key_path, show
 from deep500.recipe.results import mark_run_failed
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
-REFERENCE_SCHEMES = "deep500.frameworks.reference.distributed"
-# framework -> (module of its distributed baselines, executor it trains on)
-BASELINES = {"pytorch": ("deep500.frameworks.pytorch.distributed", "pytorch")}
+REFERENCE_SCHEMES = registry.get("reference").distributed_module
+# framework -> (module of its distributed baselines, executor it trains on), from the
+# registry: every framework with distributed support other than the reference's schemes
+BASELINES = {name: (registry.get(name).distributed_module, name)
+             for name in registry.names(distributed=True) if name != "reference"}
 
 
 # Learning-rate scaling rules across rank counts: "none" keeps the recipe's rate;

@@ -45,6 +45,7 @@ import time
 
 import numpy as np
 
+from deep500.frameworks import registry
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.distributed import parse_base_optimizer
 from deep500.recipe.experiments.networks import executor_factory, parse_network
@@ -56,7 +57,7 @@ from deep500.recipe.problems import describe
 from deep500.utils.errors import Deep500Error, RecipeError
 
 #: Executors whose per-node forward and backward times ``measure_step_profile`` reads.
-PROFILED_EXECUTORS = ("reference", "pytorch")
+PROFILED_EXECUTORS = tuple(registry.names(backward_times=True))
 
 
 def _algorithm(value, where, recipe_dir=None):

@@ -7,28 +7,22 @@ are compared with the reference executor's on the same model and inputs.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from deep500.frameworks import registry
 from deep500.lv1_network.validation import test_executor_backprop, test_executor_inference
+from deep500.recipe import components
 from deep500.recipe.experiments import base
 from deep500.recipe.problems import VALUE_ERRORS, describe, show
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
-# executor name -> (module, from_onnx keyword options)
-EXECUTORS = {
-    "reference": ("deep500.frameworks.reference", {}),
-    "pytorch": ("deep500.frameworks.pytorch", {}),
-    "pytorch_compiled": ("deep500.frameworks.pytorch", {"compile": True}),
-    "tensorflow": ("deep500.frameworks.tensorflow", {"mode": "eager"}),
-    "tensorflow_function": ("deep500.frameworks.tensorflow", {"mode": "function"}),
-    "onnxruntime": ("deep500.frameworks.onnxruntime", {}),
-}
-INFERENCE_ONLY = ("onnxruntime",)
+# executor names (variants such as pytorch_compiled included), from the registry
+EXECUTORS = tuple(registry.executor_names())
+INFERENCE_ONLY = tuple(registry.executor_names(backprop=False))
 LABELS = "labels"
 
 
@@ -112,16 +106,17 @@ def _optional_positive_int(value, where, recipe_dir=None):
 
 
 def _executor(value, where, recipe_dir=None):
-    return base.name_in(EXECUTORS, "executor", where, value)
+    return components.registered_name(value, "executor", where, EXECUTORS)
 
 
 def executor_factory(name: str):
-    module_name, options = EXECUTORS[name]
     try:
-        module = importlib.import_module(module_name)
+        build = registry.executor_factory(name)
     except MissingDependencyError as exc:
         raise RecipeError(f"executor {name!r}: {exc}") from None
-    return lambda model, device: module.from_onnx(model, device=device, **options)
+    except Deep500Error as exc:   # an unknown name
+        raise RecipeError(str(exc)) from None
+    return lambda model, device: build(model, device=device)
 
 
 def make_inputs(model, batch_size: int, seed: int, classes: int | None) -> dict:

@@ -28,8 +28,9 @@ def make_inputs(spec: OperatorSpec, dtype: str, seed: int) -> list[np.ndarray]:
 def _framework(value, where, recipe_dir=None):
     if isinstance(value, dict):
         return parse_cpp_kernel(value, where, recipe_dir)
-    return base.name_in(components.FRAMEWORKS, "framework", where, value,
-                        hint=", or a C++ kernel {cpp: SOURCE, op: ONNX_OPERATOR}")
+    return components.registered_name(
+        value, "framework", where, components.framework_names(),
+        hint=", or a C++ kernel {cpp: SOURCE, op: ONNX_OPERATOR}")
 
 
 def _machine_memory() -> int | None:

@@ -30,20 +30,17 @@ import importlib
 import inspect
 import os
 
+from deep500.frameworks import registry
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import EXECUTORS, NetworkSpec, executor_factory, \
     parse_network
 from deep500.recipe.problems import key_path, show
 from deep500.utils.errors import MissingDependencyError, RecipeError
 
-TRAINING_EXECUTORS = tuple(e for e in EXECUTORS if e != "onnxruntime")
-# executor name -> module holding its framework's native optimizers
-NATIVE_OPTIMIZERS = {"reference": "deep500.frameworks.reference.optimizers",
-                     "pytorch": "deep500.frameworks.pytorch.optimizers",
-                     "pytorch_compiled": "deep500.frameworks.pytorch.optimizers",
-                     "tensorflow": "deep500.frameworks.tensorflow.optimizers",
-                     "tensorflow_function": "deep500.frameworks.tensorflow.optimizers"}
-REFERENCE_OPTIMIZERS = NATIVE_OPTIMIZERS["reference"]
+TRAINING_EXECUTORS = tuple(registry.executor_names(backprop=True))
+# executor name -> module holding its framework's native optimizers (from the registry)
+NATIVE_OPTIMIZERS = {e: registry.framework_of(e).optimizers for e in TRAINING_EXECUTORS}
+REFERENCE_OPTIMIZERS = registry.get("reference").optimizers
 # recipe name -> class name (the same in every framework that has it)
 OPTIMIZER_TYPES = {"sgd": "GradientDescent", "momentum": "MomentumOptimizer",
                    "adam": "AdamOptimizer", "adagrad": "AdaGradOptimizer",
@@ -137,7 +134,7 @@ def parse_dataset(entry, where: str, recipe_dir=None) -> tuple:
 
 def _training_executor(value, where, recipe_dir=None):
     if not isinstance(value, str) or value not in TRAINING_EXECUTORS:
-        hint = " (it runs inference only)" if value == "onnxruntime" else ""
+        hint = " (it runs inference only)" if value in EXECUTORS else ""
         raise RecipeError(f"{where}: {show(value)} cannot train{hint}; executors that train: "
                           f"{list(TRAINING_EXECUTORS)}")
     return value

@@ -1,0 +1,99 @@
+"""The levels are layered (DESIGN.md): a level may use the levels below it and
+``deep500.utils``, never the frameworks, the datasets, the recipes or the report; levels
+0 and 1 know no framework by name; ``deep500.datasets`` builds on level 2 and level 2
+never imports it back. Every import of every module is read from its source (``ast``),
+the ones inside functions included, so a deferred import cannot hide an edge."""
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "deep500"
+LEVELS = ("lv0_operators", "lv1_network", "lv2_training", "lv3_distributed")
+RUNNER_SIDE = ("deep500.frameworks", "deep500.report", "deep500.recipe", "deep500.datasets")
+# Third-party frameworks that levels 0 and 1 must not import by name.
+FRAMEWORK_MODULES = ("torch", "tensorflow", "keras", "onnxruntime", "jax")
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: pathlib.Path, module: str | None = None) -> list[tuple[int, str]]:
+    """``(line, imported module)`` of every import statement in the file (``module``:
+    its dotted name, by default from its place in the package); a relative import is
+    resolved against the file's package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = (module or module_name(path)).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                kept = package[:len(package) - node.level + 1]
+                base = ".".join(kept + ([base] if base else []))
+            found.append((node.lineno, base))
+            # ``from deep500 import datasets`` imports deep500.datasets
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def modules(*subpackages: str) -> list[pathlib.Path]:
+    return sorted(p for sub in subpackages for p in (PACKAGE / sub).rglob("*.py"))
+
+
+def violations(files, forbidden) -> list[str]:
+    return [f"{module_name(path)} (line {line}) imports {name}"
+            for path in files for line, name in imports(path) if within(name, forbidden)]
+
+
+def test_the_parser_sees_deferred_and_relative_imports(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import numpy as np\n\n\ndef f():\n"
+                      "    from deep500.frameworks import registry\n\n\n"
+                      "def g():\n    from ..report import plots\n    from . import network\n")
+    found = imports(sample, "deep500.lv1_network.sample")
+    assert (5, "deep500.frameworks") in found
+    assert (9, "deep500.report") in found and (9, "deep500.report.plots") in found
+    assert (10, "deep500.lv1_network.network") in found
+    assert violations_of(found, RUNNER_SIDE) == ["deep500.frameworks",
+                                                 "deep500.frameworks.registry",
+                                                 "deep500.report", "deep500.report.plots"]
+
+
+def violations_of(found, forbidden) -> list[str]:
+    return [name for _, name in found if within(name, forbidden)]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_levels_import_no_framework_report_recipe_or_datasets(level):
+    found = violations(modules(level), RUNNER_SIDE)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("level", LEVELS[:2])
+def test_levels_0_and_1_name_no_framework(level):
+    found = violations(modules(level), FRAMEWORK_MODULES)
+    assert not found, "\n".join(found)
+
+
+def test_no_cycle_between_datasets_and_level_2():
+    backwards = violations(modules("lv2_training"), ("deep500.datasets",))
+    assert not backwards, ("deep500.datasets builds on level 2, which must not import it:\n"
+                           + "\n".join(backwards))
+
+
+@pytest.mark.parametrize("lower,upper", [(LEVELS[i], LEVELS[j]) for i in range(4)
+                                         for j in range(i + 1, 4)])
+def test_a_level_uses_only_the_levels_below_it(lower, upper):
+    found = violations(modules(lower), (f"deep500.{upper}",))
+    assert not found, "\n".join(found)
