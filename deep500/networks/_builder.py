@@ -289,10 +289,9 @@ class GraphBuilder:
         name = self._unique(name)
         steps, width = self.shapes[x]
         bound = 1.0 / math.sqrt(hidden)
-        draw = lambda *shape: self.rng.uniform(-bound, bound, shape)  # noqa: E731
-        weights = [self._param(name, "W", draw(1, 4 * hidden, width)),
-                   self._param(name, "R", draw(1, 4 * hidden, hidden)),
-                   self._param(name, "B", draw(1, 8 * hidden))]
+        weights = [self._param(name, key, self.rng.uniform(-bound, bound, shape))
+                   for key, shape in (("W", (1, 4 * hidden, width)),
+                                      ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden)))]
         # Time-major tensors: their recorded "per-sample" shapes only keep the sizes.
         major = self.node("Transpose", [x], (steps, width), name + ".time_major",
                           perm=[1, 0, 2])

@@ -38,7 +38,6 @@ MISSING = {
     ("pytorch", "transformer"): "LayerNormalization",
     ("pytorch", "gpt"): "LayerNormalization",
     ("pytorch", "lstm"): "LSTM",
-    ("tensorflow", "lstm"): "LSTM",
 }
 
 
