@@ -11,6 +11,7 @@ causal masks).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -675,6 +676,150 @@ class SequenceOps:
         self._emit_node(op, lp_pool)
 
 
+    def visit_col2im(self, op, network) -> None:
+        """Col2Im: column blocks (N, C·∏block_shape, L) summed back into an image (N, C,
+        *image_shape) where they overlap: https://onnx.ai/onnx/operators/onnx__Col2Im.html
+        (strides, dilations, pads). A segment sum over the flat padded image, whose
+        indices are computed once per shape."""
+        from deep500.utils.onnx_interop.window import window_geometry
+        a = op.attributes
+
+        def col2im(cols, image_shape, block_shape):
+            image, block = _ints(image_shape, "image_shape", self), _ints(block_shape,
+                                                                          "block_shape", self)
+            if len(image) != len(block) or not image:
+                raise self._node_error(f"image_shape {image} and block_shape {block} must "
+                                       f"have the same, non-zero length")
+            g = window_geometry(op.op_type, image, block, strides=a.get("strides"),
+                                dilations=a.get("dilations"), pads=a.get("pads"))
+            taps, blocks = math.prod(block), math.prod(g.output)
+            if len(cols.shape) != 3 or cols.shape[1] % taps or cols.shape[2] != blocks:
+                raise self._node_error(f"input of shape {list(cols.shape)} must be (N, "
+                                       f"C·{taps}, {blocks}) for image_shape {image}, "
+                                       f"block_shape {block} and these strides, dilations "
+                                       f"and pads")
+            padded = [n + b + e for n, b, e in zip(image, g.pads_begin, g.pads_end)]
+            # Flat padded-image index of (tap, block): Σ (k·d + o·s) · row stride.
+            index = np.zeros(tuple(block) + tuple(g.output), np.int64)
+            stride = 1
+            for axis in reversed(range(len(image))):
+                k = np.arange(block[axis]) * g.dilations[axis]
+                o = np.arange(g.output[axis]) * g.strides[axis]
+                view_k = [1] * (2 * len(image))
+                view_k[axis] = -1
+                view_o = [1] * (2 * len(image))
+                view_o[len(image) + axis] = -1
+                index = index + (k.reshape(view_k) + o.reshape(view_o)) * stride
+                stride *= padded[axis]
+            batch, channels = tf.shape(cols)[0], cols.shape[1] // taps
+            data = tf.transpose(tf.reshape(cols, [batch, channels, taps * blocks]), [2, 0, 1])
+            summed = tf.math.unsorted_segment_sum(data, index.reshape(-1), stride)
+            y = tf.reshape(tf.transpose(summed, [1, 2, 0]), tf.concat(
+                [[batch, channels], padded], 0))
+            return y[(slice(None), slice(None)) + tuple(
+                slice(b, b + n) for b, n in zip(g.pads_begin, image))]
+        self._emit_node(op, col2im, static=(1, 2))
+
+    def visit_centercroppad(self, op, network) -> None:
+        """CenterCropPad: https://onnx.ai/onnx/operators/onnx__CenterCropPad.html (a crop
+        drops ⌊d/2⌋ elements at the start, a pad adds ⌊d/2⌋ zeros there)."""
+        axes_attr = op.attributes.get("axes")
+
+        def center_crop_pad(x, shape):
+            rank = len(x.shape)
+            target = _ints(shape, "shape", self)
+            axes = list(range(rank)) if axes_attr is None else [int(v) for v in axes_attr]
+            if any(not -rank <= v < rank for v in axes) or len(target) != len(axes):
+                raise self._node_error(f"axes {axes} must lie in [{-rank}, {rank - 1}] and "
+                                       f"shape {target} give one size per axis")
+            crop, pads = [slice(None)] * rank, [[0, 0]] * rank
+            for axis, size in zip([v % rank for v in axes], target):
+                length = x.shape[axis]
+                if size < length:
+                    start = (length - size) // 2
+                    crop[axis] = slice(start, start + size)
+                elif size > length:
+                    start = (size - length) // 2
+                    pads[axis] = [start, size - length - start]
+            y = x[tuple(crop)]
+            return tf.pad(y, pads) if any(p != [0, 0] for p in pads) else y
+        self._emit_node(op, center_crop_pad, static=(1,))
+
+    def visit_gridsample(self, op, network) -> None:
+        """GridSample: https://onnx.ai/onnx/operators/onnx__GridSample.html — nearest,
+        (multi-)linear or (multi-)cubic (Keys, a = -0.75) sampling of X (N, C, *spatial)
+        at grid (N, *out, rank) (coordinates x, y[, z] in [-1, 1]), padding zeros, border
+        or reflection, align_corners; differentiable in X and (linear, cubic) grid."""
+        a = op.attributes
+        names = {"bilinear": "linear", "bicubic": "cubic"}
+        mode = _text(a.get("mode"), "linear")
+        mode = names.get(mode, mode)
+        padding = _text(a.get("padding_mode"), "zeros")
+        align = bool(a.get("align_corners") or 0)
+        if mode not in ("nearest", "linear", "cubic"):
+            raise self._node_error(f"mode={mode!r} is not nearest, linear or cubic",
+                                   Deep500Error)
+        if padding not in ("zeros", "border", "reflection"):
+            raise self._node_error(f"padding_mode={padding!r} is not zeros, border or "
+                                   f"reflection", Deep500Error)
+
+        def grid_sample(x, grid):
+            rank = len(x.shape) - 2
+            if len(grid.shape) != rank + 2 or grid.shape[-1] != rank:
+                raise self._node_error(f"grid of shape {list(grid.shape)} does not fit X of "
+                                       f"shape {list(x.shape)}: it must be (N, *out, {rank})")
+            work = tf.float64 if x.dtype == tf.float64 else tf.float32
+            g_all = tf.cast(grid, work)
+            per_axis = []
+            for axis in range(rank):
+                size = x.shape[2 + axis]
+                g = g_all[..., rank - 1 - axis]
+                pos = (g + 1) * (size - 1) / 2 if align else ((g + 1) * size - 1) / 2
+                low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+                if mode == "nearest":
+                    pos = tf.round(pos)
+                if padding == "border":
+                    pos = tf.clip_by_value(pos, 0.0, size - 1.0)
+                elif padding == "reflection":
+                    pos = _reflect(pos, low, high)
+                if mode == "nearest":
+                    offsets, base = [0], tf.stop_gradient(tf.math.floor(pos))
+                    weights = [tf.ones_like(pos)]
+                else:
+                    base = tf.stop_gradient(tf.math.floor(pos))
+                    t = pos - base
+                    if mode == "linear":
+                        offsets, weights = [0, 1], [1 - t, t]
+                    else:
+                        offsets = [-1, 0, 1, 2]
+                        weights = [_keys(t + 1), _keys(t), _keys(1 - t), _keys(2 - t)]
+                taps = []
+                for offset, w in zip(offsets, weights):
+                    index = base + offset
+                    if padding == "zeros":
+                        valid = (index >= 0) & (index < size)
+                        w = tf.where(valid, w, tf.zeros_like(w))
+                        index = tf.clip_by_value(index, 0, size - 1)
+                    elif padding == "border":
+                        index = tf.clip_by_value(index, 0, size - 1)
+                    else:
+                        index = _reflect(index, low, high)
+                    taps.append((tf.cast(index, tf.int32), w))
+                per_axis.append(taps)
+            channels_last = tf.transpose(x, [0] + list(range(2, rank + 2)) + [1])
+            y = None
+            for combo in itertools.product(*per_axis):
+                weight = combo[0][1]
+                for _, w in combo[1:]:
+                    weight = weight * w
+                index = tf.stack([i for i, _ in combo], -1)
+                values = tf.gather_nd(channels_last, index, batch_dims=1)   # (N, *out, C)
+                term = tf.cast(weight, values.dtype)[..., tf.newaxis] * values
+                y = term if y is None else y + term
+            return tf.transpose(y, [0, rank + 1] + list(range(1, rank + 1)))
+        self._emit_node(op, grid_sample)
+
+
 def _tf_activation(name: str, alpha, beta):
     """The TensorFlow form of a recurrent cell's activation function (ONNX's list in
     https://onnx.ai/onnx/operators/onnx__LSTM.html)."""
@@ -717,3 +862,34 @@ def _dilate(w, dilations):
         shape[axis] = taps * rate
         w = tf.reshape(spaced, shape)[(slice(None),) * axis + (slice(0, rate * (taps - 1) + 1),)]
     return w
+
+
+def _ints(value, name: str, visitor) -> list:
+    """A shape-like operand's values, known when the closure runs."""
+    static = _static(value)
+    if static is None:
+        raise visitor._dynamic_error(f"the values of {name}")
+    return [int(v) for v in np.reshape(static, -1)]
+
+
+def _keys(d, a: float = -0.75):
+    """The cubic convolution kernel of Keys (1981) at distances d."""
+    d = tf.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = (((d - 5) * d + 8) * d - 4) * a
+    return tf.where(d <= 1, near, tf.where(d < 2, far, tf.zeros_like(d)))
+
+
+def _reflect(x, low: float, high: float):
+    """x reflected at the borders until it lies in [low, high] (GridSample's
+    reflection padding); differentiable in x."""
+    span = high - low
+    below, above = x < low, x > high
+    distance = tf.where(below, low - x, tf.where(above, x - high, tf.zeros_like(x)))
+    flips = tf.stop_gradient(tf.math.floor(distance / span)) if span > 0 else \
+        tf.zeros_like(distance)
+    rest = distance - flips * span
+    even = tf.math.floormod(flips, 2) == 0
+    from_low = tf.where(even, low + rest, high - rest)
+    from_high = tf.where(even, high - rest, low + rest)
+    return tf.where(below, from_low, tf.where(above, from_high, x))
