@@ -176,6 +176,36 @@ def test_gelu_is_written_as_torch_onnx_export_writes_it():
     assert sorted(float(v) for v in constants.values()) == pytest.approx([0.5, 1.0, math.sqrt(2)])
 
 
+def _wiring(nodes, x):
+    """(op_type, inputs as producer op types or 'x', constant value) per node."""
+    producer = {out: n for n in nodes for out in n.output}
+    rows = []
+    for n in nodes:
+        value = (float(onnx.numpy_helper.to_array(n.attribute[0].t))
+                 if n.op_type == "Constant" else None)
+        rows.append((n.op_type, tuple("x" if i == x else producer[i].op_type for i in n.input),
+                     None if value is None else round(value, 6)))
+    return rows
+
+
+def test_gelu_matches_a_fresh_torch_onnx_export():
+    """torch.onnx.export(nn.GELU(), opset_version=17, dynamo=False) and the zoo's GELU
+    are the same nodes with the same constants, wired the same way."""
+    torch = pytest.importorskip("torch")
+    import contextlib
+    import io
+    import warnings
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(torch.nn.GELU(), (torch.randn(2, 3),), buffer, opset_version=17,
+                          dynamo=False)
+    exported = onnx.load_from_string(buffer.getvalue()).graph
+    ours = [n for n in create_model("gpt", depth=1).graph.node
+            if n.name.startswith("layer0.gelu")]
+    assert _wiring(ours, "layer0.ffn1") == _wiring(exported.node, exported.input[0].name)
+
+
 @pytest.mark.parametrize("name", SEQUENCE_MODELS)
 def test_same_arguments_give_identical_bytes(name):
     first = create_model(name, seed=4, **SMALL[name]).SerializeToString()
