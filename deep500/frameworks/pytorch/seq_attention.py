@@ -1,0 +1,161 @@
+"""ONNX Attention and RotaryEmbedding in ``torch`` operations (differentiable by
+autograd).
+
+Attention (opsets 23 to 25, https://onnx.ai/onnx/operators/onnx__Attention.html): 3-D
+inputs are split into heads by ``q_num_heads``/``kv_num_heads``; ``past_key`` and
+``past_value`` are prepended to K and V (``present_key``/``present_value``); boolean
+masks allow where True, float masks are added, both padded with "masked" up to the total
+key length; ``is_causal`` masks bottom-right aligned (offset by the past length, or per
+batch by ``nonpad_kv_seqlen`` - q length); ``left_window_size``/``right_window_size``
+bound a sliding window; grouped-query attention repeats each KV head over its group of
+query heads; ``softcap`` caps the scores by softcap·tanh(scores/softcap) before masks;
+a query row whose mask allows no key gives zeros. ``qk_matmul_output_mode`` selects the
+fourth output as onnx's reference implementation defines it: 0 and 1 the scores (after
+softcap), 2 the scores with the mask added, 3 the softmax.
+"""
+from __future__ import annotations
+
+import math
+
+from deep500.utils.errors import ShapeError, require
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+
+def _split_heads(x, heads: int, name: str):
+    batch, length, hidden = x.shape
+    if hidden % heads:
+        raise ShapeError(f"Attention: the hidden size {hidden} of 3-D {name} is not a "
+                         f"multiple of its number of heads {heads}")
+    return x.reshape(batch, length, heads, hidden // heads).transpose(1, 2)
+
+
+def _additive(mask, dtype, kv_len: int):
+    """A boolean (True: attend) or additive float mask as an additive bias, padded with
+    -inf up to ``kv_len`` keys."""
+    pad = kv_len - mask.shape[-1]
+    if mask.dtype == torch.bool:
+        if pad > 0:
+            mask = torch.nn.functional.pad(mask, (0, pad), value=False)
+        zero = torch.zeros((), dtype=dtype, device=mask.device)
+        return torch.where(mask, zero, torch.full_like(zero, -math.inf))
+    if pad > 0:
+        mask = torch.nn.functional.pad(mask, (0, pad), value=-math.inf)
+    return mask.to(dtype)
+
+
+def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None,
+              nonpad_kv_seqlen=None, *, scale=None, is_causal=False, q_num_heads=None,
+              kv_num_heads=None, softcap=0.0, qk_matmul_output_mode=0,
+              softmax_dtype=None, left_window_size=-1, right_window_size=-1):
+    """(Y, present_key, present_value, qk_matmul_output) of ONNX Attention."""
+    three_d = Q.dim() == 3
+    if three_d:
+        if not q_num_heads or not kv_num_heads:
+            raise ShapeError("Attention: 3-D Q, K, V need the attributes q_num_heads and "
+                             "kv_num_heads")
+        batch = Q.shape[0]
+        Q = _split_heads(Q, q_num_heads, "Q")
+        K = _split_heads(K, kv_num_heads, "K")
+        V = _split_heads(V, kv_num_heads, "V")
+    if past_key is not None:
+        K = torch.cat([past_key, K], 2)
+    if past_value is not None:
+        V = torch.cat([past_value, V], 2)
+    present_key, present_value = K, V
+    q_len, kv_len = Q.shape[2], K.shape[2]
+    dtype, device = Q.dtype, Q.device
+    bias = None if attn_mask is None else _additive(attn_mask, dtype, kv_len)
+    windowed = left_window_size >= 0 or right_window_size >= 0
+    if nonpad_kv_seqlen is not None:
+        lengths = nonpad_kv_seqlen.to(device=device, dtype=torch.int64).reshape(-1, 1, 1, 1)
+    if is_causal or windowed:
+        if past_key is None and nonpad_kv_seqlen is not None:
+            offset = lengths - q_len
+        else:
+            offset = 0 if past_key is None else past_key.shape[2]
+        rows = torch.arange(q_len, device=device).unsqueeze(1)
+        cols = torch.arange(kv_len, device=device).unsqueeze(0)
+        distance = rows + offset - cols
+        allowed = torch.ones_like(distance, dtype=torch.bool)
+        if is_causal:
+            allowed = allowed & (distance >= 0)
+        if left_window_size >= 0:
+            allowed = allowed & (distance <= left_window_size)
+        if right_window_size >= 0:
+            allowed = allowed & (-distance <= right_window_size)
+        causal = _additive(allowed, dtype, kv_len)
+        bias = causal if bias is None else bias + causal
+    if nonpad_kv_seqlen is not None:
+        padding = _additive(torch.arange(kv_len, device=device) < lengths, dtype, kv_len)
+        bias = padding if bias is None else bias + padding
+    heads, kv_heads = Q.shape[1], K.shape[1]
+    if heads != kv_heads and heads % kv_heads == 0:
+        K = K.repeat_interleave(heads // kv_heads, 1)
+        V = V.repeat_interleave(heads // kv_heads, 1)
+    if scale is None:
+        scale = 1.0 / math.sqrt(Q.shape[-1])
+    root = math.sqrt(scale)   # both sides scaled by √scale, as onnx's function body does
+    scores = (Q * root) @ (K * root).transpose(-1, -2)
+    if softcap and softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    qk_output = scores
+    logits = scores if bias is None else scores + bias
+    if qk_matmul_output_mode == 2:
+        qk_output = logits
+    if softmax_dtype is not None:
+        logits = logits.to(softmax_dtype)
+    if bias is not None:
+        # A row with no allowed key: its softmax is defined as zeros (not NaN).
+        blocked = torch.isneginf(bias.amax(-1, keepdim=True))
+        logits = torch.where(blocked, torch.zeros_like(logits), logits)
+        probabilities = torch.softmax(logits, -1)
+        probabilities = torch.where(blocked, torch.zeros_like(probabilities),
+                                    probabilities)
+    else:
+        probabilities = torch.softmax(logits, -1)
+    if qk_matmul_output_mode == 3:
+        qk_output = probabilities
+    Y = probabilities.to(dtype) @ V
+    if three_d:
+        Y = Y.transpose(1, 2).reshape(batch, q_len, -1)
+    return Y, present_key, present_value, qk_output.to(dtype)
+
+
+def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved=0,
+                     rotary_embedding_dim=0, num_heads=None):
+    """ONNX RotaryEmbedding (https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html):
+    X is (batch, heads, sequence, head_size) or (batch, sequence, hidden) with
+    ``num_heads``; the first ``rotary_embedding_dim`` features of each head are rotated
+    pairwise (halves, or even/odd with ``interleaved``) by the cached cos/sin of each
+    position (``cos_cache[position_ids]``, or per (batch, sequence) without ids)."""
+    shape = X.shape
+    if X.dim() == 4:
+        x = X.transpose(1, 2)                      # (batch, sequence, heads, head_size)
+    else:
+        if not num_heads:
+            raise ShapeError("RotaryEmbedding: a 3-D input needs the attribute num_heads")
+        x = X.reshape(shape[0], shape[1], num_heads, shape[2] // num_heads)
+    head_size = x.shape[-1]
+    dim = rotary_embedding_dim or head_size
+    if position_ids is not None:
+        cos_cache = cos_cache[position_ids.long()]
+        sin_cache = sin_cache[position_ids.long()]
+    if cos_cache.shape[-1] != dim // 2 or sin_cache.shape[-1] != dim // 2:
+        raise ShapeError(f"RotaryEmbedding: the last axis of cos_cache and sin_cache "
+                         f"({cos_cache.shape[-1]}, {sin_cache.shape[-1]}) must be half the "
+                         f"rotated dimension {dim}")
+    cos, sin = cos_cache.unsqueeze(2), sin_cache.unsqueeze(2)
+    rotated, kept = x[..., :dim], x[..., dim:]
+    if interleaved:
+        x1, x2 = rotated[..., 0::2], rotated[..., 1::2]
+    else:
+        x1, x2 = rotated[..., :dim // 2], rotated[..., dim // 2:]
+    real = cos * x1 - sin * x2
+    imag = sin * x1 + cos * x2
+    if interleaved:
+        rotated = torch.stack([real, imag], -1).reshape(rotated.shape)
+    else:
+        rotated = torch.cat([real, imag], -1)
+    y = torch.cat([rotated, kept], -1)
+    return y.transpose(1, 2) if X.dim() == 4 else y.reshape(shape)

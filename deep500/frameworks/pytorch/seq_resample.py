@@ -1,0 +1,161 @@
+"""ONNX resampling and window operators in ``torch`` operations (differentiable by
+autograd): Resize, LpPool, Col2Im and CenterCropPad.
+
+Resize reads its interpolation plans (per resized axis, an index for nearest or an
+(output, input) weight matrix for linear and cubic, with every coordinate mode,
+exclude_outside, antialias and tf_crop_and_resize extrapolation) from the reference
+executor's Resize, so ONNX's Resize semantics are written once; they depend only on the
+input's shape and the constant roi/scales/sizes, and are applied here with
+``index_select`` and ``tensordot``. https://onnx.ai/onnx/operators/onnx__Resize.html
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from deep500.frameworks.reference.operators import create_operator
+from deep500.utils.errors import ShapeError, require
+from deep500.utils.onnx_interop.window import window_geometry
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+F = torch.nn.functional
+
+
+class ResizePlans:
+    """The plans of one Resize node, cached per input shape and constant inputs."""
+
+    def __init__(self, attributes: dict):
+        reference = create_operator("Resize")
+        known = {k: v for k, v in attributes.items()
+                 if v is not None and k in reference.defaults}
+        self.operator = create_operator("Resize", **known)
+        self.extrapolation = float(self.operator.attr("extrapolation_value"))
+        self._cache: dict = {}
+
+    def plans(self, shape, inputs):
+        """The plans for X of ``shape`` and the (roi, scales, sizes) ``inputs`` (arrays,
+        tensors or None), as the reference executor's Resize computes them."""
+        arrays = [None if v is None else np.asarray(v.cpu() if hasattr(v, "cpu") else v)
+                  for v in inputs]
+        key = (tuple(shape),) + tuple(None if a is None else (a.dtype.str, a.ravel().tolist()
+                                                             .__repr__()) for a in arrays)
+        plans = self._cache.get(key)
+        if plans is None:
+            probe = np.broadcast_to(np.zeros((), np.float32), tuple(shape))  # shape only
+            plans = self.operator._plans_from(probe, arrays)
+            if len(self._cache) < 64:
+                self._cache[key] = plans
+        return plans
+
+
+def apply_resize(x, plans, extrapolation_value: float):
+    """Y from X by ``plans`` (see ``_op_common_resize.AxisPlan``)."""
+    integer = not x.is_floating_point()
+    y = x.double() if integer else x
+    outside = None
+    for plan in plans:
+        if plan.index is not None:
+            index = torch.as_tensor(plan.index, dtype=torch.int64, device=x.device)
+            y = y.index_select(plan.axis, index)
+        else:
+            weights = torch.as_tensor(plan.weights, dtype=y.dtype, device=x.device)
+            y = torch.movedim(torch.tensordot(weights, y, dims=([1], [plan.axis])), 0,
+                              plan.axis)
+        if plan.outside is not None:
+            view = [1] * x.dim()
+            view[plan.axis] = len(plan.outside)
+            mask = torch.as_tensor(plan.outside, device=x.device).reshape(view)
+            outside = mask if outside is None else outside | mask
+    if integer:
+        info = torch.iinfo(x.dtype) if x.dtype != torch.bool else None
+        y = torch.round(y)
+        y = (y != 0) if info is None else torch.clamp(y, info.min, info.max).to(x.dtype)
+    if outside is not None:
+        y = torch.where(outside, torch.full((), extrapolation_value, dtype=y.dtype,
+                                            device=y.device), y)
+    return y
+
+
+def lp_pool(x, p: float, kernel, strides, dilations, pads, auto_pad, ceil_mode):
+    """ONNX LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html): the p-norm of each
+    window over the zero-padded input, (Σ|x|^p)^(1/p), as a depthwise convolution with a
+    kernel of ones."""
+    rank = x.dim() - 2
+    geometry = window_geometry("LpPool", x.shape[2:], kernel, strides=strides,
+                               dilations=dilations, pads=pads, auto_pad=auto_pad,
+                               ceil_mode=ceil_mode)
+    torch_pads = []
+    for axis in reversed(range(rank)):
+        torch_pads += [geometry.pads_begin[axis],
+                       geometry.pads_end[axis] + geometry.overhang[axis]]
+    powered = x.abs().pow(p) if p != 2 else x * x
+    powered = F.pad(powered, torch_pads)
+    channels = x.shape[1]
+    ones = torch.ones((channels, 1) + tuple(geometry.kernel), dtype=x.dtype, device=x.device)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(rank)
+    if conv is None:
+        raise ShapeError(f"LpPool: {rank}-D pooling is not supported (1-D to 3-D are)")
+    total = conv(powered, ones, None, geometry.strides, 0, geometry.dilations, channels)
+    total = total[(slice(None), slice(None)) + tuple(slice(0, n) for n in geometry.output)]
+    return total.sqrt() if p == 2 else total.pow(1.0 / p)
+
+
+def col2im(columns, image_shape, block_shape, dilations, pads, strides):
+    """ONNX Col2Im (https://onnx.ai/onnx/operators/onnx__Col2Im.html): the sum of the
+    blocks (columns, as Im2Col lays them out) placed back in the image, N-D."""
+    image = [int(n) for n in image_shape]
+    block = [int(n) for n in block_shape]
+    rank = len(image)
+    dilations = list(dilations or [1] * rank)
+    strides = list(strides or [1] * rank)
+    pads = list(pads or [0] * (2 * rank))
+    padded = [n + pads[i] + pads[rank + i] for i, n in enumerate(image)]
+    counts = [(p - (d * (k - 1) + 1)) // s + 1
+              for p, d, k, s in zip(padded, dilations, block, strides)]
+    batch, rows, length = columns.shape
+    kernel_size = math.prod(block)
+    if rows % kernel_size or length != math.prod(counts):
+        raise ShapeError(f"Col2Im: input of shape {list(columns.shape)} does not hold "
+                         f"C·{kernel_size} rows and {math.prod(counts)} blocks for image "
+                         f"{image}, block {block}, strides {strides}, pads {pads}, "
+                         f"dilations {dilations}")
+    channels = rows // kernel_size
+    # Padded-image position of element k of block l along each axis, then flat.
+    flat = torch.zeros((kernel_size, length), dtype=torch.int64)
+    for k, offsets in enumerate(itertools.product(*(range(n) for n in block))):
+        for l_, starts in enumerate(itertools.product(*(range(n) for n in counts))):
+            position = 0
+            for axis in range(rank):
+                position = position * padded[axis] + (starts[axis] * strides[axis]
+                                                       + offsets[axis] * dilations[axis])
+            flat[k, l_] = position
+    flat = flat.reshape(-1).to(columns.device)
+    values = columns.reshape(batch, channels, kernel_size * length)
+    out = columns.new_zeros((batch, channels, math.prod(padded)))
+    out = out.index_add(2, flat, values)
+    out = out.reshape([batch, channels] + padded)
+    crop = tuple(slice(pads[i], pads[i] + image[i]) for i in range(rank))
+    return out[(slice(None), slice(None)) + crop]
+
+
+def center_crop_pad(x, shape, axes):
+    """ONNX CenterCropPad (https://onnx.ai/onnx/operators/onnx__CenterCropPad.html):
+    each axis in ``axes`` cropped (start (n - target)//2) or zero-padded (before:
+    (target - n)//2) to ``shape``."""
+    rank = x.dim()
+    axes = list(range(rank)) if not axes else [a % rank for a in axes]
+    if len(shape) != len(axes):
+        raise ShapeError(f"CenterCropPad: shape has {len(shape)} values; it needs one per "
+                         f"axis in {axes}")
+    for axis, target in zip(axes, shape):
+        length = x.shape[axis]
+        if target < length:
+            start = (length - target) // 2
+            x = x.narrow(axis, start, target)
+        elif target > length:
+            before = (target - length) // 2
+            pad = [0, 0] * (rank - axis - 1) + [before, target - length - before]
+            x = F.pad(x, pad)
+    return x
