@@ -104,6 +104,14 @@ _REDUCTIONS = {
 }
 
 
+# What each reduction leaves of a single element: the result of noop_with_empty_axes=1
+# with no axes, where (as in ONNX's function bodies) the elementwise part still applies.
+_SINGLE = {
+    "l1": torch.abs, "l2": torch.abs, "logsum": torch.log, "logsumexp": lambda x: x,
+    "min": lambda x: x, "prod": lambda x: x, "sumsquare": lambda x: x * x,
+}
+
+
 def _reduced_shape(shape, dims, keepdim):
     return tuple(1 if i in dims else s for i, s in enumerate(shape)
                  if keepdim or i not in dims)
@@ -118,15 +126,15 @@ def _reduce_fn(reduction, keepdim, noop):
         dims = [] if axes is None else [int(a) for a in axes]
         if not dims:
             if noop:
-                return x
+                return _SINGLE[reduction](x)
             dims = list(range(x.dim()))
         dims = tuple(sorted({a % x.dim() for a in dims})) if x.dim() else ()
         if x.dim() and any(x.shape[a] == 0 for a in dims) and reduction == "min":
             return torch.full(_reduced_shape(x.shape, dims, keepdim),
                               _identity_of(reduction, x.dtype), dtype=x.dtype,
                               device=x.device)
-        if not dims:  # a scalar: every reduction of one element is the element's
-            return compute(x.reshape(1), (0,), False).reshape(())
+        if not dims:  # a scalar
+            return _SINGLE[reduction](x)
         return compute(x, dims, keepdim)
     return reduce
 
@@ -499,7 +507,8 @@ class TensorOps:
             elif reduction == "add":
                 result = flat_x.index_add(0, linear, flat_u)
             else:
-                result = flat_x.index_reduce(0, linear, flat_u, reduce[reduction])
+                rows = linear.view((-1,) + (1,) * len(rest)).expand(flat_u.shape)
+                result = flat_x.scatter_reduce(0, rows, flat_u, reduce[reduction])
             return result.reshape(x.shape)
         self._emit(op, scatter_nd)
 

@@ -1,0 +1,370 @@
+"""The PyTorch executor's elementwise, cast, logical, bitwise, activation, reduction and
+indexing operators (``deep500/frameworks/pytorch/ops_tensor.py``): one-node ONNX
+models, forward against ``onnx.reference.ReferenceEvaluator`` (with the non-float inputs
+fed at run time and, separately, stored as initializers so that the build-time paths
+run too), gradients of float64 parameters against Deep500's reference executor."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import onnx  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import deep500.frameworks.pytorch as d5pt  # noqa: E402
+import deep500.frameworks.reference as d5ref  # noqa: E402
+from deep500.lv1_network import gradient_name  # noqa: E402
+from deep500.utils.errors import Deep500Error  # noqa: E402
+
+OPSET = 28
+# float32 elementwise kernels of torch and NumPy differ by a few ulp (2**-23 ≈ 1.2e-7)
+RTOL32, ATOL32 = 1e-5, 1e-6
+# float64 gradients: the same formulas in another summation order
+RTOL64, ATOL64 = 1e-9, 1e-12
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _model(nodes, feeds: dict, initializers: dict, outputs, opset=OPSET):
+    def value_info(name, array):
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
+    inputs = [value_info(n, a) for n, a in feeds.items()]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers.items()]
+    opsets = [helper.make_opsetid("", opset)]
+    probe = helper.make_model(helper.make_graph(nodes, "ops_tensor", inputs, [], inits),
+                              opset_imports=opsets, ir_version=10)
+    inferred = onnx.shape_inference.infer_shapes(probe)
+    known = {v.name: v for v in inferred.graph.value_info}
+    declared = []
+    for name in outputs:
+        info = known.get(name)
+        if info is None:
+            info = helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+        info.type.tensor_type.shape.SetInParent()  # the checker wants a shape field
+        declared.append(info)
+    graph = helper.make_graph(nodes, "ops_tensor", inputs, declared, inits)
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+class Case:
+    """One node: ``op`` over ``inputs`` (name -> array, '' names an omitted input);
+    ``grad`` names the float inputs whose gradients are checked (in float64)."""
+
+    def __init__(self, id, op, inputs, outputs=1, grad=(), opset=OPSET, **attributes):
+        self.id, self.op, self.inputs = id, op, inputs
+        self.outputs = [f"y{i}" for i in range(outputs)]
+        self.grad, self.opset, self.attributes = tuple(grad), opset, attributes
+
+    def node(self, outputs=None):
+        return helper.make_node(self.op, list(self.inputs), outputs or self.outputs,
+                                **self.attributes)
+
+    def __repr__(self):
+        return self.id
+
+
+def r(*shape, dtype=np.float32, low=None, high=None, seed=0):
+    rng = np.random.default_rng(seed + sum(shape))
+    if low is not None:
+        return rng.uniform(low, high, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+def ints(*shape, low=-5, high=6, dtype=np.int32, seed=0):
+    return np.random.default_rng(seed + 7 * sum(shape)).integers(
+        low, high, shape).astype(dtype)
+
+
+X = r(3, 4)
+TIES = np.array([[1, 3, 3, 0], [2, 2, 1, 2], [0, 0, 0, 0]], np.float32)
+BIG = np.array([1, 2**63 + 5, 2**64 - 1, 7], np.uint64)
+
+CASES = [
+    # -- elementwise math and activations ----------------------------------------------
+    *[Case(op.lower(), op, {"x": X}, grad=["x"]) for op in
+      ("Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh", "Sign", "Softsign",
+       "Softplus", "Mish", "HardSwish", "Elu", "Selu", "Celu", "HardSigmoid")],
+    *[Case(op.lower(), op, {"x": r(3, 4, low=-0.9, high=0.9)}, grad=["x"])
+      for op in ("Asin", "Acos", "Atanh")],
+    Case("acosh", "Acosh", {"x": r(3, 4, low=1.1, high=4)}, grad=["x"]),
+    Case("elu_alpha", "Elu", {"x": X}, grad=["x"], alpha=0.3),
+    Case("selu_attrs", "Selu", {"x": X}, grad=["x"], alpha=1.5, gamma=2.0),
+    Case("celu_alpha", "Celu", {"x": X}, grad=["x"], alpha=2.0),
+    Case("hardsigmoid_attrs", "HardSigmoid", {"x": X}, grad=["x"], alpha=0.5, beta=0.6),
+    Case("thresholdedrelu", "ThresholdedRelu", {"x": X}, grad=["x"], alpha=0.4),
+    Case("shrink", "Shrink", {"x": X}, grad=["x"], bias=0.2, lambd=0.5),
+    Case("shrink_int", "Shrink", {"x": ints(5, 4)}, bias=1.5, lambd=2.0),
+    Case("swish", "Swish", {"x": X}, grad=["x"], alpha=0.7),
+    Case("prelu", "PRelu", {"x": X, "slope": r(4, seed=3)}, grad=["x", "slope"]),
+    Case("mean", "Mean", {"a": X, "b": r(4, seed=1), "c": r(3, 1, seed=2)},
+         grad=["a", "b", "c"]),
+    Case("det", "Det", {"x": r(2, 3, 3)}, grad=["x"]),
+    Case("round", "Round", {"x": np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.2, 2.7],
+                                          np.float32)}),
+    Case("isnan", "IsNaN", {"x": np.array([np.nan, 1, np.inf, -np.inf], np.float32)}),
+    Case("isinf", "IsInf", {"x": np.array([np.nan, 1, np.inf, -np.inf], np.float32)}),
+    Case("isinf_positive", "IsInf", {"x": np.array([np.nan, np.inf, -np.inf], np.float64)},
+         detect_negative=0),
+    Case("isinf_negative", "IsInf", {"x": np.array([np.nan, np.inf, -np.inf], np.float32)},
+         detect_positive=0),
+    Case("mod_int", "Mod", {"a": ints(4, 5), "b": ints(5, low=1, high=4) * np.array(
+        [1, -1, 1, -1, 1], np.int32)}),
+    Case("mod_fmod_int", "Mod", {"a": ints(4, 5), "b": np.array([3, -3, 2, -2, 7],
+                                                                 np.int32)}, fmod=1),
+    Case("mod_fmod_float", "Mod", {"a": X * 4, "b": np.full(4, -1.5, np.float32)},
+         fmod=1),
+    Case("mod_uint32", "Mod", {"a": ints(6, low=0, high=50, dtype=np.uint32),
+                               "b": ints(6, low=1, high=7, dtype=np.uint32)}),
+    Case("cast_like_half", "CastLike", {"x": X, "like": np.zeros(1, np.float16)}),
+    Case("cast_like_int", "CastLike", {"x": X.astype(np.float64) * 3,
+                                       "like": np.zeros(1, np.int32)}),
+    Case("cast_like_bool", "CastLike", {"x": ints(3, 4), "like": np.zeros(1, bool)}),
+    Case("cast_like_grad", "CastLike", {"x": X.astype(np.float64),
+                                        "like": np.zeros(1, np.float32)}),
+    # -- logical, comparisons and bits ---------------------------------------------------
+    *[Case(op.lower(), op, {"a": r(3, 4) > 0, "b": r(4, seed=5) > 0})
+      for op in ("And", "Or", "Xor")],
+    *[Case(f"{op.lower()}_{np.dtype(t).name}", op, {"a": ints(3, 4, low=0, dtype=t),
+                                                  "b": ints(4, low=0, seed=1, dtype=t)})
+      for op in ("LessOrEqual", "GreaterOrEqual") for t in (np.int32, np.uint16)],
+    Case("lessorequal_float", "LessOrEqual", {"a": X, "b": X[:, :1]}),
+    Case("greaterorequal_uint64_big", "GreaterOrEqual", {"a": BIG, "b": BIG[::-1].copy()}),
+    *[Case(f"{op.lower()}_{np.dtype(t).name}", op, {"a": ints(3, 4, low=0, high=200,
+                                                             dtype=t),
+                                                  "b": ints(4, low=0, high=200, seed=1,
+                                                            dtype=t)})
+      for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+      for t in (np.int32, np.uint8, np.uint16)],
+    *[Case(f"bitwisenot_{np.dtype(t).name}", "BitwiseNot",
+           {"x": ints(3, 4, low=0, high=100, dtype=t)})
+      for t in (np.int32, np.uint16, np.uint32)],
+    Case("bitwisenot_uint64", "BitwiseNot", {"x": BIG}),
+    *[Case(f"bitshift_{d.lower()}_{np.dtype(t).name}", "BitShift",
+           {"x": ints(6, low=0, high=250, dtype=t), "s": ints(6, low=0, high=7, dtype=t)},
+           direction=d)
+      for d in ("LEFT", "RIGHT") for t in (np.uint8, np.uint16, np.uint32, np.uint64)],
+    Case("bitshift_right_uint64_big", "BitShift",
+         {"x": BIG, "s": np.array([0, 1, 63, 3], np.uint64)}, direction="RIGHT"),
+    Case("bitshift_left_uint64_big", "BitShift",
+         {"x": BIG, "s": np.array([0, 1, 2, 60], np.uint64)}, direction="LEFT"),
+    # -- reductions ------------------------------------------------------------------
+    *[Case(f"{op.lower()}_{name}", op, {"x": r(2, 3, 4, low=0.2, high=2), **axes},
+           grad=["x"], **attrs)
+      for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMin",
+                 "ReduceProd", "ReduceSumSquare")
+      for name, axes, attrs in (
+          ("axis1", {"axes": i64(1)}, {}),
+          ("axes_neg_nokeep", {"axes": i64(-1, 0)}, {"keepdims": 0}),
+          ("all", {}, {}),
+          ("all_nokeep", {}, {"keepdims": 0}),
+          ("noop", {"axes": np.zeros(0, np.int64)}, {"noop_with_empty_axes": 1}))],
+    Case("reducemin_int", "ReduceMin", {"x": ints(3, 4), "axes": i64(0)}),
+    Case("reducemin_bool", "ReduceMin", {"x": r(3, 4) > 0, "axes": i64(1)}),
+    Case("reducemin_empty", "ReduceMin", {"x": np.zeros((2, 0, 3), np.float32),
+                                          "axes": i64(1)}),
+    Case("reduceprod_empty", "ReduceProd", {"x": np.zeros((2, 0, 3), np.float32),
+                                            "axes": i64(1)}),
+    Case("reducelogsumexp_empty", "ReduceLogSumExp",
+         {"x": np.zeros((2, 0, 3), np.float32), "axes": i64(1)}, keepdims=0),
+    Case("reducel2_int", "ReduceL2", {"x": ints(3, 4), "axes": i64(1)}),
+    *[Case(f"{op.lower()}_{name}", op, {"x": TIES}, **attrs)
+      for op in ("ArgMax", "ArgMin")
+      for name, attrs in (("default", {}), ("last", {"select_last_index": 1}),
+                          ("axis1_nokeep", {"axis": 1, "keepdims": 0}),
+                          ("neg_last", {"axis": -1, "select_last_index": 1}))],
+    *[Case(f"topk_{name}", "TopK", {"x": TIES * 1.5, "k": i64(2)}, outputs=2, **attrs)
+      for name, attrs in (("default", {}), ("smallest", {"largest": 0}),
+                          ("axis0", {"axis": 0}), ("neg_axis_smallest",
+                                                   {"axis": -1, "largest": 0}))],
+    Case("topk_grad", "TopK", {"x": X, "k": i64(3)}, outputs=2, grad=["x"]),
+    Case("topk_int", "TopK", {"x": ints(3, 5), "k": i64(2)}, outputs=2),
+    # -- cumulative ------------------------------------------------------------------
+    *[Case(f"{op.lower()}_{name}", op, {"x": r(3, 4, low=0.5, high=1.5),
+                                        "axis": np.array(axis, np.int32)},
+           grad=["x"], **attrs)
+      for op in ("CumSum", "CumProd")
+      for name, axis, attrs in (("axis0", 0, {}), ("axis1_exclusive", 1, {"exclusive": 1}),
+                                ("reverse", -1, {"reverse": 1}),
+                                ("both", 0, {"exclusive": 1, "reverse": 1}))],
+    Case("cumsum_int32", "CumSum", {"x": ints(3, 4), "axis": np.array(1, np.int64)},
+         exclusive=1),
+    # -- indexing --------------------------------------------------------------------
+    Case("gatherelements", "GatherElements", {"x": X, "i": np.array(
+        [[0, -1], [2, 1], [-4, 3]], np.int64)}, grad=["x"], axis=1),
+    Case("gatherelements_axis0", "GatherElements", {"x": X, "i": np.array(
+        [[0, 2, 1, -1]], np.int32)}, grad=["x"], axis=0),
+    Case("gathernd", "GatherND", {"x": r(3, 4, 2), "i": np.array(
+        [[0, 1], [2, -1], [0, 1]], np.int64)}, grad=["x"]),
+    Case("gathernd_batch", "GatherND", {"x": r(2, 3, 4), "i": np.array(
+        [[[1], [0]], [[2], [-1]]], np.int64)}, grad=["x"], batch_dims=1),
+    Case("gathernd_full", "GatherND", {"x": r(3, 4), "i": np.array(
+        [[0, 0], [2, 3]], np.int64)}, grad=["x"]),
+    *[Case(f"scatternd_{red}", "ScatterND", {
+        "x": r(4, 3, low=0.5, high=2), "i": np.array([[1], [3], [-4]], np.int64),
+        "u": r(3, 3, low=0.5, high=2, seed=4)}, grad=["x", "u"], reduction=red)
+      for red in ("none", "add", "mul", "max", "min")],
+    Case("scatternd_add_repeated", "ScatterND", {"x": r(4, 3), "i": np.array(
+        [[1, 2], [1, 2], [0, 0]], np.int64), "u": r(3, seed=4)}, grad=["x", "u"],
+         reduction="add"),
+    *[Case(f"scatterelements_{red}", "ScatterElements", {
+        "x": r(3, 4, low=0.5, high=2), "i": np.array([[1, -1], [0, 2], [3, 3]], np.int64),
+        "u": r(3, 2, low=0.5, high=2, seed=4)}, grad=["x", "u"], axis=1, reduction=red)
+      for red in ("none", "add", "mul", "max", "min")],
+    Case("compress_axis", "Compress", {"x": X, "c": np.array([1, 0, 1], bool)},
+         grad=["x"], axis=0),
+    Case("compress_short", "Compress", {"x": X, "c": np.array([0, 1], bool)},
+         grad=["x"], axis=-1),
+    Case("compress_flat", "Compress", {"x": X, "c": r(12) > 0}, grad=["x"]),
+    Case("nonzero", "NonZero", {"x": ints(3, 4, low=-1, high=2)}),
+    Case("nonzero_float", "NonZero", {"x": np.array([[0, 1.5], [2, 0]], np.float32)}),
+    *[Case(f"unique_{name}", "Unique", {"x": x}, outputs=4, **attrs)
+      for name, x, attrs in (
+          ("sorted", np.array([2, 1, 1, 3, 4, 3], np.float32), {}),
+          ("unsorted", np.array([2, 1, 1, 3, 4, 3], np.float32), {"sorted": 0}),
+          ("axis", np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4]], np.int64), {"axis": 0}),
+          ("neg_axis", np.array([[1, 0, 1], [1, 0, 1]], np.int64), {"axis": -1}))],
+    # -- shapes ----------------------------------------------------------------------
+    *[Case(f"trilu_{'upper' if upper else 'lower'}_{k}", "Trilu",
+           {"x": r(2, 3, 4), **({} if k is None else {"k": i64(k)})}, grad=["x"],
+           upper=upper)
+      for upper in (0, 1) for k in (None, -1, 0, 2, 5)],
+    Case("trilu_int", "Trilu", {"x": ints(4, 3), "k": i64(1)}),
+    Case("tile", "Tile", {"x": X, "r": i64(2, 3)}, grad=["x"]),
+    Case("tile_3d", "Tile", {"x": r(2, 1, 3), "r": i64(1, 4, 2)}, grad=["x"]),
+    *[Case(f"einsum_{name}", "Einsum", xs, grad=list(xs), equation=eq)
+      for name, eq, xs in (
+          ("matmul", "ij,jk->ik", {"a": r(3, 4), "b": r(4, 2)}),
+          ("batch", "bij, bjk -> bik", {"a": r(2, 3, 4), "b": r(2, 4, 5)}),
+          ("transpose", "ij->ji", {"a": r(3, 4)}),
+          ("sum", "ij->i", {"a": r(3, 4)}),
+          ("diagonal", "ii->i", {"a": r(3, 3)}),
+          ("ellipsis", "...ij,...jk", {"a": r(2, 3, 4), "b": r(2, 4, 2)}),
+          ("inner", "i,i", {"a": r(4), "b": r(4, seed=2)}))],
+    *[Case(f"onehot_{name}", "OneHot", {"i": indices, "depth": depth,
+                                        "v": np.array([-1, 3], np.float32)}, **attrs)
+      for name, indices, depth, attrs in (
+          ("default", np.array([[0, 2], [1, -1]], np.int64), np.array(3, np.int64), {}),
+          ("axis0", np.array([0, 2, 4, -3], np.int32), np.array(4, np.int64),
+           {"axis": 0}),
+          ("axis_neg2", np.array([[1.0, 3.0], [0.0, 2.0]], np.float32),
+           np.array(4.0, np.float32), {"axis": -2}))],
+    Case("hardmax", "Hardmax", {"x": TIES}),
+    Case("hardmax_axis0", "Hardmax", {"x": r(3, 2, 4)}, axis=0),
+    Case("eyelike", "EyeLike", {"x": X}),
+    Case("eyelike_k_dtype", "EyeLike", {"x": X}, k=1, dtype=onnx.TensorProto.INT32),
+    Case("eyelike_neg_k", "EyeLike", {"x": ints(4, 3)}, k=-2),
+    *[Case(f"depthtospace_{mode.lower()}", "DepthToSpace", {"x": r(2, 8, 2, 3)},
+           grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
+    *[Case(f"spacetodepth_{mode.lower()}", "SpaceToDepth", {"x": r(2, 2, 4, 6)},
+           grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
+]
+
+
+def _split(case, constants):
+    """(feeds, initializers): the float inputs are always fed; the others are fed or,
+    with ``constants``, stored in the model."""
+    feeds, inits = {}, {}
+    for name, value in case.inputs.items():
+        value = np.asarray(value)
+        target = inits if constants and value.dtype.kind != "f" else feeds
+        target[name] = value
+    return feeds, inits
+
+
+def _tolerance(array):
+    return (RTOL32, ATOL32) if array.dtype != np.float64 else (1e-12, 1e-14)
+
+
+@pytest.mark.parametrize("constants", [False, True], ids=["fed", "constants"])
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_forward_matches_onnx_reference(case, constants):
+    feeds, inits = _split(case, constants)
+    model = _model([case.node()], feeds, inits, case.outputs, case.opset)
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = d5pt.from_onnx(model).inference(feeds)
+    for name, want in zip(case.outputs, expected):
+        have = np.asarray(got[name])
+        assert have.dtype == want.dtype, (name, have.dtype, want.dtype)
+        assert have.shape == want.shape, (name, have.shape, want.shape)
+        if want.dtype.kind == "f":
+            rtol, atol = _tolerance(want)
+            np.testing.assert_allclose(have, want, rtol=rtol, atol=atol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(have, want, err_msg=name)
+
+
+GRADIENT_CASES = [c for c in CASES if c.grad]
+
+
+@pytest.mark.parametrize("case", GRADIENT_CASES, ids=repr)
+def test_gradients_match_reference_executor(case):
+    """loss = Σ y·w with a fed random w; the differentiated inputs are float64
+    parameters (initializers), the others are fed."""
+    inits, feeds = {}, {}
+    for name, value in case.inputs.items():
+        value = np.asarray(value)
+        if name in case.grad:
+            inits[name] = value.astype(np.float64)
+        else:
+            feeds[name] = value
+    probe = _model([case.node()], feeds, inits, case.outputs, case.opset)
+    first = ReferenceEvaluator(probe).run(None, {**feeds})[0]
+    feeds["w"] = np.random.default_rng(11).standard_normal(first.shape)
+    nodes = [case.node(), helper.make_node("Mul", ["y0", "w"], ["p"]),
+             helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)]
+    model = _model(nodes, feeds, inits, ["loss"], case.opset)
+    got = d5pt.from_onnx(model).inference_and_backprop(feeds, "loss")
+    want = d5ref.from_onnx(model).inference_and_backprop(feeds, "loss")
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=RTOL64, atol=ATOL64)
+    for name in case.grad:
+        key = gradient_name(name)
+        assert got[key].shape == inits[name].shape
+        np.testing.assert_allclose(got[key], want[key], rtol=RTOL64, atol=ATOL64,
+                                   err_msg=key)
+
+
+def test_castlike_to_a_type_torch_lacks_is_unsupported():
+    """A target type with no PyTorch tensor type fails while building, naming the node."""
+    like = helper.make_tensor_value_info("like", onnx.TensorProto.FLOAT8E4M3FN, [1])
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT8E4M3FN, [2])
+    graph = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
+                              [x, like], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)],
+                              ir_version=10)
+    with pytest.raises(Deep500Error, match="CastLike.*FLOAT8E4M3FN"):
+        d5pt.from_onnx(model)
+
+
+def test_topk_k_out_of_range_is_a_shape_error():
+    case = Case("topk_bad", "TopK", {"x": X, "k": i64(9)}, outputs=2)
+    model = _model([case.node()], {"x": X, "k": i64(9)}, {}, case.outputs)
+    with pytest.raises(Deep500Error, match="K=9"):
+        d5pt.from_onnx(model).inference({"x": X, "k": i64(9)})
+
+
+def test_unique_unsorted_along_an_axis():
+    """Columns in order of first occurrence (onnx's reference evaluator does not remove
+    duplicates along an axis with sorted=0, so the expectation is written out)."""
+    x = np.array([[1, 0, 1, 2], [1, 0, 1, 2]], np.int64)
+    case = Case("unique_unsorted_axis", "Unique", {"x": x}, outputs=4, axis=-1, sorted=0)
+    model = _model([case.node()], {"x": x}, {}, case.outputs)
+    got = d5pt.from_onnx(model).inference({"x": x})
+    np.testing.assert_array_equal(got["y0"], [[1, 0, 2], [1, 0, 2]])
+    np.testing.assert_array_equal(got["y1"], [0, 1, 3])
+    np.testing.assert_array_equal(got["y2"], [0, 1, 0, 2])
+    np.testing.assert_array_equal(got["y3"], [2, 1, 1])
