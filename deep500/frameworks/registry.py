@@ -219,15 +219,15 @@ _HOOKS = ("graph", "initializer", "input", "output", "graph_end")
 
 
 def visitor_operators(visitor: type) -> frozenset:
-    """``("", op_type)`` for each ``visit_<op>`` method of a visitor class, with the ONNX
-    spelling of the operator's name (methods are named in lower case)."""
+    """``("", op_type)`` for each ``visit_<op>`` method of a visitor class (inherited
+    ones included) that names an ONNX operator, with the operator's ONNX spelling
+    (methods are named in lower case); hooks and helpers are not operators."""
     spelled = _onnx_spellings()
     found = set()
     for attribute in dir(visitor):
-        if attribute.startswith("visit_") and attribute[6:] not in _HOOKS \
-                and attribute != "visit_model":
-            lower = attribute[6:]
-            found.add(("", spelled.get(lower, lower)))
+        lower = attribute[len("visit_"):]
+        if attribute.startswith("visit_") and lower not in _HOOKS and lower in spelled:
+            found.add(("", spelled[lower]))
     return frozenset(found)
 
 
