@@ -1,0 +1,452 @@
+"""The TensorFlow executor's elementwise, activation, bitwise, reduction and indexing
+operators (``deep500/frameworks/tensorflow/ops_tensor.py``): one-node ONNX models whose
+outputs must equal ``onnx.reference.ReferenceEvaluator``'s and Deep500's reference
+executor's, and whose gradients (through ``tf.GradientTape``) must equal the reference
+executor's backward."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+tf = pytest.importorskip("tensorflow")
+
+import deep500.frameworks.reference as d5ref  # noqa: E402
+import deep500.frameworks.tensorflow as d5tf  # noqa: E402
+from deep500.lv1_network import gradient_name  # noqa: E402
+from deep500.utils.errors import UnsupportedError  # noqa: E402
+
+OPSET = onnx.defs.onnx_opset_version()
+# Forward: float32 kernels of two libraries differ by a few ulps (transcendental
+# functions, reduction orders); float64 and exact types must agree to rounding.
+TOL = {np.dtype(np.float32): dict(rtol=2e-5, atol=1e-6),
+       np.dtype(np.float16): dict(rtol=2e-3, atol=1e-3),
+       np.dtype(np.float64): dict(rtol=1e-11, atol=1e-13)}
+# Gradients: two implementations of the same formulas (float64 unless the operator
+# allows only float32).
+GRAD_TOL = {np.dtype(np.float64): dict(rtol=1e-9, atol=1e-11),
+            np.dtype(np.float32): dict(rtol=1e-4, atol=1e-5)}
+
+
+def _info(name, value):
+    value = np.asarray(value)
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype),
+                                         value.shape)
+
+
+def _names(inputs):
+    return ["" if x is None else f"x{i}" for i, x in enumerate(inputs)]
+
+
+def oracle(op_type, inputs, attrs, n_outputs):
+    """ONNX's ReferenceEvaluator on the one-node model (an independent implementation)."""
+    names = _names(inputs)
+    node = helper.make_node(op_type, names, [f"y{i}" for i in range(n_outputs)], **attrs)
+    graph = helper.make_graph(
+        [node], "oracle", [_info(n, x) for n, x in zip(names, inputs) if n],
+        [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None)
+         for i in range(n_outputs)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    feeds = {n: np.asarray(x) for n, x in zip(names, inputs) if n}
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def one_node(op_type, inputs, attrs, expected, const=(), params=(), loss=False):
+    """A model of one ``op_type`` node. Inputs at positions ``const`` are constant
+    initializers, at ``params`` trainable ones, the others graph inputs; with ``loss``, a
+    scalar ``loss = ReduceSum(y0 · w)`` follows (``w`` a fixed parameter)."""
+    names = _names(inputs)
+    outputs = [f"y{i}" for i in range(len(expected))]
+    nodes = [helper.make_node(op_type, names, outputs, **attrs)]
+    initializers = [numpy_helper.from_array(np.asarray(x), n)
+                    for i, (n, x) in enumerate(zip(names, inputs))
+                    if n and (i in const or i in params)]
+    graph_inputs = [_info(n, x) for i, (n, x) in enumerate(zip(names, inputs))
+                    if n and i not in const and i not in params]
+    graph_outputs = [helper.make_tensor_value_info(   # rank only: inference fills in
+        n, helper.np_dtype_to_tensor_dtype(np.asarray(y).dtype), [None] * np.ndim(y))
+        for n, y in zip(outputs, expected)]
+    if loss:
+        y0 = np.asarray(expected[0])
+        w = np.random.default_rng(5).standard_normal(y0.shape).astype(y0.dtype)
+        initializers.append(numpy_helper.from_array(w, "w"))
+        nodes += [helper.make_node("Mul", ["y0", "w"], ["weighted"]),
+                  helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0)]
+        graph_outputs.append(helper.make_tensor_value_info(
+            "loss", helper.np_dtype_to_tensor_dtype(y0.dtype), []))
+    graph = helper.make_graph(nodes, op_type.lower(), graph_inputs, graph_outputs,
+                              initializers)
+    model = helper.make_model(graph, ir_version=10,
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+    feeds = {n: np.asarray(x) for i, (n, x) in enumerate(zip(names, inputs))
+             if n and i not in const and i not in params}
+    return model, feeds
+
+
+def assert_same(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    if np.issubdtype(want.dtype, np.floating):
+        np.testing.assert_allclose(got, want, err_msg=what, equal_nan=True,
+                                   **TOL[want.dtype])
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def check_forward(op_type, inputs, attrs=None, n_outputs=1, const=(), mode="eager",
+                  against_onnx=True):
+    """The TensorFlow executor's outputs equal ONNX's evaluator's (unless not
+    ``against_onnx``) and the reference executor's."""
+    attrs = attrs or {}
+    expected = oracle(op_type, inputs, attrs, n_outputs)
+    model, feeds = one_node(op_type, inputs, attrs, expected, const)
+    got = d5tf.from_onnx(model, mode=mode).inference(feeds)
+    reference = d5ref.from_onnx(model).inference(feeds)
+    for i, want in enumerate(expected):
+        if against_onnx:
+            assert_same(got[f"y{i}"], want, f"{op_type} output {i} vs onnx")
+        assert_same(got[f"y{i}"], reference[f"y{i}"], f"{op_type} output {i} vs reference")
+    return got
+
+
+def check_gradients(op_type, inputs, attrs=None, params=(0,), const=(), n_outputs=1):
+    """Gradients of ``ReduceSum(y0 · w)`` w.r.t. the float64 inputs at ``params`` (and
+    ``w``) equal the reference executor's."""
+    attrs = attrs or {}
+    expected = oracle(op_type, inputs, attrs, n_outputs)
+    model, feeds = one_node(op_type, inputs, attrs, expected, const, params, loss=True)
+    got = d5tf.from_onnx(model).inference_and_backprop(feeds, "loss")
+    want = d5ref.from_onnx(model).inference_and_backprop(feeds, "loss")
+    tol = GRAD_TOL[np.asarray(want["loss"]).dtype]
+    np.testing.assert_allclose(got["loss"], want["loss"], **tol)
+    for name in [f"x{i}" for i in params] + ["w"]:
+        g = np.asarray(got[gradient_name(name)])
+        assert np.all(np.isfinite(g)), (op_type, name)
+        np.testing.assert_allclose(g, want[gradient_name(name)], err_msg=f"{op_type} d/{name}",
+                                   **tol)
+
+
+def normal(*shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def uniform(low, high, *shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).uniform(low, high, shape).astype(dtype)
+
+
+def i64(values):
+    return np.asarray(values, np.int64)
+
+
+# -- unary math and activations -----------------------------------------------------------
+UNARY = [  # (operator, attributes, input domain)
+    ("Sin", {}, (-3, 3)), ("Cos", {}, (-3, 3)), ("Tan", {}, (-1.2, 1.2)),
+    ("Asin", {}, (-0.9, 0.9)), ("Acos", {}, (-0.9, 0.9)), ("Atan", {}, (-3, 3)),
+    ("Sinh", {}, (-3, 3)), ("Cosh", {}, (-3, 3)), ("Asinh", {}, (-3, 3)),
+    ("Acosh", {}, (1.1, 4)), ("Atanh", {}, (-0.9, 0.9)),
+    ("Elu", {}, (-3, 3)), ("Elu", {"alpha": 0.3}, (-3, 3)),
+    ("Selu", {}, (-3, 3)), ("Selu", {"alpha": 2.0, "gamma": 0.5}, (-3, 3)),
+    ("Celu", {}, (-3, 3)), ("Celu", {"alpha": 2.5}, (-3, 3)),
+    ("HardSigmoid", {}, (-4, 4)), ("HardSigmoid", {"alpha": 0.4, "beta": 0.2}, (-4, 4)),
+    ("HardSwish", {}, (-5, 5)), ("Softsign", {}, (-3, 3)),
+    ("ThresholdedRelu", {}, (-3, 3)), ("ThresholdedRelu", {"alpha": 0.5}, (-3, 3)),
+    ("Shrink", {}, (-2, 2)), ("Shrink", {"bias": 0.3, "lambd": 0.8}, (-2, 2)),
+    ("Mish", {}, (-4, 4)), ("Swish", {}, (-4, 4)), ("Swish", {"alpha": 0.7}, (-4, 4)),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,domain", UNARY,
+                         ids=[f"{u[0]}-{i}" for i, u in enumerate(UNARY)])
+def test_unary_forward_and_gradient(op_type, attrs, domain):
+    # Celu is float32 only (the spec); onnx's HardSwish computes with float32 constants.
+    float32_only = op_type in ("Celu", "HardSwish")
+    dtypes = (np.float32,) if float32_only else (np.float32, np.float64)
+    for dtype in dtypes:
+        check_forward(op_type, [uniform(*domain, 3, 4, dtype=dtype)], attrs)
+    gradient_dtype = np.float32 if op_type == "Celu" else np.float64
+    check_gradients(op_type, [uniform(*domain, 3, 4, seed=1, dtype=gradient_dtype)], attrs)
+
+
+def test_unary_function_mode():
+    check_forward("Elu", [uniform(-3, 3, 2, 5, dtype=np.float32)], {"alpha": 0.5},
+                  mode="function")
+
+
+def test_sign_round_isinf_isnan():
+    x = np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, 3.7, np.inf, -np.inf, np.nan],
+                 np.float32)
+    check_forward("Round", [x])
+    check_forward("Sign", [x[:-1]])
+    check_forward("Sign", [np.array([-3, 0, 4], np.int32)])
+    check_forward("IsNaN", [x])
+    for negative in (0, 1):
+        for positive in (0, 1):
+            check_forward("IsInf", [x], {"detect_negative": negative,
+                                         "detect_positive": positive})
+
+
+def test_shrink_on_integers():
+    check_forward("Shrink", [np.arange(-4, 5, dtype=np.int32)], {"bias": 1.0, "lambd": 1.5})
+
+
+def test_prelu_broadcast_slope():
+    x, slope = normal(2, 3, 4), uniform(0.1, 0.5, 3, 1, seed=2)
+    check_forward("PRelu", [x.astype(np.float32), slope.astype(np.float32)])
+    check_gradients("PRelu", [x, slope], params=(0, 1))
+
+
+# -- integer arithmetic and bits --------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_integers(dtype, fmod):
+    signed = np.issubdtype(dtype, np.signedinteger)
+    a = np.array([-7, -4, 5, 9, 0, 11] if signed else [7, 4, 5, 9, 0, 11], dtype)
+    b = np.array([3, -3, -2, 4, 5, 7] if signed else [3, 3, 2, 4, 5, 7], dtype)
+    check_forward("Mod", [a, b], {"fmod": fmod})
+
+
+def test_mod_floats_and_gradients():
+    a, b = uniform(-9, 9, 3, 4), uniform(1, 3, 4, seed=3) * np.array([1, -1, 1, -1])
+    for dtype in (np.float16, np.float32, np.float64):
+        check_forward("Mod", [a.astype(dtype), b.astype(dtype)], {"fmod": 1})
+    check_forward("Mod", [a, b], {"fmod": 0})
+    check_gradients("Mod", [a, b], {"fmod": 1}, params=(0, 1))
+    check_gradients("Mod", [a, b], {"fmod": 0}, params=(0, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.int8, np.int32, np.uint64])
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift(dtype, direction):
+    x = np.array([1, 7, 16, 100], dtype)
+    bits = np.dtype(dtype).itemsize * 8
+    shifts = np.array([0, 2, 3, bits + 1 if np.dtype(dtype).kind == "u" else 1], dtype)
+    check_forward("BitShift", [x, shifts], {"direction": direction})
+
+
+def test_bitshift_bad_direction():
+    expected = [np.zeros(2, np.uint8)]
+    model, feeds = one_node("BitShift", [np.ones(2, np.uint8), np.ones(2, np.uint8)],
+                            {"direction": "UP"}, expected)
+    with pytest.raises(UnsupportedError, match="direction"):
+        d5tf.from_onnx(model).inference(feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.uint64])
+def test_bitwise(dtype):
+    r = np.random.default_rng(0)
+    a = r.integers(0, 100, (3, 4)).astype(dtype)
+    b = r.integers(0, 100, (4,)).astype(dtype)
+    for op_type in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        check_forward(op_type, [a, b])
+    check_forward("BitwiseNot", [a])
+
+
+# -- reductions ---------------------------------------------------------------------------
+REDUCE = ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd",
+          "ReduceSumSquare"]
+
+
+@pytest.mark.parametrize("op_type", REDUCE)
+def test_reductions(op_type):
+    x = uniform(0.5, 2.0, 2, 3, 4)
+    for dtype in (np.float32, np.float64):
+        for axes, keepdims in (([1], 1), ([0, 2], 0), ([-1], 1), (None, 0), (None, 1)):
+            inputs = [x.astype(dtype)] + ([] if axes is None else [i64(axes)])
+            check_forward(op_type, inputs, {"keepdims": keepdims}, const=(1,))
+    check_forward(op_type, [x, np.zeros(0, np.int64)], {"noop_with_empty_axes": 0},
+                  const=(1,))
+    check_gradients(op_type, [x, i64([0, 2])], {"keepdims": 1}, const=(1,))
+    check_gradients(op_type, [x], {"keepdims": 0})
+
+
+def test_reductions_on_integers():
+    x = np.random.default_rng(0).integers(1, 5, (3, 4)).astype(np.int64)
+    for op_type in ("ReduceL1", "ReduceProd", "ReduceSumSquare"):
+        check_forward(op_type, [x, i64([1])], {"keepdims": 0}, const=(1,))
+
+
+def test_reduction_with_axes_fed_at_run_time():
+    x = uniform(0.5, 2.0, 2, 3, 4, dtype=np.float32)
+    check_forward("ReduceL2", [x, i64([2])], {"keepdims": 0})
+
+
+# -- argmax, argmin, hardmax, topk ----------------------------------------------------------
+@pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
+def test_arg_extremes_with_ties(op_type):
+    x = np.array([[[2, 5, 5, 1], [7, 7, 0, 0], [3, 1, 3, 1]]], np.float32)   # ties
+    for axis in (0, 1, 2, -1):
+        for keepdims in (0, 1):
+            for last in (0, 1):
+                check_forward(op_type, [x], {"axis": axis, "keepdims": keepdims,
+                                             "select_last_index": last})
+    check_forward(op_type, [x.astype(np.int32)], {"axis": 1})
+
+
+def test_hardmax():
+    x = np.array([[3, 1, 3, 0], [0, 2, 1, 2], [-1, -1, -1, -1]], np.float32)
+    for axis in (0, 1, -1):
+        check_forward("Hardmax", [x], {"axis": axis})
+    check_forward("Hardmax", [normal(2, 3, 4)], {"axis": 1})
+
+
+def test_topk():
+    x = np.array([[4, 1, 4, 3, 0], [2, 2, 2, 9, 1]], np.float32)   # ties: lower index
+    for axis in (1, -1, 0):
+        for largest in (0, 1):
+            k = 2 if axis != 0 else 1
+            check_forward("TopK", [x, i64([k])], {"axis": axis, "largest": largest},
+                          n_outputs=2, const=(1,))
+    check_forward("TopK", [np.array([5, 3, 8, 1], np.int64), i64([3])], {"largest": 0},
+                  n_outputs=2, const=(1,))
+    check_gradients("TopK", [normal(3, 5), i64([2])], {"axis": 1}, const=(1,), n_outputs=2)
+
+
+# -- cumulative -------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type", ["CumSum", "CumProd"])
+def test_cumulative(op_type):
+    x = uniform(0.5, 1.5, 2, 3)
+    for axis in (0, 1, -1):
+        for exclusive in (0, 1):
+            for reverse in (0, 1):
+                attrs = {"exclusive": exclusive, "reverse": reverse}
+                check_forward(op_type, [x.astype(np.float32), i64(axis)], attrs, const=(1,))
+    check_forward(op_type, [np.arange(1, 7, dtype=np.int32), i64(0)], {}, const=(1,))
+    check_gradients(op_type, [x, i64(1)], {"exclusive": 1, "reverse": 1}, const=(1,))
+    check_gradients(op_type, [x, i64(0)], {}, const=(1,))
+
+
+# -- matrices ---------------------------------------------------------------------------------
+def test_trilu():
+    x = normal(2, 3, 5)
+    for upper in (0, 1):
+        for k in (None, -1, 0, 2, 7, -7):
+            inputs = [x.astype(np.float32)] + ([] if k is None else [i64(k)])
+            check_forward("Trilu", inputs, {"upper": upper}, const=(1,))
+        check_gradients("Trilu", [x, i64(1)], {"upper": upper}, const=(1,))
+    check_forward("Trilu", [np.arange(12, dtype=np.int64).reshape(4, 3)], {"upper": 0})
+
+
+def test_eyelike():
+    x = np.zeros((3, 5), np.float32)
+    for k in (0, 2, -1, 6):
+        check_forward("EyeLike", [x], {"k": k})
+    check_forward("EyeLike", [x], {"dtype": onnx.TensorProto.INT32})
+
+
+def test_det():
+    x = normal(2, 3, 3) + 2 * np.eye(3)
+    check_forward("Det", [x.astype(np.float32)])
+    check_forward("Det", [x[0]])
+    check_gradients("Det", [x])
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ii", [(3, 3)]),
+    ("...ij->...ji", [(2, 3, 4)]), ("bij, bjk -> bik", [(2, 3, 4), (2, 4, 2)]),
+    ("i,i", [(5,), (5,)])])
+def test_einsum(equation, shapes):
+    inputs = [normal(*s, seed=i) for i, s in enumerate(shapes)]
+    check_forward("Einsum", [x.astype(np.float32) for x in inputs], {"equation": equation})
+    check_gradients("Einsum", inputs, {"equation": equation},
+                    params=tuple(range(len(inputs))))
+
+
+# -- indexing ---------------------------------------------------------------------------------
+def test_tile():
+    x = normal(2, 3)
+    check_forward("Tile", [x.astype(np.float32), i64([2, 3])], const=(1,))
+    check_forward("Tile", [np.arange(3, dtype=np.int32), i64([4])])
+    check_gradients("Tile", [x, i64([3, 1])], const=(1,))
+
+
+def test_onehot():
+    indices = np.array([[0, 3, -1], [2, -4, 1]], np.int64)
+    values = np.array([-2.0, 5.0], np.float32)
+    for axis in (-1, 0, 1, 2, -2):
+        check_forward("OneHot", [indices, np.array(4, np.int64), values], {"axis": axis})
+    check_forward("OneHot", [indices.astype(np.float32), np.array(4.0, np.float32),
+                             np.array([0, 1], np.int32)])
+
+
+def test_gathernd():
+    data = normal(2, 3, 4)
+    cases = [(np.array([[0, 1], [1, -1]], np.int64), 0),
+             (np.array([[[1], [0]], [[1], [1]]], np.int64), 0),
+             (np.array([[2, 3], [0, -4]], np.int64), 1),
+             (np.array([[1], [2]], np.int64), 1)]
+    for indices, batch_dims in cases:
+        check_forward("GatherND", [data.astype(np.float32), indices],
+                      {"batch_dims": batch_dims}, const=(1,))
+        check_gradients("GatherND", [data, indices], {"batch_dims": batch_dims},
+                        const=(1,))
+
+
+REDUCTIONS = ["none", "add", "mul", "max", "min"]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_scatternd(reduction):
+    data = normal(4, 3)
+    unique = np.array([[0], [-1]], np.int64)
+    repeated = np.array([[1], [3], [1]], np.int64)
+    indices = unique if reduction == "none" else repeated
+    updates = normal(len(indices), 3, seed=4)
+    attrs = {"reduction": reduction}
+    check_forward("ScatterND", [data.astype(np.float32), indices, updates.astype(np.float32)],
+                  attrs, const=(1,))
+    check_forward("ScatterND", [normal(3, 2, 2), np.array([[0, 1], [2, 0]], np.int64),
+                                normal(2, 2, seed=6)], attrs, const=(1,))
+    if reduction in ("none", "add", "mul"):
+        check_gradients("ScatterND", [data, indices, updates], attrs, params=(0, 2),
+                        const=(1,))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_scatterelements(reduction):
+    data = normal(3, 4)
+    attrs = {"reduction": reduction}
+    for axis in (0, 1, -1):
+        size = data.shape[axis]
+        if reduction == "none":   # distinct targets along the axis
+            indices = np.array([[0, size - 1], [1, -size]], np.int64)
+        else:
+            indices = np.array([[0, 1], [1, 1]], np.int64)
+        updates = normal(2, 2, seed=7)
+        check_forward("ScatterElements", [data.astype(np.float32), indices,
+                                          updates.astype(np.float32)],
+                      {**attrs, "axis": axis}, const=(1,))
+        if reduction in ("none", "add", "mul"):
+            check_gradients("ScatterElements", [data, indices, updates],
+                            {**attrs, "axis": axis}, params=(0, 2), const=(1,))
+
+
+def test_compress():
+    x = normal(3, 4)
+    for condition, axis in (([1, 0, 1], 0), ([0, 1, 1, 0], 1), ([1, 0], -1),
+                            ([0, 1, 0, 0, 1], None)):
+        attrs = {} if axis is None else {"axis": axis}
+        check_forward("Compress", [x.astype(np.float32), np.array(condition, bool)], attrs)
+        check_gradients("Compress", [x, np.array(condition, bool)], attrs, const=(1,))
+
+
+def test_nonzero():
+    check_forward("NonZero", [np.array([[1, 0, 3], [0, 0, 2]], np.float32)])
+    check_forward("NonZero", [np.array([[True, False], [False, True]])])
+    check_forward("NonZero", [np.zeros((2, 2), np.int32)])
+
+
+def test_unique():
+    x = np.array([2, 1, 1, 3, 4, 3, 1], np.float32)
+    for keep_sorted in (0, 1):
+        check_forward("Unique", [x], {"sorted": keep_sorted}, n_outputs=4)
+    rows = np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4], [0, 5, 1], [2, 3, 4]], np.int64)
+    for axis in (0, 1, -1):
+        for keep_sorted in (0, 1):
+            # onnx's evaluator takes first occurrences along axis 0 whatever the axis
+            check_forward("Unique", [rows], {"axis": axis, "sorted": keep_sorted},
+                          n_outputs=4, against_onnx=keep_sorted or axis == 0)
+    check_forward("Unique", [rows[:, [1, 0, 1]]], {"axis": 1, "sorted": 0}, n_outputs=4,
+                  against_onnx=False)
