@@ -135,6 +135,11 @@ CASES = [
     Case("cast_like_bool", "CastLike", {"x": ints(3, 4), "like": np.zeros(1, bool)}),
     Case("cast_like_grad", "CastLike", {"x": X.astype(np.float64),
                                         "like": np.zeros(1, np.float32)}),
+    *[Case(f"bitcast_{np.dtype(x.dtype).name}", "BitCast", {"x": x},
+           to=helper.np_dtype_to_tensor_dtype(np.dtype(to)))
+      for x, to in ((X, np.int32), (X.astype(np.float64)[0, 0], np.int64),
+                    (ints(5, dtype=np.int8), np.uint8), (BIG, np.float64),
+                    (r(4) > 0, np.uint8), (ints(3, dtype=np.uint16), np.int16))],
     # -- logical, comparisons and bits ---------------------------------------------------
     *[Case(op.lower(), op, {"a": r(3, 4) > 0, "b": r(4, seed=5) > 0})
       for op in ("And", "Or", "Xor")],
@@ -368,3 +373,16 @@ def test_unique_unsorted_along_an_axis():
     np.testing.assert_array_equal(got["y1"], [0, 1, 3])
     np.testing.assert_array_equal(got["y2"], [0, 1, 0, 2])
     np.testing.assert_array_equal(got["y3"], [2, 1, 1])
+
+
+def test_deprecated_scatter_is_scatterelements():
+    """onnx's reference evaluator has no Scatter (opset 9-10): ScatterElements of the
+    same inputs is the expectation."""
+    feeds = {"x": X, "i": np.array([[1, 0], [3, 2], [0, -1]], np.int64),
+             "u": r(3, 2, seed=4)}
+    scatter = Case("scatter", "Scatter", feeds, opset=10, axis=1)
+    elements = Case("scatterelements", "ScatterElements", feeds, axis=1)
+    model = _model([scatter.node()], feeds, {}, scatter.outputs, scatter.opset)
+    want = ReferenceEvaluator(_model([elements.node()], feeds, {}, elements.outputs)).run(
+        None, feeds)[0]
+    np.testing.assert_array_equal(d5pt.from_onnx(model).inference(feeds)["y0"], want)

@@ -251,6 +251,19 @@ class TensorOps:
         else:
             self._emit(op, lambda x, like: x.to(like.dtype))
 
+    def visit_bitcast(self, op, network):
+        """The same bits read as type ``to`` (of the same width), shape unchanged.
+        https://onnx.ai/onnx/operators/onnx__BitCast.html"""
+        from deep500.frameworks.pytorch.visitor import torch_dtype
+        target = torch_dtype(op.attributes["to"])
+
+        def bit_cast(x):
+            if x.element_size() != torch.empty((), dtype=target).element_size():
+                raise ShapeError(f"BitCast: {x.dtype} and {target} differ in width; "
+                                 f"BitCast needs types of the same number of bits")
+            return x.view(target)
+        self._emit(op, bit_cast)
+
     # -- logical and bitwise -------------------------------------------------------------
     def visit_and(self, op, network):
         self._emit(op, torch.logical_and)
@@ -527,6 +540,11 @@ class TensorOps:
                 return torch.scatter(x, axis, index, updates)
             return torch.scatter_reduce(x, axis, index, updates, reduce[reduction])
         self._emit(op, scatter_elements)
+
+    def visit_scatter(self, op, network):
+        """Scatter (deprecated in opset 11) is ScatterElements without reduction.
+        https://onnx.ai/onnx/operators/onnx__Scatter.html"""
+        self.visit_scatterelements(op, network)
 
     def visit_compress(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Compress.html"""
