@@ -83,7 +83,7 @@ class Framework:
     @property
     def install(self) -> str:
         """The command that installs what the bridge needs (as the README says)."""
-        return f"pip install 'deep500[{self.extra}]'" if self.extra else ""
+        return f"pip install 'deep500[{self.extra}]'" if self.extra else f"pip install {self.pip}"
 
     def missing_dependency_message(self) -> str:
         return (f"The {self.name} framework needs the Python package(s) "
@@ -124,8 +124,8 @@ class Framework:
 
     def optimizer_module(self) -> ModuleType:
         if not self.optimizers:
-            raise Deep500Error(f"The {self.name} framework has no optimizers (it "
-                               f"{'runs inference only' if not self.capabilities.backprop else 'cannot train'}); "
+            why = "runs inference only" if not self.capabilities.backprop else "cannot train"
+            raise Deep500Error(f"The {self.name} framework has no optimizers (it {why}); "
                                f"frameworks with optimizers: {names(backprop=True)}")
         return _import(self.optimizers, self)
 

@@ -4,10 +4,9 @@ version) grouped by operator, and for each operator the registered executors tha
 support it (asked from the framework registry)."""
 import re
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from deep500.frameworks import registry
 from deep500.utils.errors import UnsupportedError
