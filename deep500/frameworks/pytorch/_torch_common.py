@@ -1,0 +1,38 @@
+"""Shared by the PyTorch visitor and its operator modules: ONNX element types as torch
+dtypes, NumPy arrays as tensors, ONNX pads in ``F.pad``'s order."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from deep500.utils.errors import UnsupportedError, require
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+
+def torch_dtype(onnx_type) -> "torch.dtype":
+    """The torch dtype of an ONNX element type (enum value, or name before opset 6)."""
+    if isinstance(onnx_type, str):
+        onnx_type = onnx.TensorProto.DataType.Value(onnx_type.upper())
+    try:
+        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(onnx_type)
+        return torch.from_numpy(np.empty(0, np_dtype)).dtype
+    except (KeyError, TypeError, ValueError):
+        name = onnx.TensorProto.DataType.Name(onnx_type)
+        raise UnsupportedError(f"The PyTorch executor has no tensor type for ONNX "
+                               f"{name}") from None
+
+
+def as_tensor(array: np.ndarray) -> "torch.Tensor":
+    # A copy in PyTorch's allocator: 64-byte aligned, as kernels expect for their
+    # fastest paths (NumPy's buffers are only 16-byte aligned).
+    return torch.tensor(np.asarray(array, order="C"))
+
+
+def torch_pads(pads) -> list:
+    """ONNX [b1, b2, ..., e1, e2, ...] → F.pad's (b_last, e_last, ..., b1, e1)."""
+    half = len(pads) // 2
+    result = []
+    for axis in reversed(range(half)):
+        result += [pads[axis], pads[half + axis]]
+    return result
