@@ -386,3 +386,31 @@ def test_deprecated_scatter_is_scatterelements():
     want = ReferenceEvaluator(_model([elements.node()], feeds, {}, elements.outputs)).run(
         None, feeds)[0]
     np.testing.assert_array_equal(d5pt.from_onnx(model).inference(feeds)["y0"], want)
+
+
+FLOAT8 = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+
+
+@pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("target", FLOAT8)
+@pytest.mark.parametrize("source", [np.float32, np.float16])
+def test_cast_to_float8_matches_onnx_reference(source, target, saturate):
+    """The tensor-level cast CastLike uses (the executor cannot yet feed or fetch 8-bit
+    floats): rounding, saturation, NaN and infinities as onnx's reference evaluator."""
+    from deep500.frameworks.pytorch.ops_tensor import cast
+    x = np.array([0, 1e-9, 0.3, 1.1, -2.7, 0.0137, 300, 447, 449, 460, 464, 465, 500,
+                  1e4, 5.9e4, 6e4, -6e4, np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([x, r(64) * 50]).astype(source)
+    to = getattr(onnx.TensorProto, target)
+    node = helper.make_node("Cast", ["x"], ["y"], to=to, saturate=saturate)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", helper.np_dtype_to_tensor_dtype(x.dtype), [len(x)])],
+        [helper.make_tensor_value_info("y", to, [len(x)])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(np.float32)
+    dtype = getattr(torch, {"FLOAT8E4M3FN": "float8_e4m3fn",
+                            "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+                            "FLOAT8E5M2": "float8_e5m2",
+                            "FLOAT8E5M2FNUZ": "float8_e5m2fnuz"}[target])
+    got = cast(torch.from_numpy(x), dtype, bool(saturate)).float().numpy()
+    np.testing.assert_array_equal(got, want)  # NaNs compare equal here

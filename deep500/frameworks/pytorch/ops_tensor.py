@@ -38,6 +38,30 @@ def _unsigned_safe(fn):
     return wrapped
 
 
+# 8-bit float types (https://onnx.ai/onnx/technical/float8.html) that PyTorch has.
+_FLOAT8 = tuple(getattr(torch, name) for name in (
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+    if hasattr(torch, name))
+
+
+def cast(x, dtype, saturate: bool = True):
+    """ONNX Cast of ``x`` to ``dtype``. To 8-bit floats, values beyond the largest
+    finite one become it (saturate, the default) or else NaN (the FN/FNUZ types) or
+    ±inf (E5M2), after rounding to nearest even: PyTorch's own conversion does all of
+    this but saturates E4M3FN always, so that case is written out.
+    https://onnx.ai/onnx/operators/onnx__Cast.html"""
+    if dtype not in _FLOAT8 or not x.is_floating_point():
+        return x.to(dtype)
+    big = torch.finfo(dtype).max
+    if saturate:
+        return torch.clamp(x, -big, big).to(dtype)
+    if dtype == torch.float8_e4m3fn:
+        # beyond max + half its ulp (3 mantissa bits) rounds past the largest value
+        limit = big + 2.0 ** (math.floor(math.log2(big)) - 4)
+        return torch.where(x.abs() > limit, math.nan, x.float()).to(dtype)
+    return x.to(dtype)
+
+
 def _ordered(x):
     """Unsigned tensors as signed ones with the same order (PyTorch has no uint16/32/64
     comparison kernels): uint16/32 widen to int64; uint64 flips its top bit and is read
@@ -240,6 +264,7 @@ class TensorOps:
     def visit_castlike(self, op, network):
         """Cast to the element type of the second input.
         https://onnx.ai/onnx/operators/onnx__CastLike.html"""
+        saturate = bool(op.attributes.get("saturate", 1))
         try:
             target = self._dtype(op.inputs[1])
         except UnsupportedError as error:
@@ -247,9 +272,9 @@ class TensorOps:
                                  f"run this model on the reference executor, which "
                                  f"implements it") from None
         if target is not None:
-            self._emit(op, lambda x: x.to(target), op.inputs[:1])
+            self._emit(op, lambda x: cast(x, target, saturate), op.inputs[:1])
         else:
-            self._emit(op, lambda x, like: x.to(like.dtype))
+            self._emit(op, lambda x, like: cast(x, like.dtype, saturate))
 
     def visit_bitcast(self, op, network):
         """The same bits read as type ``to`` (of the same width), shape unchanged.
