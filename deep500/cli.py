@@ -290,7 +290,7 @@ def _info(args) -> int:
 
 def _conformance(args) -> int:
     import shlex
-    from deep500.recipe.conformance import conformance_command
+    from deep500.conformance import conformance_command
     command = "deep500 conformance" + "".join(
         f" --{flag} {shlex.quote(value)}" for flag, value in
         (("executors", args.executors), ("pattern", args.pattern)) if value)

@@ -10,7 +10,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "deep500"
 LEVELS = ("lv0_operators", "lv1_network", "lv2_training", "lv3_distributed")
-RUNNER_SIDE = ("deep500.frameworks", "deep500.report", "deep500.recipe", "deep500.datasets")
+RUNNER_SIDE = ("deep500.frameworks", "deep500.report", "deep500.recipe", "deep500.datasets",
+               "deep500.conformance")
 # Third-party frameworks that levels 0 and 1 must not import by name.
 FRAMEWORK_MODULES = ("torch", "tensorflow", "keras", "onnxruntime", "jax")
 

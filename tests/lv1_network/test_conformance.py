@@ -10,9 +10,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.backend.test.case.test_case import TestCase
 
+from deep500 import conformance as conf
 from deep500.cli import main
 from deep500.frameworks import registry
-from deep500.recipe import conformance as conf
 from deep500.utils.errors import Deep500Error, UnsupportedError
 
 LOCKED = pathlib.Path(__file__).with_name("conformance_passing.json")

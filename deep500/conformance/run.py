@@ -1,0 +1,108 @@
+"""Running cases on executors: build the executor from the case's model, run each data
+set, compare, and classify the case as pass, fail, unsupported or error. The executors
+come from the framework registry."""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from typing import Any, Callable, Iterable
+
+import onnx
+
+from deep500.conformance.cases import ConformanceCase, copy_value
+from deep500.conformance.compare import compare_outputs
+from deep500.conformance.results import CaseResult, ConformanceResults
+from deep500.frameworks import registry
+from deep500.utils.errors import MissingDependencyError, UnsupportedError
+
+EXECUTORS = tuple(registry.names())   # one executor per registered framework
+DEFAULT_TIME_LIMIT = 20.0
+_MESSAGE_CHARS = 600
+ExecutorFactory = Callable[[onnx.ModelProto], Any]
+
+
+def executor_factories(names: Iterable[str] = EXECUTORS
+                       ) -> tuple[dict[str, ExecutorFactory], dict[str, str]]:
+    """``{name: the registry's executor factory}`` for the executors (registered
+    executor names, variants such as ``pytorch_compiled`` included) whose framework
+    imports, and ``{name: why not}`` for those that do not. An unknown name is a
+    Deep500Error listing the registered ones."""
+    factories, skipped = {}, {}
+    for name in names:
+        framework = registry.framework_of(name)
+        try:
+            factories[name] = framework.executor_factory(name)
+        except (ImportError, MissingDependencyError) as exc:
+            skipped[name] = f"{framework.module} does not import: {exc}"
+    return factories, skipped
+
+
+def run_case(case: ConformanceCase, factory: ExecutorFactory,
+             time_limit: float = DEFAULT_TIME_LIMIT) -> tuple[str, str]:
+    """``(status, message)`` of one case on the executor ``factory`` builds.
+
+    The time limit is cooperative: once it has passed, the remaining data sets are
+    skipped (a data set that hangs is not interrupted).
+    """
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            executor = factory(case.model)
+        except (UnsupportedError, NotImplementedError) as exc:
+            return "unsupported", _message(exc)
+        except Exception as exc:  # noqa: BLE001 - any crash is a result to record
+            return "error", _message(exc)
+        names = case.input_names
+        note = ""
+        for index, (inputs, expected) in enumerate(case.data_sets):
+            if index and time.perf_counter() - start > time_limit:
+                note = (f"time limit of {time_limit:g} s: {index} of {len(case.data_sets)} "
+                        f"data sets checked")
+                break
+            if len(inputs) != len(names):
+                return "error", (f"data set {index} has {len(inputs)} inputs for the "
+                                 f"graph's {len(names)} inputs {names}")
+            try:
+                # copies: an executor that writes into its inputs must not change the case
+                outputs = executor.inference(dict(zip(names, copy_value(inputs))))
+            except (UnsupportedError, NotImplementedError) as exc:
+                return "unsupported", "when run: " + _message(exc)
+            except Exception as exc:  # noqa: BLE001
+                return "error", _message(exc)
+            try:
+                compare_outputs(expected, outputs, case.output_names, case.rtol, case.atol)
+            except AssertionError as exc:
+                return "fail", _message(exc, with_type=False)
+            except Exception as exc:  # noqa: BLE001 - e.g. an output of a strange type
+                return "error", "comparing outputs: " + _message(exc)
+    return "pass", note
+
+
+def _message(exc: BaseException, with_type: bool = True) -> str:
+    text = " ".join(str(exc).split()) or repr(exc)
+    if with_type:
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 3] + "..."
+
+
+def run_conformance(cases: list[ConformanceCase], factories: dict[str, ExecutorFactory],
+                    time_limit: float = DEFAULT_TIME_LIMIT, progress: bool = True,
+                    skipped: dict[str, str] | None = None, command: str = ""
+                    ) -> "ConformanceResults":
+    """Run every case on every executor, with a progress bar on stderr."""
+    from tqdm import tqdm
+    results = []
+    with tqdm(total=len(cases) * len(factories), file=sys.stderr, disable=not progress,
+              unit="case", dynamic_ncols=True) as bar:
+        for executor, factory in factories.items():
+            for case in cases:
+                bar.set_postfix_str(f"{executor} {case.name}", refresh=False)
+                start = time.perf_counter()
+                status, message = run_case(case, factory, time_limit)
+                results.append(CaseResult(case.name, executor, status, case.op_type, message,
+                                          round(time.perf_counter() - start, 4)))
+                bar.update()
+    return ConformanceResults(results, executors=list(factories), skipped=dict(skipped or {}),
+                              command=command, cases=len(cases))
