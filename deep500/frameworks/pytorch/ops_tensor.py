@@ -85,20 +85,11 @@ def _bitwise_not(x):
     return torch.bitwise_not(x)
 
 
-def _identity_of(reduction: str, dtype):
-    """The value of a reduction over an empty set (ONNX: the operation's identity)."""
-    if reduction in ("sum", "l1", "l2", "sumsquare"):
-        return 0
-    if reduction == "prod":
-        return 1
-    if reduction in ("logsum", "logsumexp"):
-        return -math.inf
+def _min_of_nothing(dtype):
+    """ReduceMin over an empty set: the identity of min, the type's largest value."""
     if dtype == torch.bool:
-        return reduction == "min"
-    if dtype.is_floating_point:
-        return math.inf if reduction == "min" else -math.inf
-    info = torch.iinfo(dtype)
-    return info.max if reduction == "min" else info.min
+        return True
+    return math.inf if dtype.is_floating_point else torch.iinfo(dtype).max
 
 
 def _in_float(fn):
@@ -153,10 +144,10 @@ def _reduce_fn(reduction, keepdim, noop):
                 return _SINGLE[reduction](x)
             dims = list(range(x.dim()))
         dims = tuple(sorted({a % x.dim() for a in dims})) if x.dim() else ()
-        if x.dim() and any(x.shape[a] == 0 for a in dims) and reduction == "min":
+        if reduction == "min" and any(x.shape[a] == 0 for a in dims):
+            # (torch.amin refuses empty sets; the other reductions give their identity)
             return torch.full(_reduced_shape(x.shape, dims, keepdim),
-                              _identity_of(reduction, x.dtype), dtype=x.dtype,
-                              device=x.device)
+                              _min_of_nothing(x.dtype), dtype=x.dtype, device=x.device)
         if not dims:  # a scalar
             return _SINGLE[reduction](x)
         return compute(x, dims, keepdim)
