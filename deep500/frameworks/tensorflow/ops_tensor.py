@@ -315,6 +315,14 @@ class TensorOps:
             return tf.where(x < 0, tf.cast(slope, _dtype(x)) * x, x)
         self._elementwise(op, prelu)
 
+    def visit_swiglu(self, op, network) -> None:
+        """SwiGLU: Swish_alpha(A)·B (https://onnx.ai/onnx/operators/onnx__SwiGLU.html)."""
+        alpha = float(_attr(op, "alpha", 1.0))
+        self._elementwise(op, lambda a, b: a * tf.sigmoid(alpha * a) * b)
+
+    def visit_xor(self, op, network) -> None:
+        self._elementwise(op, tf.math.logical_xor)
+
     # -- integer arithmetic and bits ---------------------------------------------------
     def visit_mod(self, op, network) -> None:
         """Mod: https://onnx.ai/onnx/operators/onnx__Mod.html (fmod=0: the sign of the
@@ -351,6 +359,28 @@ class TensorOps:
             fill = tf.where(x < 0, tf.cast(-1, _dtype(x)), tf.zeros_like(x))
             return tf.where(out, fill, tf.bitwise.right_shift(x, safe))
         self._elementwise(op, bit_shift)
+
+    def visit_bitcast(self, op, network) -> None:
+        """BitCast: the input's bits read as element type ``to`` of the same width
+        (https://onnx.ai/onnx/operators/onnx__BitCast.html)."""
+        target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(op.attributes["to"])))
+        source = self.network.dtypes.get(op.inputs[0])
+        if source is not None and np.dtype(source).itemsize != target.itemsize:
+            raise self._unsupported(f"BitCast from {np.dtype(source).name} to {target.name} "
+                                    f"changes the element width", "cast to a type of "
+                                    f"{np.dtype(source).itemsize * 8} bits")
+        tf_target = tf.as_dtype(target)
+
+        def bit_cast(x):
+            x = tf.convert_to_tensor(x)
+            if _dtype(x) == tf_target:
+                return x
+            if tf_target == tf.bool:      # a byte of 0 or 1
+                return tf.not_equal(x, 0)
+            if _dtype(x) == tf.bool:
+                return tf.bitcast(tf.cast(x, tf.uint8), tf_target)
+            return tf.bitcast(x, tf_target)
+        self._unary(op, bit_cast)
 
     def visit_bitwiseand(self, op, network) -> None:
         self._elementwise(op, tf.bitwise.bitwise_and)
@@ -579,6 +609,63 @@ class TensorOps:
             return _scatter_nd(data, _element_coordinates(indices, along),
                                tf.cast(updates, _dtype(data)), reduction)
         self.emit(scatter_elements, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_scatter(self, op, network) -> None:
+        """Scatter (deprecated): ScatterElements without reduction
+        (https://onnx.ai/onnx/operators/onnx__Scatter.html)."""
+        self.visit_scatterelements(op, network)
+
+    def visit_tensorscatter(self, op, network) -> None:
+        """TensorScatter: ``update`` written into the cache along ``axis`` from each
+        batch entry's write index, modulo the axis length in circular mode
+        (https://onnx.ai/onnx/operators/onnx__TensorScatter.html)."""
+        axis = int(_attr(op, "axis", -2))
+        mode = _attr(op, "mode", "linear")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in ("linear", "circular"):
+            raise self._unsupported(f"TensorScatter mode {mode!r} is not 'linear' or "
+                                    f"'circular'", "fix the node's attribute")
+
+        def tensor_scatter(cache, update, write_indices=None):
+            cache, update = tf.convert_to_tensor(cache), tf.convert_to_tensor(update)
+            rank = len(cache.shape)
+            along = _normalize_axis(axis, rank)
+            perm = [0, along] + [a for a in range(1, rank) if a != along]
+            moved_cache, moved_update = tf.transpose(cache, perm), tf.transpose(update, perm)
+            dims = tf.shape(moved_update, out_type=tf.int64)
+            length = tf.shape(moved_cache, out_type=tf.int64)[1]
+            start = (tf.zeros([dims[0]], tf.int64) if write_indices is None
+                     else tf.cast(tf.reshape(write_indices, [-1]), tf.int64))
+            positions = start[:, None] + tf.range(dims[1])[None, :]
+            if mode == "circular":
+                positions = tf.math.floormod(positions, length)
+            batch = tf.broadcast_to(tf.range(dims[0])[:, None], tf.shape(positions))
+            indices = tf.stack([batch, positions], axis=-1)
+            written = tf.tensor_scatter_nd_update(moved_cache, indices,
+                                                  tf.cast(moved_update, _dtype(cache)))
+            return tf.transpose(written, list(np.argsort(perm)))
+        self.emit(tensor_scatter, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_reversesequence(self, op, network) -> None:
+        """ReverseSequence: per batch entry, the first sequence_lens[i] elements along
+        ``time_axis`` reversed, the rest copied."""
+        batch_axis = int(_attr(op, "batch_axis", 1))
+        time_axis = int(_attr(op, "time_axis", 0))
+
+        def reverse_sequence(x, lengths):
+            x = tf.convert_to_tensor(x)
+            rank = len(x.shape)
+            b, t = _normalize_axis(batch_axis, rank), _normalize_axis(time_axis, rank)
+            perm = [b, t] + [a for a in range(rank) if a not in (b, t)]
+            moved = tf.transpose(x, perm)
+            steps = tf.range(tf.shape(moved, out_type=tf.int64)[1])[None, :]
+            lengths = tf.cast(tf.reshape(lengths, [-1, 1]), tf.int64)
+            source = tf.where(steps < lengths, lengths - 1 - steps, steps)
+            reversed_ = tf.gather(moved, source, axis=1, batch_dims=1)
+            return tf.transpose(reversed_, list(np.argsort(perm)))
+        self.emit(reverse_sequence, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
     def visit_compress(self, op, network) -> None:
