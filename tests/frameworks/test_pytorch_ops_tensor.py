@@ -414,3 +414,10 @@ def test_cast_to_float8_matches_onnx_reference(source, target, saturate):
                             "FLOAT8E5M2FNUZ": "float8_e5m2fnuz"}[target])
     got = cast(torch.from_numpy(x), dtype, bool(saturate)).float().numpy()
     np.testing.assert_array_equal(got, want)  # NaNs compare equal here
+
+
+def test_every_operator_of_the_mixin_is_tested():
+    from deep500.frameworks.pytorch.ops_tensor import TensorOps
+    mine = {name[len("visit_"):] for name in vars(TensorOps) if name.startswith("visit_")}
+    tested = {case.op.lower() for case in CASES} | {"scatter"}
+    assert mine - tested == set()
