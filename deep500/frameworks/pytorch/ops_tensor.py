@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
+from deep500.frameworks.pytorch._torch_common import torch_dtype
 from deep500.utils.errors import ShapeError, UnsupportedError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -270,7 +271,6 @@ class TensorOps:
     def visit_bitcast(self, op, network):
         """The same bits read as type ``to`` (of the same width), shape unchanged.
         https://onnx.ai/onnx/operators/onnx__BitCast.html"""
-        from deep500.frameworks.pytorch.visitor import torch_dtype
         target = torch_dtype(op.attributes["to"])
 
         def bit_cast(x):
@@ -390,6 +390,11 @@ class TensorOps:
         alpha = op.attributes.get("alpha")
         alpha = 1.0 if alpha is None else float(alpha)
         self._emit(op, lambda x: x * torch.sigmoid(alpha * x))
+
+    def visit_swiglu(self, op, network):
+        """Swish_alpha(A)·B: https://onnx.ai/onnx/operators/onnx__SwiGLU.html"""
+        alpha = float(op.attributes["alpha"])
+        self._emit(op, lambda a, b: a * torch.sigmoid(alpha * a) * b)
 
     def visit_hardmax(self, op, network):
         """1 at the first maximum along ``axis``: https://onnx.ai/onnx/operators/onnx__Hardmax.html"""
@@ -562,6 +567,45 @@ class TensorOps:
         https://onnx.ai/onnx/operators/onnx__Scatter.html"""
         self.visit_scatterelements(op, network)
 
+    def visit_tensorscatter(self, op, network):
+        """Writes ``update`` into the cache along ``axis`` from each batch entry's
+        write index (modulo the cache length in 'circular' mode).
+        https://onnx.ai/onnx/operators/onnx__TensorScatter.html"""
+        axis = op.attributes["axis"]
+        circular = op.attributes.get("mode") == "circular"
+
+        def tensor_scatter(past, update, write_indices=None):
+            dim = axis % past.dim()
+            length, capacity = update.shape[dim], past.shape[dim]
+            batch = past.shape[0]
+            start = (torch.zeros(batch, dtype=torch.int64, device=past.device)
+                     if write_indices is None else write_indices.long())
+            positions = start.view(-1, 1) + torch.arange(length, device=past.device)
+            if circular:
+                positions = positions % capacity
+            shape = [1] * past.dim()
+            shape[0], shape[dim] = batch, length
+            index = positions.view(shape).expand(update.shape)
+            return past.scatter(dim, index, update)
+        self._emit(op, tensor_scatter)
+
+    def visit_reversesequence(self, op, network):
+        """Reverses the first sequence_lens[i] steps of batch entry i along time_axis.
+        https://onnx.ai/onnx/operators/onnx__ReverseSequence.html"""
+        batch_axis = op.attributes["batch_axis"]
+        time_axis = op.attributes["time_axis"]
+
+        def reverse_sequence(x, lengths):
+            steps = torch.arange(x.shape[time_axis], device=x.device)
+            lengths = lengths.long().view(-1, 1)
+            source = torch.where(steps < lengths, lengths - 1 - steps, steps)  # [B, T]
+            if batch_axis > time_axis:
+                source = source.t()
+            shape = [1] * x.dim()
+            shape[batch_axis], shape[time_axis] = x.shape[batch_axis], x.shape[time_axis]
+            return torch.gather(x, time_axis, source.reshape(shape).expand(x.shape))
+        self._emit(op, reverse_sequence)
+
     def visit_compress(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Compress.html"""
         axis = op.attributes.get("axis")
@@ -647,7 +691,6 @@ class TensorOps:
 
     def visit_eyelike(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__EyeLike.html"""
-        from deep500.frameworks.pytorch.visitor import torch_dtype
         dtype = op.attributes.get("dtype")
         dtype = None if dtype is None else torch_dtype(dtype)
         k = int(op.attributes.get("k") or 0)
