@@ -33,10 +33,10 @@ def _onnx_to_torch_dtype(onnx_type: int):
 
 
 def _stash(x, stash_type):
-    """The dtype statistics are computed in: the stash type (default float) or, when
-    wider, the input's own (float64 stays float64)."""
+    """(dtype the statistics are computed in, dtype of the Mean/InvStdDev outputs): the
+    stash type (default float), as the operators' function bodies cast X to it."""
     stash = _onnx_to_torch_dtype(stash_type or 1)
-    return torch.promote_types(x.dtype, stash), stash
+    return stash, stash
 
 
 def _text(value, default: str) -> str:
@@ -221,7 +221,8 @@ class SequenceOps:
             raise self._fail(op, f"direction={direction!r} is not forward, reverse or "
                                  f"bidirectional")
         directions = 2 if direction == "bidirectional" else 1
-        activations = activation_functions(op.op_type, a.get("activations"),
+        # The given list only: RNN's schema defaults to two names even for one direction.
+        activations = activation_functions(op.op_type, op.given_attributes.get("activations"),
                                            a.get("activation_alpha"),
                                            a.get("activation_beta"), directions)
         options = dict(hidden_size=a.get("hidden_size"), direction=direction,

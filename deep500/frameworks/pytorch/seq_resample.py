@@ -37,7 +37,7 @@ class ResizePlans:
     def plans(self, shape, inputs):
         """The plans for X of ``shape`` and the (roi, scales, sizes) ``inputs`` (arrays,
         tensors or None), as the reference executor's Resize computes them."""
-        arrays = [None if v is None else np.asarray(v.cpu() if hasattr(v, "cpu") else v)
+        arrays = [None if v is None else np.asarray(v.detach().cpu() if hasattr(v, "cpu") else v)
                   for v in inputs]
         key = (tuple(shape),) + tuple(None if a is None else (a.dtype.str, a.ravel().tolist()
                                                              .__repr__()) for a in arrays)
