@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 
 # ONNX's TensorProto element types of the softmax_precision / stash_type attributes.
 _FLOAT_TYPES = {1: tf.float32, 10: tf.float16, 11: tf.float64, 16: tf.bfloat16}
@@ -28,6 +28,8 @@ def _static(value):
     """The value of an operand as a NumPy array, or None if only known at run time."""
     if value is None or isinstance(value, np.ndarray):
         return value
+    if isinstance(value, tf.Variable):   # a float initializer, read when running eagerly
+        return value.numpy() if tf.executing_eagerly() else None
     return tf.get_static_value(value)
 
 
@@ -63,8 +65,9 @@ class SequenceOps:
     the visitor class defines itself take precedence over these."""
 
     # -- plumbing ------------------------------------------------------------------
-    def _node_error(self, message: str, error=ShapeError):
-        op = self.op
+    def _node_error(self, op, message: str, error=ShapeError):
+        """An error of node ``op`` (closures raise it at run time, when the visitor's
+        current node is another)."""
         return error(f"{self.framework}: node '{op.name}' ({op.op_type}) of network "
                      f"'{self.network.name}': {message}")
 
@@ -83,81 +86,104 @@ class SequenceOps:
         approximation)."""
         approximate = _text(op.attributes.get("approximate"), "none")
         if approximate not in ("none", "tanh"):
-            raise self._node_error(f"approximate={approximate!r} is not 'none' or 'tanh'",
+            raise self._node_error(op, f"approximate={approximate!r} is not 'none' or 'tanh'",
                                    Deep500Error)
-        self._emit_node(op, lambda x: tf.nn.gelu(x, approximate=approximate == "tanh"))
+        if approximate == "tanh":
+            def gelu(x):   # tf.nn.gelu rounds its constants to float32 in float64 too
+                inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+                return 0.5 * x * (1 + tf.tanh(inner))
+        else:
+            def gelu(x):
+                return 0.5 * x * (1 + tf.math.erf(x * (1 / math.sqrt(2))))
+        self._emit_node(op, gelu)
 
     # -- normalizations ------------------------------------------------------------
+    def _stash(self, op):
+        """The dtype of stage one of a normalization (``stash_type``, default float)."""
+        value = op.attributes.get("stash_type")
+        value = 1 if value is None else int(value)
+        if value not in _FLOAT_TYPES:
+            raise self._node_error(op, f"stash_type={value} is not a float type (1, 10, 11 or "
+                                   f"16)", Deep500Error)
+        return _FLOAT_TYPES[value]
+
     def visit_layernormalization(self, op, network) -> None:
         """LayerNormalization: https://onnx.ai/onnx/operators/onnx__LayerNormalization.html
-        (statistics over axes [axis, rank) in at least float32; outputs Y, Mean and
-        InvStdDev)."""
+        (stage one, the standardisation over axes [axis, rank), in the ``stash_type``
+        precision; outputs Y, and Mean and InvStdDev in the stash type)."""
         a = op.attributes
         axis = int(a["axis"] if a.get("axis") is not None else -1)
         eps = float(a["epsilon"] if a.get("epsilon") is not None else 1e-5)
+        stash = self._stash(op)
         n_out = len(op.outputs)
 
         def layer_norm(x, scale, b=None):
             rank = len(x.shape)
             if not -rank <= axis < rank:
-                raise self._node_error(f"axis={axis} is out of range for X of rank {rank}")
+                raise self._node_error(op, f"axis={axis} is out of range for X of rank {rank}")
             axes = list(range(axis % rank, rank))
-            xw = _wide(x)
-            mean = tf.reduce_mean(xw, axes, keepdims=True)
-            centred = xw - mean
+            xs = tf.cast(x, stash)
+            mean = tf.reduce_mean(xs, axes, keepdims=True)
+            centred = xs - mean
             inv_std = tf.math.rsqrt(tf.reduce_mean(centred * centred, axes, keepdims=True)
-                                    + tf.constant(eps, xw.dtype))
+                                    + tf.constant(eps, stash))
             y = tf.cast(centred * inv_std, x.dtype) * _like(scale, x)
             if b is not None:
                 y = y + _like(b, x)
-            return (y, tf.cast(mean, x.dtype), tf.cast(inv_std, x.dtype))[:n_out] \
-                if n_out > 1 else y
+            return (y, mean, inv_std)[:n_out] if n_out > 1 else y
         self._emit_node(op, layer_norm)
 
     def visit_rmsnormalization(self, op, network) -> None:
-        """RMSNormalization: https://onnx.ai/onnx/operators/onnx__RMSNormalization.html
-        (x / sqrt(mean(x², axes [axis, rank)) + epsilon) · scale)."""
+        """RMSNormalization (Zhang & Sennrich, https://arxiv.org/abs/1910.07467):
+        https://onnx.ai/onnx/operators/onnx__RMSNormalization.html — x / sqrt(mean(x²,
+        axes [axis, rank)) + epsilon) in the ``stash_type`` precision, times scale (the
+        output has scale's type)."""
         a = op.attributes
         axis = int(a["axis"] if a.get("axis") is not None else -1)
         eps = float(a["epsilon"] if a.get("epsilon") is not None else 1e-5)
+        stash = self._stash(op)
 
         def rms_norm(x, scale):
             rank = len(x.shape)
             if not -rank <= axis < rank:
-                raise self._node_error(f"axis={axis} is out of range for X of rank {rank}")
-            xw = _wide(x)
-            inv = tf.math.rsqrt(tf.reduce_mean(xw * xw, list(range(axis % rank, rank)),
-                                               keepdims=True) + tf.constant(eps, xw.dtype))
-            return tf.cast(xw * inv, x.dtype) * _like(scale, x)
+                raise self._node_error(op, f"axis={axis} is out of range for X of rank {rank}")
+            xs = tf.cast(x, stash)
+            inv = tf.math.rsqrt(tf.reduce_mean(xs * xs, list(range(axis % rank, rank)),
+                                               keepdims=True) + tf.constant(eps, stash))
+            scale = _tensor(scale)
+            return tf.cast(tf.cast(xs * inv, x.dtype), scale.dtype) * scale
         self._emit_node(op, rms_norm)
 
-    def _per_channel_norm(self, op, groups_of, eps: float) -> None:
-        """Standardise x (N, C, ...) over groups of channels and the spatial axes, then
-        apply a per-channel scale and bias (GroupNormalization, InstanceNormalization)."""
+    def _per_channel_norm(self, op, groups_of, eps: float, stash=None) -> None:
+        """Standardise x (N, C, ...) over groups of channels and the spatial axes (in
+        ``stash``, default at least float32), then apply a per-channel scale and bias
+        (GroupNormalization, InstanceNormalization)."""
         def norm(x, scale, b):
             shape = tf.shape(x)
-            n, c = x.shape[0], x.shape[1]
+            c = x.shape[1]
             groups = groups_of(c)
             if c is not None and c % groups:
-                raise self._node_error(f"{c} channels do not split into {groups} groups")
-            xw = _wide(x)
-            grouped = tf.reshape(xw, tf.stack([shape[0], groups, -1]))
+                raise self._node_error(op, f"{c} channels do not split into {groups} groups")
+            xs = _wide(x) if stash is None else tf.cast(x, stash)
+            grouped = tf.reshape(xs, tf.stack([shape[0], groups, -1]))
             mean, var = tf.nn.moments(grouped, [2], keepdims=True)
-            y = (grouped - mean) * tf.math.rsqrt(var + tf.constant(eps, xw.dtype))
+            y = (grouped - mean) * tf.math.rsqrt(var + tf.constant(eps, xs.dtype))
             y = tf.cast(tf.reshape(y, shape), x.dtype)
             view = [1, -1] + [1] * (len(x.shape) - 2)
             return y * tf.reshape(_like(scale, x), view) + tf.reshape(_like(b, x), view)
         self._emit_node(op, norm)
 
     def visit_groupnormalization(self, op, network) -> None:
-        """GroupNormalization (opset 21: per-channel scale and bias):
-        https://onnx.ai/onnx/operators/onnx__GroupNormalization.html"""
+        """GroupNormalization (opset 21: per-channel scale and bias; statistics in the
+        ``stash_type`` precision): https://onnx.ai/onnx/operators/onnx__GroupNormalization.html"""
         a = op.attributes
         groups = int(a["num_groups"])
         if op.original_version < 21:
             raise self._unsupported("GroupNormalization before opset 21 (per-group scale "
                                     "and bias) is not supported", "export with opset >= 21")
-        self._per_channel_norm(op, lambda c: groups, float(a.get("epsilon") or 1e-5))
+        eps = a.get("epsilon")
+        self._per_channel_norm(op, lambda c: groups, float(1e-5 if eps is None else eps),
+                               self._stash(op))
 
     def visit_instancenormalization(self, op, network) -> None:
         """InstanceNormalization: https://onnx.ai/onnx/operators/onnx__InstanceNormalization.html"""
@@ -185,7 +211,7 @@ class SequenceOps:
         axis = int(a["axis"] if a.get("axis") is not None else -1)
         p = int(a["p"] if a.get("p") is not None else 2)
         if p not in (1, 2):
-            raise self._node_error(f"p={p} is not 1 or 2", Deep500Error)
+            raise self._node_error(op, f"p={p} is not 1 or 2", Deep500Error)
 
         def lp_norm(x):
             if p == 1:
@@ -230,7 +256,7 @@ class SequenceOps:
                 x = tf.transpose(x, [0, 2, 1, 3])
             else:
                 if not heads:
-                    raise self._node_error("3-D input needs the attribute num_heads",
+                    raise self._node_error(op, "3-D input needs the attribute num_heads",
                                            Deep500Error)
                 b, s, hidden = x.shape
                 x = tf.reshape(x, [b, s, heads, hidden // heads])
@@ -241,7 +267,7 @@ class SequenceOps:
                 cos, sin = tf.gather(cos, position_ids), tf.gather(sin, position_ids)
             cos, sin = _like(cos, x)[:, :, tf.newaxis], _like(sin, x)[:, :, tf.newaxis]
             if cos.shape[-1] != dim // 2:
-                raise self._node_error(f"the caches' last dimension {cos.shape[-1]} is not "
+                raise self._node_error(op, f"the caches' last dimension {cos.shape[-1]} is not "
                                        f"rotary_embedding_dim / 2 = {dim // 2}")
             if interleaved:
                 x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
@@ -276,32 +302,32 @@ class SequenceOps:
         left = int(a["left_window_size"]) if a.get("left_window_size") is not None else -1
         right = int(a["right_window_size"]) if a.get("right_window_size") is not None else -1
         if mode not in (0, 1, 2, 3):
-            raise self._node_error(f"qk_matmul_output_mode={mode} is not 0, 1, 2 or 3",
+            raise self._node_error(op, f"qk_matmul_output_mode={mode} is not 0, 1, 2 or 3",
                                    Deep500Error)
         if precision is not None and int(precision) not in _FLOAT_TYPES:
-            raise self._node_error(f"softmax_precision={precision} is not a float type "
+            raise self._node_error(op, f"softmax_precision={precision} is not a float type "
                                    f"(1, 10, 11 or 16)", Deep500Error)
         n_out = len(op.outputs)
 
         def split(x, heads, name):
             b, s, hidden = x.shape
             if not heads:
-                raise self._node_error("3-D Q, K and V need the attributes q_num_heads and "
+                raise self._node_error(op, "3-D Q, K and V need the attributes q_num_heads and "
                                        "kv_num_heads", Deep500Error)
             if hidden % heads:
-                raise self._node_error(f"the hidden size {hidden} of {name} is not a "
+                raise self._node_error(op, f"the hidden size {hidden} of {name} is not a "
                                        f"multiple of its {heads} heads")
             return tf.transpose(tf.reshape(x, [b, s, heads, hidden // heads]), [0, 2, 1, 3])
 
         def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
             three_d = len(q.shape) == 3
             if not len(q.shape) == len(k.shape) == len(v.shape) or len(q.shape) not in (3, 4):
-                raise self._node_error(f"Q, K and V must all be 3-D or all 4-D, got shapes "
+                raise self._node_error(op, f"Q, K and V must all be 3-D or all 4-D, got shapes "
                                        f"{q.shape}, {k.shape} and {v.shape}")
             if three_d:
                 q, k, v = split(q, q_heads, "Q"), split(k, kv_heads, "K"), split(v, kv_heads, "V")
             if (past_k is None) != (past_v is None):
-                raise self._node_error("past_key and past_value must be given together",
+                raise self._node_error(op, "past_key and past_value must be given together",
                                        Deep500Error)
             past = 0
             if past_k is not None:
@@ -310,7 +336,7 @@ class SequenceOps:
                 v = tf.concat([_like(past_v, v), v], 2)
             present_k, present_v = k, v
             if q.shape[1] % k.shape[1] or q.shape[3] != k.shape[3]:
-                raise self._node_error(f"Q (as 4-D {q.shape}) and K ({k.shape}) disagree: "
+                raise self._node_error(op, f"Q (as 4-D {q.shape}) and K ({k.shape}) disagree: "
                                        f"Q's heads must be a multiple of K's and the head "
                                        f"sizes must match")
             repeats = q.shape[1] // k.shape[1]
@@ -390,7 +416,9 @@ class SequenceOps:
         def plans_of(x, rest):
             for name, given in zip(op.inputs[1:], rest):
                 if given is not None and _static(given) is None:
-                    raise self._dynamic_error(f"the values of Resize input {name!r}")
+                    raise self._node_error(op, f"the values of Resize input {name!r} are computed "
+                                           f"at run time inside a traced function; use "
+                                           f"mode='eager'", UnsupportedError)
             values = [_given(r) for r in rest]
             key = (tuple(x.shape), tuple(None if v is None else (v.dtype.str, v.tobytes())
                                          for v in values))
@@ -434,16 +462,16 @@ class SequenceOps:
         a = op.attributes
         direction = _text(a.get("direction"), "forward")
         if direction not in DIRECTIONS:
-            raise self._node_error(f"direction={direction!r} is not one of {DIRECTIONS}",
+            raise self._node_error(op, f"direction={direction!r} is not one of {DIRECTIONS}",
                                    Deep500Error)
         layout = int(a.get("layout") or 0)
         if layout not in (0, 1):
-            raise self._node_error(f"layout={layout} must be 0 (sequence first) or 1 (batch "
+            raise self._node_error(op, f"layout={layout} must be 0 (sequence first) or 1 (batch "
                                    f"first)", Deep500Error)
         nd = 2 if direction == "bidirectional" else 1
         clip = a.get("clip")
         if clip is not None and clip <= 0:
-            raise self._node_error(f"clip={clip} must be positive", Deep500Error)
+            raise self._node_error(op, f"clip={clip} must be positive", Deep500Error)
         activations = parse_activations(op.op_type, a.get("activations"),
                                         a.get("activation_alpha"), a.get("activation_beta"),
                                         defaults, nd)
@@ -456,7 +484,7 @@ class SequenceOps:
 
         def run(x, w, r, b=None, lengths=None, h0=None, c0=None, p=None):
             if len(x.shape) != 3:
-                raise self._node_error(f"X must be 3-D, got shape {x.shape}")
+                raise self._node_error(op, f"X must be 3-D, got shape {x.shape}")
             if layout == 1:
                 x = tf.transpose(x, [1, 0, 2])
                 h0 = None if h0 is None else tf.transpose(h0, [1, 0, 2])
@@ -465,7 +493,7 @@ class SequenceOps:
             hidden = r.shape[2] if hidden_attr is None else int(hidden_attr)
             if tuple(w.shape) != (nd, gates * hidden, x.shape[2]) or tuple(r.shape) != (
                     nd, gates * hidden, hidden):
-                raise self._node_error(f"W {list(w.shape)} and R {list(r.shape)} must be "
+                raise self._node_error(op, f"W {list(w.shape)} and R {list(r.shape)} must be "
                                        f"[{nd}, {gates}*{hidden}, {x.shape[2]}] and "
                                        f"[{nd}, {gates}*{hidden}, {hidden}]")
             mask = None
@@ -547,7 +575,7 @@ class SequenceOps:
         1 - i)."""
         input_forget = bool(op.attributes.get("input_forget") or 0)
         if len(op.outputs) > 3:
-            raise self._node_error("LSTM has at most 3 outputs", Deep500Error)
+            raise self._node_error(op, "LSTM has at most 3 outputs", Deep500Error)
 
         def cell(xa, h, c, r, rb, p, fns, clipped):
             f, g, hf = fns
@@ -583,12 +611,12 @@ class SequenceOps:
             spatial = len(x.shape) - 2
             channels = x.shape[-1]
             if len(w.shape) != spatial + 2 or w.shape[0] != channels or channels % group:
-                raise self._node_error(f"W of shape {list(w.shape)} does not fit X with "
+                raise self._node_error(op, f"W of shape {list(w.shape)} does not fit X with "
                                        f"{channels} channels, {spatial} spatial axes and "
                                        f"group={group}: W must be (C, M/group, k...)")
             kernel = tuple(w.shape[2:])
             if a.get("kernel_shape") is not None and tuple(a["kernel_shape"]) != kernel:
-                raise self._node_error(f"kernel_shape={list(a['kernel_shape'])} does not "
+                raise self._node_error(op, f"kernel_shape={list(a['kernel_shape'])} does not "
                                        f"match W's spatial shape {list(kernel)}")
             auto_pad = _text(a.get("auto_pad"), "NOTSET")
             wanted = a.get("output_shape")
@@ -654,7 +682,7 @@ class SequenceOps:
         def lp_pool(x):
             spatial = len(x.shape) - 2
             if spatial != len(kernel):
-                raise self._node_error(f"kernel_shape {kernel} has {len(kernel)} entries "
+                raise self._node_error(op, f"kernel_shape {kernel} has {len(kernel)} entries "
                                        f"but X has {spatial} spatial axes")
             g = window_geometry(op.op_type, x.shape[2:], kernel, strides=a.get("strides"),
                                 dilations=a.get("dilations"), pads=a.get("pads"),
@@ -685,16 +713,17 @@ class SequenceOps:
         a = op.attributes
 
         def col2im(cols, image_shape, block_shape):
-            image, block = _ints(image_shape, "image_shape", self), _ints(block_shape,
-                                                                          "block_shape", self)
+            image, block = _ints(image_shape, "image_shape", self, op), _ints(block_shape,
+                                                                          "block_shape", self,
+                                                                          op)
             if len(image) != len(block) or not image:
-                raise self._node_error(f"image_shape {image} and block_shape {block} must "
+                raise self._node_error(op, f"image_shape {image} and block_shape {block} must "
                                        f"have the same, non-zero length")
             g = window_geometry(op.op_type, image, block, strides=a.get("strides"),
                                 dilations=a.get("dilations"), pads=a.get("pads"))
             taps, blocks = math.prod(block), math.prod(g.output)
             if len(cols.shape) != 3 or cols.shape[1] % taps or cols.shape[2] != blocks:
-                raise self._node_error(f"input of shape {list(cols.shape)} must be (N, "
+                raise self._node_error(op, f"input of shape {list(cols.shape)} must be (N, "
                                        f"C·{taps}, {blocks}) for image_shape {image}, "
                                        f"block_shape {block} and these strides, dilations "
                                        f"and pads")
@@ -727,10 +756,10 @@ class SequenceOps:
 
         def center_crop_pad(x, shape):
             rank = len(x.shape)
-            target = _ints(shape, "shape", self)
+            target = _ints(shape, "shape", self, op)
             axes = list(range(rank)) if axes_attr is None else [int(v) for v in axes_attr]
             if any(not -rank <= v < rank for v in axes) or len(target) != len(axes):
-                raise self._node_error(f"axes {axes} must lie in [{-rank}, {rank - 1}] and "
+                raise self._node_error(op, f"axes {axes} must lie in [{-rank}, {rank - 1}] and "
                                        f"shape {target} give one size per axis")
             crop, pads = [slice(None)] * rank, [[0, 0]] * rank
             for axis, size in zip([v % rank for v in axes], target):
@@ -757,16 +786,16 @@ class SequenceOps:
         padding = _text(a.get("padding_mode"), "zeros")
         align = bool(a.get("align_corners") or 0)
         if mode not in ("nearest", "linear", "cubic"):
-            raise self._node_error(f"mode={mode!r} is not nearest, linear or cubic",
+            raise self._node_error(op, f"mode={mode!r} is not nearest, linear or cubic",
                                    Deep500Error)
         if padding not in ("zeros", "border", "reflection"):
-            raise self._node_error(f"padding_mode={padding!r} is not zeros, border or "
+            raise self._node_error(op, f"padding_mode={padding!r} is not zeros, border or "
                                    f"reflection", Deep500Error)
 
         def grid_sample(x, grid):
             rank = len(x.shape) - 2
             if len(grid.shape) != rank + 2 or grid.shape[-1] != rank:
-                raise self._node_error(f"grid of shape {list(grid.shape)} does not fit X of "
+                raise self._node_error(op, f"grid of shape {list(grid.shape)} does not fit X of "
                                        f"shape {list(x.shape)}: it must be (N, *out, {rank})")
             work = tf.float64 if x.dtype == tf.float64 else tf.float32
             g_all = tf.cast(grid, work)
@@ -864,11 +893,13 @@ def _dilate(w, dilations):
     return w
 
 
-def _ints(value, name: str, visitor) -> list:
+def _ints(value, name: str, visitor, op) -> list:
     """A shape-like operand's values, known when the closure runs."""
     static = _static(value)
     if static is None:
-        raise visitor._dynamic_error(f"the values of {name}")
+        raise visitor._node_error(op, f"the values of {name} are computed at run time "
+                                      f"inside a traced function; use mode='eager'",
+                                  UnsupportedError)
     return [int(v) for v in np.reshape(static, -1)]
 
 
