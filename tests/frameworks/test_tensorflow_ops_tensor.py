@@ -543,3 +543,92 @@ def test_deprecated_scatter():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
     feeds = dict(zip(names, [data, indices, updates]))
     assert_same(d5tf.from_onnx(model).inference(feeds)["y0"], expected[0], "Scatter")
+
+
+# -- quantization, windows, spectra, detection (vs onnx's evaluator) --------------------------
+def onnx_only(op_type, inputs, attrs=None, n_outputs=1, const=()):
+    return check_forward(op_type, inputs, attrs, n_outputs, const, against_reference=False)
+
+
+def test_quantize_and_dequantize():
+    x = uniform(-3, 3, 2, 3, 4, dtype=np.float32)
+    x[0, 0, :2] = [0.25, 0.75]                         # ties of x / scale: to even
+    for zero_dtype in (np.uint8, np.int8, np.int16, np.uint16):
+        zero = np.array(3, zero_dtype)
+        onnx_only("QuantizeLinear", [x, np.array(0.5, np.float32), zero])
+        q = np.random.default_rng(1).integers(0, 100, (2, 3, 4)).astype(zero_dtype)
+        onnx_only("DequantizeLinear", [q, np.array(0.5, np.float32), zero])
+    onnx_only("QuantizeLinear", [x, np.array(0.02, np.float32)])          # uint8, saturating
+    per_axis = np.array([0.5, 0.25, 1.0], np.float32)
+    onnx_only("QuantizeLinear", [x, per_axis, np.array([1, 2, 3], np.int8)], {"axis": 1})
+    blocked = uniform(0.1, 1, 2, 3, 2, dtype=np.float32)
+    onnx_only("QuantizeLinear", [x, blocked, np.zeros((2, 3, 2), np.int8)],
+              {"axis": 2, "block_size": 2})
+    q = np.random.default_rng(2).integers(-50, 50, (2, 3, 4)).astype(np.int8)
+    onnx_only("DequantizeLinear", [q, per_axis, np.array([1, 2, 3], np.int8)], {"axis": 1})
+    onnx_only("DequantizeLinear", [q, blocked, np.ones((2, 3, 2), np.int8)],
+              {"axis": -1, "block_size": 2})
+    onnx_only("DequantizeLinear", [q.astype(np.int32), np.array(0.1, np.float32)])
+    onnx_only("DequantizeLinear", [q, np.array(0.5, np.float16)])
+
+
+def test_dynamic_quantize_and_integer_products():
+    for x in (uniform(-2, 5, 3, 4, dtype=np.float32), uniform(1, 5, 3, 4, dtype=np.float32)):
+        onnx_only("DynamicQuantizeLinear", [x], n_outputs=3)
+    r = np.random.default_rng(0)
+    a, b = r.integers(0, 255, (2, 3, 4)).astype(np.uint8), r.integers(0, 255, (4, 5)).astype(
+        np.uint8)
+    onnx_only("MatMulInteger", [a[0], b, np.array(12, np.uint8), np.array(30, np.uint8)])
+    for scale_dtype in (np.float32, np.float16):
+        scales = [np.array(s, scale_dtype) for s in (0.02, 0.01, 0.5)]
+        onnx_only("QLinearMatMul", [a, scales[0], np.array(10, np.uint8), b, scales[1],
+                                    np.array(20, np.uint8), scales[2],
+                                    np.array(100, np.uint8)])
+        signed = [r.integers(-100, 100, s).astype(np.int8) for s in ((3, 4), (4, 2))]
+        onnx_only("QLinearMatMul", [signed[0], scales[0], np.array(1, np.int8), signed[1],
+                                    scales[1], np.array(-2, np.int8), scales[2],
+                                    np.array(5, np.int8)])
+
+
+@pytest.mark.parametrize("op_type", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+def test_windows(op_type):
+    for periodic in (0, 1):
+        for dtype in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+            onnx_only(op_type, [np.array(10, np.int64)],
+                      {"periodic": periodic, "output_datatype": dtype})
+
+
+def test_dft():
+    real = normal(2, 8, 3, 1, dtype=np.float32)
+    complex_ = normal(2, 8, 3, 2, dtype=np.float32)
+    for x in (real, complex_):
+        for inverse in (0, 1):
+            for axis in (1, -2):
+                onnx_only("DFT", [x, None, np.array(axis, np.int64)], {"inverse": inverse},
+                          const=(2,))
+    onnx_only("DFT", [real, np.array(5, np.int64), np.array(1, np.int64)], const=(1, 2))
+    onnx_only("DFT", [real, np.array(12, np.int64), np.array(1, np.int64)],
+              {"onesided": 1}, const=(1, 2))
+    spectrum = onnx_only("DFT", [real, None, np.array(1, np.int64)], {"onesided": 1},
+                         const=(2,))["y0"]
+    onnx_only("DFT", [spectrum, None, np.array(1, np.int64)], {"onesided": 1, "inverse": 1},
+              const=(2,))
+
+
+def test_nonmaxsuppression():
+    boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11],
+                       [0, 10.1, 1, 11.1], [0, 100, 1, 101]]], np.float32)
+    scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]],
+                      np.float32)
+    limit, iou, threshold = np.array([3], np.int64), np.array([0.5], np.float32), np.array(
+        [0.35], np.float32)
+    onnx_only("NonMaxSuppression", [boxes, scores, limit, iou], const=(2,))
+    onnx_only("NonMaxSuppression", [boxes, scores, limit, iou, threshold], const=(2,))
+    onnx_only("NonMaxSuppression", [boxes, scores, np.array([0], np.int64), iou], const=(2,))
+    centers = np.concatenate([(boxes[..., :2] + boxes[..., 2:]) / 2,
+                              boxes[..., 2:] - boxes[..., :2]], axis=-1)[..., [1, 0, 3, 2]]
+    onnx_only("NonMaxSuppression", [centers, scores, limit, iou], {"center_point_box": 1},
+              const=(2,))
+    onnx_only("NonMaxSuppression", [np.concatenate([boxes, boxes[:, ::-1]]),
+                                    np.concatenate([scores, scores]), limit, iou],
+              const=(2,))

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.utils.errors import ShapeError
 
 
 # -- small helpers of the closures -----------------------------------------------------------
@@ -724,3 +725,267 @@ class TensorOps:
                 y = tf.transpose(y, list(np.argsort(perm)))
             return y, first, inverse, counts
         self.emit(unique, [self.key(op.inputs[0])], list(op.outputs))
+
+    # -- quantization ----------------------------------------------------------------------
+    def visit_dequantizelinear(self, op, network) -> None:
+        """DequantizeLinear: (x - zero_point)·scale, per tensor, per axis or per block
+        (https://onnx.ai/onnx/operators/onnx__DequantizeLinear.html)."""
+        axis = int(_attr(op, "axis", 1))
+        block_size = int(_attr(op, "block_size", 0))
+        given = int(_attr(op, "output_dtype", 0))
+        target = tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(given)) if given else None
+
+        def dequantize(x, scale, zero_point=None):
+            x, scale = tf.convert_to_tensor(x), tf.convert_to_tensor(scale)
+            scale = _quantization_parameter(scale, x, axis, block_size)
+            shifted = tf.cast(x, tf.float32)
+            if zero_point is not None:
+                zero_point = _quantization_parameter(tf.convert_to_tensor(zero_point), x,
+                                                     axis, block_size)
+                shifted = shifted - tf.cast(zero_point, tf.float32)
+            y = shifted * tf.cast(scale, tf.float32) if _dtype(scale) != tf.float64 else (
+                tf.cast(shifted, tf.float64) * scale)
+            return tf.cast(y, target or _dtype(scale))
+        self.emit(dequantize, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_quantizelinear(self, op, network) -> None:
+        """QuantizeLinear: saturate(round_half_even(x / scale) + zero_point), per tensor,
+        per axis or per block (https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html).
+        The division is in ``precision``'s type, else in the wider of x's and scale's."""
+        axis = int(_attr(op, "axis", 1))
+        block_size = int(_attr(op, "block_size", 0))
+        given = int(_attr(op, "output_dtype", 0))
+        precision = int(_attr(op, "precision", 0))
+        zero_dtype = (self.network.dtypes.get(op.inputs[2]) if len(op.inputs) > 2
+                      and op.inputs[2] else None)
+        target = np.dtype(zero_dtype if zero_dtype is not None else
+                          onnx.helper.tensor_dtype_to_np_dtype(given) if given else np.uint8)
+        if target.kind not in "iu":
+            raise self._unsupported(f"quantization to {target.name} is not supported "
+                                    f"(8-, 16- and 32-bit integers are)")
+        low, high = np.iinfo(target).min, np.iinfo(target).max
+        divide_in = (tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(precision))
+                     if precision else None)
+
+        def quantize(x, scale, zero_point=None):
+            x, scale = tf.convert_to_tensor(x), tf.convert_to_tensor(scale)
+            scale = _quantization_parameter(scale, x, axis, block_size)
+            dtype = divide_in or _wider_float(_dtype(x), _dtype(scale))
+            q = tf.round(tf.cast(x, dtype) / tf.cast(scale, dtype))
+            q = tf.cast(q, tf.float64)
+            if zero_point is not None:
+                q = q + tf.cast(_quantization_parameter(tf.convert_to_tensor(zero_point), x,
+                                                        axis, block_size), tf.float64)
+            return tf.cast(tf.clip_by_value(q, float(low), float(high)), tf.as_dtype(target))
+        self.emit(quantize, [self.key(n) for n in op.inputs], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def visit_dynamicquantizelinear(self, op, network) -> None:
+        """DynamicQuantizeLinear: uint8 quantization with the scale and zero point of the
+        input's range, widened to include 0
+        (https://onnx.ai/onnx/operators/onnx__DynamicQuantizeLinear.html)."""
+        def dynamic_quantize(x):
+            x = tf.convert_to_tensor(x)
+            high = tf.maximum(tf.reduce_max(x), 0)
+            low = tf.minimum(tf.reduce_min(x), 0)
+            span = tf.where(tf.equal(high, low), tf.ones_like(high), high - low)
+            scale = span / 255
+            zero_point = tf.round(tf.clip_by_value(-low / scale, 0, 255))
+            y = tf.clip_by_value(tf.round(x / scale) + zero_point, 0, 255)
+            return (tf.cast(y, tf.uint8), tf.cast(scale, _dtype(x)),
+                    tf.cast(zero_point, tf.uint8))
+        self.emit(dynamic_quantize, [self.key(op.inputs[0])], list(op.outputs))
+
+    def visit_qlinearmatmul(self, op, network) -> None:
+        """QLinearMatMul: the integer product of the zero-point-shifted operands, requantized
+        with scale a_scale·b_scale/y_scale (https://onnx.ai/onnx/operators/onnx__QLinearMatMul.html)."""
+        y_zero_dtype = self.network.dtypes.get(op.inputs[7]) if len(op.inputs) > 7 else None
+
+        def qlinear_matmul(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero=None):
+            a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+            a_int = tf.cast(a, tf.int32) - tf.cast(a_zero, tf.int32)
+            b_int = tf.cast(b, tf.int32) - tf.cast(b_zero, tf.int32)
+            product = tf.cast(tf.linalg.matmul(a_int, b_int), tf.float64)
+            scale_dtype = _dtype(tf.convert_to_tensor(a_scale))
+            factor = (tf.cast(a_scale, scale_dtype) * tf.cast(b_scale, scale_dtype)
+                      / tf.cast(y_scale, scale_dtype))
+            y = product * tf.cast(factor, tf.float64)
+            target = _dtype(a)
+            if y_zero is not None:
+                y = y + tf.cast(y_zero, tf.float64)
+                target = _dtype(tf.convert_to_tensor(y_zero))
+            elif y_zero_dtype is not None:
+                target = tf.as_dtype(y_zero_dtype)
+            bounds = np.iinfo(target.as_numpy_dtype)
+            return tf.cast(tf.clip_by_value(tf.round(y), float(bounds.min), float(bounds.max)),
+                           target)
+        self.emit(qlinear_matmul, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def visit_matmulinteger(self, op, network) -> None:
+        """MatMulInteger: the int32 product of the zero-point-shifted operands
+        (https://onnx.ai/onnx/operators/onnx__MatMulInteger.html)."""
+        def matmul_integer(a, b, a_zero=None, b_zero=None):
+            a_int = tf.cast(a, tf.int32)
+            b_int = tf.cast(b, tf.int32)
+            if a_zero is not None:
+                zero = tf.cast(a_zero, tf.int32)
+                if len(zero.shape) == 1:   # per row of a
+                    zero = zero[:, None]
+                a_int = a_int - zero
+            if b_zero is not None:
+                b_int = b_int - tf.cast(b_zero, tf.int32)   # per column of b broadcasts
+            return tf.linalg.matmul(a_int, b_int)
+        self.emit(matmul_integer, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    # -- windows and spectra -------------------------------------------------------------
+    def _window(self, op, coefficients) -> None:
+        """A cosine-sum window sum_k c_k·cos(2πkn/N') of ``size`` points, N' = size
+        (periodic) or size - 1 (symmetric), signs alternating."""
+        periodic = bool(_attr(op, "periodic", 1))
+        output = int(_attr(op, "output_datatype", onnx.TensorProto.FLOAT))
+        dtype = tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(output))
+
+        def window(size):
+            n = tf.reshape(tf.cast(size, tf.int64), [])
+            period = tf.cast(n if periodic else n - 1, tf.float64)
+            phase = 2 * math.pi * tf.cast(tf.range(n), tf.float64) / period
+            values = sum((-1) ** k * c * tf.cos(k * phase) for k, c in enumerate(coefficients))
+            return tf.cast(values, dtype)
+        self.emit(window, [self.key(op.inputs[0])], op.outputs[0], rank=1)
+
+    def visit_hannwindow(self, op, network) -> None:
+        """HannWindow: https://onnx.ai/onnx/operators/onnx__HannWindow.html"""
+        self._window(op, (0.5, 0.5))
+
+    def visit_hammingwindow(self, op, network) -> None:
+        """HammingWindow: https://onnx.ai/onnx/operators/onnx__HammingWindow.html"""
+        self._window(op, (25 / 46, 21 / 46))
+
+    def visit_blackmanwindow(self, op, network) -> None:
+        """BlackmanWindow: https://onnx.ai/onnx/operators/onnx__BlackmanWindow.html"""
+        self._window(op, (0.42, 0.5, 0.08))
+
+    def visit_dft(self, op, network) -> None:
+        """DFT: https://onnx.ai/onnx/operators/onnx__DFT.html (the last axis holds the
+        real and, if of length 2, imaginary parts; ``axis`` an input from opset 20)."""
+        inverse = bool(_attr(op, "inverse", 0))
+        onesided = bool(_attr(op, "onesided", 0))
+        attribute_axis = op.attributes.get("axis")
+        inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:3]]
+        dynamic_error = self._dynamic_error("dft_length and axis")
+
+        def dft(x, length=None, axis=None):
+            x = tf.convert_to_tensor(x)
+            rank = len(x.shape)
+            along = (int(attribute_axis) if attribute_axis is not None else -2) \
+                if axis is None else _static_ints(axis)
+            if along is None:
+                raise dynamic_error
+            along = along[0] if isinstance(along, list) else along
+            along = _normalize_axis(along, rank)
+            if along == rank - 1:
+                raise ShapeError(f"DFT node '{op.name}': axis {along} is the real/imaginary "
+                                 f"axis; transform one of the first {rank - 1} axes")
+            parts = tf.cast(x, tf.float64)   # float32 FFTs err by ~1e-6 of the sum
+            signal = (tf.complex(parts[..., 0], parts[..., 1]) if x.shape[-1] == 2
+                      else tf.complex(parts[..., 0], tf.zeros_like(parts[..., 0])))
+            perm = [a for a in range(rank - 1) if a != along] + [along]
+            signal = tf.transpose(signal, perm)
+            n = signal.shape[-1]
+            irfft = inverse and onesided
+            if length is not None:
+                wanted = _static_ints(length)
+                if wanted is None:
+                    raise dynamic_error
+                wanted = wanted[0]
+            else:
+                wanted = 2 * (n - 1) if irfft else n
+            if irfft:   # a one-sided spectrum to a real signal of dft_length points
+                signal = tf.signal.irfft(signal, fft_length=[wanted])
+                signal = tf.transpose(signal, list(np.argsort(perm)))
+                return tf.cast(signal[..., None], _dtype(x))
+            if length is not None:
+                if wanted < n:
+                    signal = signal[..., :wanted]
+                elif wanted > n:
+                    pad = [[0, 0]] * (len(signal.shape) - 1) + [[0, wanted - n]]
+                    signal = tf.pad(signal, pad)
+                n = wanted
+            spectrum = tf.signal.ifft(signal) if inverse else tf.signal.fft(signal)
+            if onesided:
+                spectrum = spectrum[..., :n // 2 + 1]
+            spectrum = tf.transpose(spectrum, list(np.argsort(perm)))
+            out = tf.stack([tf.math.real(spectrum), tf.math.imag(spectrum)], axis=-1)
+            return tf.cast(out, _dtype(x))
+        self.emit(dft, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+
+    # -- detection -------------------------------------------------------------------------
+    def visit_nonmaxsuppression(self, op, network) -> None:
+        """NonMaxSuppression: per batch and class, greedily the highest-scoring boxes whose
+        IoU with every selected one is at most iou_threshold, scores above
+        score_threshold (https://onnx.ai/onnx/operators/onnx__NonMaxSuppression.html)."""
+        center = bool(_attr(op, "center_point_box", 0))
+        inputs = [self.key(op.inputs[0]), self.key(op.inputs[1])]
+        inputs += [self.static_key(n) for n in op.inputs[2:3]]
+        inputs += [self.key(n) for n in op.inputs[3:5]]
+        dynamic_error = self._dynamic_error("max_output_boxes_per_class")
+
+        def scalar_or(value, default):   # an optional input, possibly empty
+            if value is None:
+                return tf.constant(default, tf.float32)
+            flat = tf.reshape(tf.cast(value, tf.float32), [-1])
+            return tf.concat([flat, [default]], 0)[0]
+
+        def non_max_suppression(boxes, scores, max_boxes=None, iou=None, threshold=None):
+            boxes, scores = tf.convert_to_tensor(boxes), tf.convert_to_tensor(scores)
+            limit = _static_ints(max_boxes) if max_boxes is not None else [0]
+            if limit is None:
+                raise dynamic_error
+            limit = limit[0] if limit else 0
+            if center:
+                middle, size = boxes[..., :2], boxes[..., 2:] / 2
+                boxes = tf.concat([middle - size, middle + size], axis=-1)
+                boxes = tf.gather(boxes, [1, 0, 3, 2], axis=-1)   # as y1, x1, y2, x2
+            iou_value = scalar_or(iou, 0.0)
+            score_value = scalar_or(threshold, float("-inf"))
+            selected = []
+            if limit > 0:
+                for b in range(boxes.shape[0]):
+                    for c in range(scores.shape[1]):
+                        kept = tf.image.non_max_suppression(
+                            tf.cast(boxes[b], tf.float32), tf.cast(scores[b, c], tf.float32),
+                            limit, iou_value, score_value)
+                        kept = tf.cast(kept, tf.int64)
+                        prefix = tf.broadcast_to(tf.constant([b, c], tf.int64),
+                                                 tf.stack([tf.size(kept), 2]))
+                        selected.append(tf.concat([tf.cast(prefix, tf.int64),
+                                                   kept[:, None]], axis=1))
+            if not selected:
+                return tf.zeros([0, 3], tf.int64)
+            return tf.concat(selected, axis=0)
+        self.emit(non_max_suppression, inputs, op.outputs[0], rank=2)
+
+
+# -- helpers of the quantization operators ---------------------------------------------------
+def _quantization_parameter(parameter, x, axis, block_size):
+    """A scale or zero point shaped to broadcast against ``x``: a scalar as is, a vector
+    along ``axis``, or (blocked) each element repeated ``block_size`` times along it."""
+    rank = len(x.shape)
+    if len(parameter.shape) == 0 or (len(parameter.shape) == 1 and parameter.shape[0] == 1
+                                     and block_size == 0):
+        return tf.reshape(parameter, [])
+    along = _normalize_axis(axis, rank)
+    if block_size > 0:
+        repeated = tf.repeat(parameter, block_size, axis=along)
+        return repeated[(slice(None),) * along + (slice(0, x.shape[along]),)]
+    shape = [1] * rank
+    shape[along] = -1
+    return tf.reshape(parameter, shape)
+
+
+def _wider_float(a, b):
+    for dtype in (tf.float64, tf.float32, tf.bfloat16):
+        if dtype in (a, b):
+            return dtype
+    return tf.float16
