@@ -400,6 +400,11 @@ def test_resize_forward_and_gradient(case):
     check_gradients("Resize", inputs, attrs, const=(1, 2, 3))
 
 
+def test_resize_traced_with_stored_scales():
+    inputs = _resize_inputs(normal(1, 2, 3, 4, dtype=np.float32), scales=[1, 1, 1.5, 0.5])
+    check_forward("Resize", inputs[:3], {"mode": "cubic"}, const=(1, 2), mode="function")
+
+
 def test_resize_uint8_rounds():
     x = np.random.default_rng(3).integers(0, 255, (1, 1, 3, 3)).astype(np.uint8)
     check_forward("Resize", _resize_inputs(x, scales=[1, 1, 1.5, 2])[:3], {"mode": "linear"},
@@ -460,3 +465,21 @@ def test_windows_forward_and_gradient(case):
     check_forward(op_type, f32(inputs), attrs, const=const)
     check_forward(op_type, f32(inputs), attrs)
     check_gradients(op_type, inputs, attrs, params=params, const=const)
+
+
+# -- traced (tf.function) mode ------------------------------------------------------------
+TRACED = [  # (operator, inputs, attributes, outputs): operand values read at trace time
+    ("Resize", _resize_inputs(normal(1, 1, 3, 4), sizes=[1, 1, 5, 2])[:4], {"mode": "linear"},
+     1),
+    ("LSTM", _recurrent(4, lengths=[3, 4]), {"hidden_size": 5, "direction": "reverse"}, 3),
+    ("ConvTranspose", CONV_TRANSPOSE[0][1], CONV_TRANSPOSE[0][2], 1),
+    ("Col2Im", WINDOWS[2][2], WINDOWS[2][3], 1),
+    ("GridSample", WINDOWS[-1][2], WINDOWS[-1][3], 1),
+    ("LayerNormalization", NORMS[0][2], {}, 3),
+]
+
+
+@pytest.mark.parametrize("case", TRACED, ids=[c[0] for c in TRACED])
+def test_function_mode(case):
+    op_type, inputs, attrs, n_out = case
+    check_forward(op_type, f32(inputs), attrs, n_out, mode="function")

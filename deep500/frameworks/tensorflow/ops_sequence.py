@@ -28,8 +28,11 @@ def _static(value):
     """The value of an operand as a NumPy array, or None if only known at run time."""
     if value is None or isinstance(value, np.ndarray):
         return value
-    if isinstance(value, tf.Variable):   # a float initializer, read when running eagerly
-        return value.numpy() if tf.executing_eagerly() else None
+    if isinstance(value, tf.Variable):
+        # A float initializer (Resize's scales, roi): its value when the closure runs or
+        # is traced (a traced function keeps the value it was traced with).
+        with tf.init_scope():
+            return value.numpy()
     return tf.get_static_value(value)
 
 
