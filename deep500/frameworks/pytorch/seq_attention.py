@@ -44,6 +44,16 @@ def _additive(mask, dtype, kv_len: int):
     return mask.to(dtype)
 
 
+def _softmax(logits):
+    """Softmax over the last axis. In float16/bfloat16 step by step, each step rounded
+    to the type (as onnx's reference and function body compute it); PyTorch's kernel
+    rounds once, which moves a result by one unit in the last place."""
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        exp = torch.exp(logits - logits.amax(-1, keepdim=True))
+        return exp / exp.sum(-1, keepdim=True)
+    return torch.softmax(logits, -1)
+
+
 def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None,
               nonpad_kv_seqlen=None, *, scale=None, is_causal=False, q_num_heads=None,
               kv_num_heads=None, softcap=0.0, qk_matmul_output_mode=0,
@@ -95,7 +105,8 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None,
         V = V.repeat_interleave(heads // kv_heads, 1)
     if scale is None:
         scale = 1.0 / math.sqrt(Q.shape[-1])
-    root = math.sqrt(scale)   # both sides scaled by √scale, as onnx's function body does
+    # Both sides scaled by √scale rounded to Q's type, as onnx's function body does.
+    root = torch.tensor(math.sqrt(scale), dtype=dtype, device=device)
     scores = (Q * root) @ (K * root).transpose(-1, -2)
     if softcap and softcap > 0:
         scores = softcap * torch.tanh(scores / softcap)
@@ -109,11 +120,11 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None,
         # A row with no allowed key: its softmax is defined as zeros (not NaN).
         blocked = torch.isneginf(bias.amax(-1, keepdim=True))
         logits = torch.where(blocked, torch.zeros_like(logits), logits)
-        probabilities = torch.softmax(logits, -1)
+        probabilities = _softmax(logits)
         probabilities = torch.where(blocked, torch.zeros_like(probabilities),
                                     probabilities)
     else:
-        probabilities = torch.softmax(logits, -1)
+        probabilities = _softmax(logits)
     if qk_matmul_output_mode == 3:
         qk_output = probabilities
     Y = probabilities.to(dtype) @ V
