@@ -16,6 +16,13 @@ EXPECTED = {
 }
 
 
+# Generated token sequences (deep500/datasets/sequences.py): int64 tokens.
+SEQUENCES = {
+    "token-order": ((16,), 2, 4096, 1024),
+    "markov-tokens": ((16,), 8, 4096, 1024),
+}
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_dataset_shape(name):
     shape = dataset_shape(name)
@@ -24,8 +31,16 @@ def test_dataset_shape(name):
     assert shape["dtype"] == "float32" and shape["label_dtype"] == "int64"
 
 
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_sequence_dataset_shape(name):
+    shape = dataset_shape(name)
+    assert (shape["input"], shape["classes"], shape["train_samples"],
+            shape["test_samples"]) == SEQUENCES[name]
+    assert shape["dtype"] == "int64" and shape["label_dtype"] == "int64"
+
+
 def test_names_and_aliases():
-    assert dataset_names() == list(EXPECTED)
+    assert dataset_names() == list(EXPECTED) + list(SEQUENCES)
     assert dataset_shape("CIFAR-10")["classes"] == 10
     assert dataset_shape("Fashion_MNIST")["input"] == (1, 28, 28)
     assert dataset_shape("cifar100", label="coarse")["classes"] == 20

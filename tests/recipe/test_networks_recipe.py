@@ -44,8 +44,8 @@ def test_networks_recipe_runs_and_reports(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"mutable": {"executor": ["reference", "caffe2"], "network": ["mlp"]}},
      "unknown executor 'caffe2'"),
-    ({"mutable": {"executor": ["reference"], "network": [{"model": "alexnet"}]}},
-     "unknown model 'alexnet'"),
+    ({"mutable": {"executor": ["reference"], "network": [{"model": "googlenet"}]}},
+     "unknown model 'googlenet'"),
     ({"mutable": {"executor": ["reference"], "network": [{"model": "mlp", "wings": 2}]}},
      "does not take the options ['wings']"),
     ({"mutable": {"executor": ["reference"], "network": [{"file": "missing.onnx"}]}},
