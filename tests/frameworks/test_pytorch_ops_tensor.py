@@ -60,9 +60,10 @@ class Case:
     """One node: ``op`` over ``inputs`` (name -> array, '' names an omitted input);
     ``grad`` names the float inputs whose gradients are checked (in float64)."""
 
-    def __init__(self, id, op, inputs, outputs=1, grad=(), opset=OPSET, **attributes):
+    def __init__(self, id, op, inputs, outputs=1, grad=(), opset=OPSET,
+                 grad_dtype=np.float64, **attributes):
         assert "w" not in inputs  # the gradient test's loss weights
-        self.id, self.op, self.inputs = id, op, inputs
+        self.id, self.op, self.inputs, self.grad_dtype = id, op, inputs, grad_dtype
         self.outputs = [f"y{i}" for i in range(outputs)]
         self.grad, self.opset, self.attributes = tuple(grad), opset, attributes
 
@@ -260,6 +261,58 @@ CASES = [
           ("unsorted", np.array([2, 1, 1, 3, 4, 3], np.float32), {"sorted": 0}),
           ("axis", np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4]], np.int64), {"axis": 0}),
           ("neg_axis", np.array([[1, 0, 1], [1, 0, 1]], np.int64), {"axis": -1}))],
+    # -- quantization and windows ----------------------------------------------------
+    Case("quantize_uint8", "QuantizeLinear", {"x": X * 40, "s": np.array(0.5, np.float32)}),
+    Case("quantize_int8_zero", "QuantizeLinear", {
+        "x": X * 90, "s": np.array(0.5, np.float32), "z": np.array(-3, np.int8)}),
+    Case("quantize_axis", "QuantizeLinear", {
+        "x": r(2, 3, 4) * 50, "s": np.array([0.5, 1, 2], np.float32),
+        "z": np.array([0, 10, 250], np.uint8)}, axis=1),
+    Case("quantize_blocked", "QuantizeLinear", {
+        "x": r(3, 5) * 50, "s": r(3, 3, low=0.2, high=2, seed=1),
+        "z": ints(3, 3, low=-20, high=20, dtype=np.int16)}, axis=1, block_size=2),
+    Case("quantize_uint16_output_dtype", "QuantizeLinear", {
+        "x": X * 3e4, "s": np.array(1.5, np.float32)},
+         output_dtype=onnx.TensorProto.UINT16),
+    Case("quantize_half", "QuantizeLinear", {
+        "x": (X * 40).astype(np.float16), "s": np.array(0.25, np.float16),
+        "z": np.array(5, np.int8)}),
+    Case("dequantize", "DequantizeLinear", {
+        "x": ints(3, 4, low=0, high=255, dtype=np.uint8), "s": np.array(0.5, np.float32),
+        "z": np.array(128, np.uint8)}, grad=["s"], grad_dtype=np.float32),
+    Case("dequantize_axis", "DequantizeLinear", {
+        "x": ints(2, 3, 4, low=-128, high=127, dtype=np.int8),
+        "s": np.array([0.5, 1.5, 0.1], np.float32), "z": np.array([1, 0, -4], np.int8)},
+         grad=["s"], grad_dtype=np.float32, axis=1),
+    Case("dequantize_blocked", "DequantizeLinear", {
+        "x": ints(3, 5, dtype=np.int16), "s": r(3, 3, low=0.2, high=2, seed=1)},
+         grad=["s"], grad_dtype=np.float32, axis=-1, block_size=2),
+    Case("dequantize_int32_half", "DequantizeLinear", {
+        "x": ints(6, low=-1000, high=1000), "s": np.array(0.125, np.float16)}),
+    Case("dequantize_output_dtype", "DequantizeLinear", {
+        "x": ints(3, 4, low=0, high=255, dtype=np.uint8), "s": np.array(0.5, np.float32)},
+         output_dtype=onnx.TensorProto.FLOAT16),
+    Case("dynamicquantize", "DynamicQuantizeLinear", {"x": X}, outputs=3),
+    Case("dynamicquantize_positive", "DynamicQuantizeLinear", {"x": np.abs(X) + 1},
+         outputs=3),
+    Case("matmulinteger", "MatMulInteger", {
+        "a": ints(3, 4, low=0, high=255, dtype=np.uint8),
+        "b": ints(4, 2, low=0, high=255, dtype=np.uint8, seed=1),
+        "az": np.array(12, np.uint8), "bz": np.array([3, 9], np.uint8)}),
+    Case("matmulinteger_int8", "MatMulInteger", {
+        "a": ints(2, 3, 4, low=-128, high=127, dtype=np.int8),
+        "b": ints(4, 2, low=-128, high=127, dtype=np.int8, seed=1)}),
+    *[Case(f"qlinearmatmul_{np.dtype(t).name}_{np.dtype(f).name}", "QLinearMatMul", {
+        "a": ints(2, 3, 4, low=lo, high=hi, dtype=t), "as": np.array(0.05, f),
+        "az": np.array(3, t), "b": ints(4, 2, low=lo, high=hi, dtype=t, seed=1),
+        "bs": np.array(0.02, f), "bz": np.array(-1 if lo else 7, t),
+        "ys": np.array(0.3, f), "yz": np.array(5, t)})
+      for t, lo, hi in ((np.uint8, 0, 255), (np.int8, -128, 127))
+      for f in (np.float32, np.float16)],
+    *[Case(f"{op.lower()}_{periodic}", op, {"n": np.array(n, np.int64)},
+           periodic=periodic, **({} if periodic else {"output_datatype": 11}))
+      for op in ("HannWindow", "HammingWindow", "BlackmanWindow")
+      for periodic, n in ((1, 10), (0, 7))],
     # -- shapes ----------------------------------------------------------------------
     *[Case(f"trilu_{'upper' if upper else 'lower'}_{k}", "Trilu",
            {"x": r(2, 3, 4), **({} if k is None else {"k": i64(k)})}, grad=["x"],
@@ -341,17 +394,22 @@ def test_gradients_match_reference_executor(case):
     for name, value in case.inputs.items():
         value = np.asarray(value)
         if name in case.grad:
-            inits[name] = value.astype(np.float64)
+            inits[name] = value.astype(case.grad_dtype)
         else:
             feeds[name] = value
     probe = _model([case.node()], feeds, inits, case.outputs, case.opset)
     first = ReferenceEvaluator(probe).run(None, {**feeds})[0]
-    feeds["w"] = np.random.default_rng(11).standard_normal(first.shape)
+    feeds["w"] = np.random.default_rng(11).standard_normal(first.shape).astype(first.dtype)
     nodes = [case.node(), helper.make_node("Mul", ["y0", "w"], ["p"]),
              helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)]
     model = _model(nodes, feeds, inits, ["loss"], case.opset)
     got = d5pt.from_onnx(model).inference_and_backprop(feeds, "loss")
-    if case.op in WITHOUT_REFERENCE_BACKWARD:
+    if case.op in WITHOUT_REFERENCE_BACKWARD and case.grad_dtype == np.float32:
+        # DequantizeLinear takes no float64 scale: the loss is linear in the scale, so a
+        # large step leaves only float32 rounding, ~1e-7·Σ|w·y|/step ≈ 1e-4 here.
+        want = _central_differences(model, feeds, inits, case.grad, step=1e-2)
+        rtol, atol = 1e-3, 1e-3
+    elif case.op in WITHOUT_REFERENCE_BACKWARD:
         want, rtol, atol = _central_differences(model, feeds, inits, case.grad), 1e-6, 1e-8
     else:
         want = d5ref.from_onnx(model).inference_and_backprop(feeds, "loss")
@@ -364,7 +422,7 @@ def test_gradients_match_reference_executor(case):
 
 
 # Operators the reference executor lacks: finite differences of onnx's evaluator instead.
-WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter"}
+WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter", "DequantizeLinear"}
 
 
 def _central_differences(model, feeds, inits, names, step=1e-6):
@@ -469,3 +527,19 @@ def test_every_operator_of_the_mixin_is_tested():
     mine = {name[len("visit_"):] for name in vars(TensorOps) if name.startswith("visit_")}
     tested = {case.op.lower() for case in CASES} | {"scatter"}
     assert mine - tested == set()
+
+
+def test_matmulinteger_zero_point_per_row():
+    """A 1-D a_zero_point of M elements shifts each row of A (onnx's reference evaluator
+    broadcasts it along K instead, so the expectation is written out)."""
+    a = ints(3, 4, low=0, high=255, dtype=np.uint8)
+    b = ints(4, 2, low=0, high=255, dtype=np.uint8, seed=1)
+    az, bz = np.array([12, 0, 255], np.uint8), np.array([3, 9], np.uint8)
+    feeds = {"a": a, "b": b, "az": az, "bz": bz}
+    case = Case("matmulinteger_rows", "MatMulInteger", feeds)
+    model = _model([case.node()], feeds, {}, case.outputs)
+    want = (a.astype(np.int32) - az.astype(np.int32)[:, None]) @ (
+        b.astype(np.int32) - bz.astype(np.int32))
+    got = d5pt.from_onnx(model).inference(feeds)["y0"]
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
