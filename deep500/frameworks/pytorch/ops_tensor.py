@@ -254,7 +254,8 @@ class TensorOps:
         self._emit(op, torch.sign)
 
     def visit_round(self, op, network):
-        """Halves to even, as torch.round: https://onnx.ai/onnx/operators/onnx__Round.html"""
+        """Halves to even, as torch.round.
+        https://onnx.ai/onnx/operators/onnx__Round.html"""
         self._emit(op, torch.round)
 
     def visit_isnan(self, op, network):
@@ -386,7 +387,8 @@ class TensorOps:
         self._emit(op, lambda x: torch.clamp(alpha * x + beta, 0, 1))
 
     def visit_hardswish(self, op, network):
-        """x·max(0, min(1, x/6 + 1/2)): https://onnx.ai/onnx/operators/onnx__HardSwish.html"""
+        """x·max(0, min(1, x/6 + 1/2)).
+        https://onnx.ai/onnx/operators/onnx__HardSwish.html"""
         self._emit(op, F.hardswish)
 
     def visit_softplus(self, op, network):
@@ -432,7 +434,8 @@ class TensorOps:
         self._emit(op, lambda a, b: a * torch.sigmoid(alpha * a) * b)
 
     def visit_hardmax(self, op, network):
-        """1 at the first maximum along ``axis``: https://onnx.ai/onnx/operators/onnx__Hardmax.html"""
+        """1 at the first maximum along ``axis``, 0 elsewhere.
+        https://onnx.ai/onnx/operators/onnx__Hardmax.html"""
         axis = op.attributes["axis"]
 
         def hardmax(x):
