@@ -488,3 +488,52 @@ def test_onnx_checker_accepts_the_models():
                                                np.float32, layout=1, initial=True),
                      attributes, outputs, 22)
     onnx.checker.check_model(model)
+
+
+# -- models exported fresh by torch.onnx.export ----------------------------------------------------
+class _SequenceBlocks(torch.nn.Module):
+    """What exporters emit for recurrent layers, normalizations and resampling: LSTM
+    (bidirectional, batch first), GRU, LayerNorm, GroupNorm (as InstanceNormalization),
+    bilinear and bicubic interpolate (Resize), grid_sample (GridSample)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(3, 4, bidirectional=True, batch_first=True)
+        self.gru = torch.nn.GRU(8, 5)
+        self.norm = torch.nn.LayerNorm(5)
+        self.groups = torch.nn.GroupNorm(2, 4)
+
+    def forward(self, x, image):
+        y, _ = self.lstm(x)
+        z, h = self.gru(y.transpose(0, 1))
+        F = torch.nn.functional
+        up = F.interpolate(image, scale_factor=2, mode="bilinear", align_corners=False)
+        cubic = F.interpolate(image, size=(3, 7), mode="bicubic", align_corners=True)
+        grid = x[:1, :4, :2].reshape(1, 2, 2, 2).tanh()
+        sampled = F.grid_sample(image, grid, align_corners=False)
+        return self.norm(z), h, self.groups(up), cubic, sampled
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_exported_sequence_blocks_match_torch(dynamo, tmp_path):
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    module = _SequenceBlocks().eval()
+    x, image = torch.randn(2, 6, 3), torch.randn(1, 4, 5, 6)
+    path = tmp_path / "blocks.onnx"
+    try:
+        torch.onnx.export(module, (x, image), str(path), opset_version=17 if not dynamo
+                          else 18, dynamo=dynamo, input_names=["x", "image"])
+    except Exception as exc:   # the exporter itself, not the executor under test
+        pytest.skip(f"torch.onnx.export (dynamo={dynamo}) failed here: {exc}")
+    model = onnx.load(str(path))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"LSTM", "GRU", "Resize", "GridSample", "LayerNormalization",
+            "InstanceNormalization"} <= ops, ops
+    got = d5pt.from_onnx(model).inference({"x": x.numpy(), "image": image.numpy()})
+    with torch.no_grad():
+        want = module(x, image)
+    for output, expected in zip(model.graph.output, want):
+        np.testing.assert_allclose(got[output.name], expected.numpy(),
+                                   err_msg=output.name, **FORWARD_TOL[np.float32])
