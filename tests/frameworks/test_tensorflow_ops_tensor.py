@@ -40,15 +40,24 @@ def _names(inputs):
     return ["" if x is None else f"x{i}" for i, x in enumerate(inputs)]
 
 
+def _node(op_type, names, outputs, attrs):
+    """The node of ``op_type`` (``domain:Op`` outside the default domain) and the opsets
+    its model imports."""
+    domain, _, name = op_type.rpartition(":")
+    opsets = [helper.make_opsetid("", OPSET)] + (
+        [helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_node(name, names, outputs, domain=domain or None, **attrs), opsets
+
+
 def oracle(op_type, inputs, attrs, n_outputs):
     """ONNX's ReferenceEvaluator on the one-node model (an independent implementation)."""
     names = _names(inputs)
-    node = helper.make_node(op_type, names, [f"y{i}" for i in range(n_outputs)], **attrs)
+    node, opsets = _node(op_type, names, [f"y{i}" for i in range(n_outputs)], attrs)
     graph = helper.make_graph(
         [node], "oracle", [_info(n, x) for n, x in zip(names, inputs) if n],
         [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None)
          for i in range(n_outputs)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=opsets)
     feeds = {n: np.asarray(x) for n, x in zip(names, inputs) if n}
     return ReferenceEvaluator(model).run(None, feeds)
 
@@ -59,7 +68,8 @@ def one_node(op_type, inputs, attrs, expected, const=(), params=(), loss=False):
     scalar ``loss = ReduceSum(y0 · w)`` follows (``w`` a fixed parameter)."""
     names = _names(inputs)
     outputs = [f"y{i}" for i in range(len(expected))]
-    nodes = [helper.make_node(op_type, names, outputs, **attrs)]
+    node, opsets = _node(op_type, names, outputs, attrs)
+    nodes = [node]
     initializers = [numpy_helper.from_array(np.asarray(x), n)
                     for i, (n, x) in enumerate(zip(names, inputs))
                     if n and (i in const or i in params)]
@@ -76,10 +86,9 @@ def one_node(op_type, inputs, attrs, expected, const=(), params=(), loss=False):
                   helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0)]
         graph_outputs.append(helper.make_tensor_value_info(
             "loss", helper.np_dtype_to_tensor_dtype(y0.dtype), []))
-    graph = helper.make_graph(nodes, op_type.lower(), graph_inputs, graph_outputs,
+    graph = helper.make_graph(nodes, node.op_type.lower(), graph_inputs, graph_outputs,
                               initializers)
-    model = helper.make_model(graph, ir_version=10,
-                              opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, ir_version=10, opset_imports=opsets)
     feeds = {n: np.asarray(x) for i, (n, x) in enumerate(zip(names, inputs))
              if n and i not in const and i not in params}
     return model, feeds
@@ -632,3 +641,52 @@ def test_nonmaxsuppression():
     onnx_only("NonMaxSuppression", [np.concatenate([boxes, boxes[:, ::-1]]),
                                     np.concatenate([scores, scores]), limit, iou],
               const=(2,))
+
+
+def test_space_depth_rearrangements():
+    x = normal(2, 8, 4, 6)
+    for mode in ("DCR", "CRD"):
+        for op_type in ("SpaceToDepth", "DepthToSpace"):
+            attrs = {"blocksize": 2, "mode": mode}
+            check_forward(op_type, [x.astype(np.float32)], attrs)
+            check_gradients(op_type, [x], attrs)
+
+
+def test_stft():
+    signal = normal(2, 32, 1, dtype=np.float32)
+    window = np.hanning(8).astype(np.float32)
+    onnx_only("STFT", [signal, np.array(4, np.int64), window], const=(1,))
+    onnx_only("STFT", [signal, np.array(3, np.int64), None, np.array(8, np.int64)],
+              const=(1, 3))
+    onnx_only("STFT", [normal(1, 20, 2, dtype=np.float32), np.array(5, np.int64), None,
+                       np.array(6, np.int64)], {"onesided": 0}, const=(1, 3))
+
+
+def test_ml_binarizer_and_array_feature_extractor():
+    x = normal(3, 5, dtype=np.float32)
+    onnx_only("ai.onnx.ml:Binarizer", [x], {"threshold": 0.2})
+    onnx_only("ai.onnx.ml:ArrayFeatureExtractor", [x, np.array([4, 0, 2], np.int64)])
+    onnx_only("ai.onnx.ml:ArrayFeatureExtractor", [x[0], np.array([[1, 3]], np.int64)])
+
+
+TRAINING = "ai.onnx.preview.training:"
+
+
+def test_training_optimizer_steps():
+    x, g = normal(3, 4), normal(3, 4, seed=1)
+    x2, g2 = normal(5), normal(5, seed=2)
+    state = [np.abs(normal(3, 4, seed=3)), np.abs(normal(5, seed=4))]
+    rate = np.array(0.1, np.float64)
+    for step in (0, 3):
+        t = np.array(step, np.int64)
+        onnx_only(TRAINING + "Adagrad", [rate, t, x, x2, g, g2, *state],
+                  {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.01},
+                  n_outputs=4)
+        for mode in ("standard", "nesterov"):
+            onnx_only(TRAINING + "Momentum", [rate, t, x, g, state[0]],
+                      {"alpha": 0.9, "beta": 0.5, "mode": mode, "norm_coefficient": 0.02},
+                      n_outputs=2)
+        onnx_only(TRAINING + "Adam", [rate, t, x, g, state[0], np.square(state[0])],
+                  {"alpha": 0.875, "beta": 255 / 256, "epsilon": 2.0 ** -23,
+                   "norm_coefficient": 2.0 ** -7, "norm_coefficient_post": 2.0 ** -6},
+                  n_outputs=3)   # attributes are float32: values it holds exactly

@@ -798,8 +798,9 @@ class TensorOps:
         self.emit(dynamic_quantize, [self.key(op.inputs[0])], list(op.outputs))
 
     def visit_qlinearmatmul(self, op, network) -> None:
-        """QLinearMatMul: the integer product of the zero-point-shifted operands, requantized
-        with scale a_scale·b_scale/y_scale (https://onnx.ai/onnx/operators/onnx__QLinearMatMul.html)."""
+        """QLinearMatMul: the integer product of the zero-point-shifted operands,
+        requantized with scale a_scale·b_scale/y_scale
+        (https://onnx.ai/onnx/operators/onnx__QLinearMatMul.html)."""
         y_zero_dtype = self.network.dtypes.get(op.inputs[7]) if len(op.inputs) > 7 else None
 
         def qlinear_matmul(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero=None):
@@ -967,6 +968,169 @@ class TensorOps:
         self.emit(non_max_suppression, inputs, op.outputs[0], rank=2)
 
 
+    def visit_stft(self, op, network) -> None:
+        """STFT: the DFT of each frame_step-spaced frame, windowed, one-sided for real
+        signals by default (https://onnx.ai/onnx/operators/onnx__STFT.html)."""
+        onesided = bool(_attr(op, "onesided", 1))
+        inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
+        inputs += [self.key(n) for n in op.inputs[2:3]]
+        inputs += [self.static_key(n) for n in op.inputs[3:4]]
+        dynamic_error = self._dynamic_error("frame_step and frame_length")
+
+        def stft(signal, step, window=None, length=None):
+            signal = tf.convert_to_tensor(signal)
+            step = _static_ints(step)
+            size = _static_ints(length) if length is not None else (
+                [window.shape[0]] if window is not None else None)
+            if step is None or size is None or None in size:
+                raise dynamic_error
+            parts = tf.cast(signal, tf.float64)
+            values = (tf.complex(parts[..., 0], parts[..., 1]) if signal.shape[-1] == 2
+                      else tf.complex(parts[..., 0], tf.zeros_like(parts[..., 0])))
+            frames = tf.signal.frame(values, size[0], step[0], axis=1)
+            if window is not None:
+                frames = frames * tf.complex(tf.cast(window, tf.float64),
+                                             tf.zeros([size[0]], tf.float64))
+            spectrum = tf.signal.fft(frames)
+            if onesided:
+                spectrum = spectrum[..., :size[0] // 2 + 1]
+            out = tf.stack([tf.math.real(spectrum), tf.math.imag(spectrum)], axis=-1)
+            return tf.cast(out, _dtype(signal))
+        self.emit(stft, inputs, op.outputs[0], rank=4)
+
+    # -- rearrangements --------------------------------------------------------------------
+    def _depth_space(self, op, to_depth: bool) -> None:
+        block = int(op.attributes["blocksize"])
+        mode = _attr(op, "mode", "DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in ("DCR", "CRD"):
+            raise self._unsupported(f"mode {mode!r} is not 'DCR' or 'CRD'",
+                                    "fix the node's attribute")
+        self._check_rank(op.inputs[0], 4, "the operator rearranges (N, C, H, W) tensors")
+
+        def rearrange(x):
+            x = tf.convert_to_tensor(x)
+            n, c, h, w = _shape_of(x)
+            if to_depth:
+                split = tf.reshape(x, tf.stack([n, c, h // block, block, w // block, block]))
+                perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+                return tf.reshape(tf.transpose(split, perm),
+                                  tf.stack([n, c * block * block, h // block, w // block]))
+            depth = c // (block * block)
+            if mode == "DCR":
+                split = tf.reshape(x, tf.stack([n, block, block, depth, h, w]))
+                perm = [0, 3, 4, 1, 5, 2]
+            else:
+                split = tf.reshape(x, tf.stack([n, depth, block, block, h, w]))
+                perm = [0, 1, 4, 2, 5, 3]
+            return tf.reshape(tf.transpose(split, perm),
+                              tf.stack([n, depth, h * block, w * block]))
+        self.emit(rearrange, [self.key(op.inputs[0])], op.outputs[0], rank=4)
+
+    def visit_spacetodepth(self, op, network) -> None:
+        """SpaceToDepth: https://onnx.ai/onnx/operators/onnx__SpaceToDepth.html"""
+        self._depth_space(op, True)
+
+    def visit_depthtospace(self, op, network) -> None:
+        """DepthToSpace: https://onnx.ai/onnx/operators/onnx__DepthToSpace.html"""
+        self._depth_space(op, False)
+
+    # -- ai.onnx.ml -------------------------------------------------------------------------
+    def visit_binarizer(self, op, network) -> None:
+        """Binarizer (ai.onnx.ml): 1 where x > threshold, else 0, in x's type."""
+        threshold = float(_attr(op, "threshold", 0.0))
+        self._unary(op, lambda x: tf.cast(x > tf.cast(threshold, _dtype(x)), _dtype(x)))
+
+    def visit_arrayfeatureextractor(self, op, network) -> None:
+        """ArrayFeatureExtractor (ai.onnx.ml): the last axis' elements at the (flattened)
+        indices; a vector input gives one row."""
+        def extract(x, indices):
+            x = tf.convert_to_tensor(x)
+            picked = tf.gather(x, tf.reshape(tf.cast(indices, tf.int64), [-1]), axis=-1)
+            return picked[None, :] if len(x.shape) == 1 else picked
+        self.emit(extract, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    # -- ai.onnx.preview.training: one optimizer step --------------------------------------
+    def _optimizer_groups(self, op, per_tensor: int):
+        """R, T and ``per_tensor`` groups of n tensors (X, G, then the states)."""
+        rest = len(op.inputs) - 2
+        if rest % per_tensor:
+            raise self._unsupported(f"{op.op_type} takes R, T and {per_tensor} tensors per "
+                                    f"optimized tensor; it has {len(op.inputs)} inputs")
+        return rest // per_tensor
+
+    def visit_adagrad(self, op, network) -> None:
+        """Adagrad (ai.onnx.preview.training, https://jmlr.org/papers/v12/duchi11a.html):
+        https://onnx.ai/onnx/operators/onnx_aionnxpreviewtraining_Adagrad.html"""
+        decay = float(_attr(op, "decay_factor", 0.0))
+        epsilon = float(_attr(op, "epsilon", 1e-6))
+        norm = float(_attr(op, "norm_coefficient", 0.0))
+        n = self._optimizer_groups(op, 3)
+
+        def adagrad(rate, step, *tensors):
+            xs, gs, hs = tensors[:n], tensors[n:2 * n], tensors[2 * n:]
+            r = tf.cast(rate, tf.float64) / (1 + tf.cast(step, tf.float64) * decay)
+            new_x, new_h = [], []
+            for x, g, h in zip(xs, gs, hs):
+                g = norm * x + g
+                h = h + g * g
+                new_h.append(h)
+                new_x.append(x - tf.cast(r, _dtype(x)) * g / (tf.sqrt(h) + epsilon))
+            return tuple(new_x + new_h)
+        self.emit(adagrad, [self.key(n) for n in op.inputs], list(op.outputs))
+
+    def visit_momentum(self, op, network) -> None:
+        """Momentum (ai.onnx.preview.training), standard or Nesterov:
+        https://onnx.ai/onnx/operators/onnx_aionnxpreviewtraining_Momentum.html"""
+        alpha = float(op.attributes["alpha"])
+        beta = float(op.attributes["beta"])
+        norm = float(op.attributes["norm_coefficient"])
+        mode = op.attributes["mode"]
+        nesterov = (mode.decode() if isinstance(mode, bytes) else mode) == "nesterov"
+        n = self._optimizer_groups(op, 3)
+
+        def momentum(rate, step, *tensors):
+            xs, gs, vs = tensors[:n], tensors[n:2 * n], tensors[2 * n:]
+            first = tf.reshape(step, []) <= 0   # the first step takes the gradient whole
+            new_x, new_v = [], []
+            for x, g, v in zip(xs, gs, vs):
+                r = tf.cast(rate, _dtype(x))
+                g = norm * x + g
+                v = alpha * v + tf.where(first, tf.ones_like(g), beta * tf.ones_like(g)) * g
+                new_v.append(v)
+                new_x.append(x - r * (g + alpha * v) if nesterov else x - r * v)
+            return tuple(new_x + new_v)
+        self.emit(momentum, [self.key(n) for n in op.inputs], list(op.outputs))
+
+    def visit_adam(self, op, network) -> None:
+        """Adam (ai.onnx.preview.training, https://arxiv.org/abs/1412.6980):
+        https://onnx.ai/onnx/operators/onnx_aionnxpreviewtraining_Adam.html"""
+        alpha = float(_attr(op, "alpha", 0.9))
+        beta = float(_attr(op, "beta", 0.999))
+        epsilon = float(_attr(op, "epsilon", 1e-6))
+        norm = float(_attr(op, "norm_coefficient", 0.0))
+        norm_post = float(_attr(op, "norm_coefficient_post", 0.0))
+        n = self._optimizer_groups(op, 4)
+
+        def adam(rate, step, *tensors):
+            xs, gs = tensors[:n], tensors[n:2 * n]
+            vs, hs = tensors[2 * n:3 * n], tensors[3 * n:]
+            t = tf.cast(tf.reshape(step, []), tf.float64)
+            r = tf.reshape(tf.cast(rate, tf.float64), [])
+            corrected = r * tf.sqrt(1 - beta ** t) / (1 - alpha ** t)
+            r = tf.where(t > 0, corrected, r)
+            new_x, new_v, new_h = [], [], []
+            for x, g, v, h in zip(xs, gs, vs, hs):
+                g = norm * x + g
+                v = alpha * v + (1 - alpha) * g
+                h = beta * h + (1 - beta) * g * g
+                new_v.append(v)
+                new_h.append(h)
+                x = x - tf.cast(r, _dtype(x)) * (v / (tf.sqrt(h) + epsilon))
+                new_x.append((1 - norm_post) * x)
+            return tuple(new_x + new_v + new_h)
+        self.emit(adam, [self.key(n) for n in op.inputs], list(op.outputs))
+
 # -- helpers of the quantization operators ---------------------------------------------------
 def _quantization_parameter(parameter, x, axis, block_size):
     """A scale or zero point shaped to broadcast against ``x``: a scalar as is, a vector
@@ -982,6 +1146,12 @@ def _quantization_parameter(parameter, x, axis, block_size):
     shape = [1] * rank
     shape[along] = -1
     return tf.reshape(parameter, shape)
+
+
+def _shape_of(x) -> list:
+    """Static dimensions, with dynamic ones where unknown."""
+    dynamic = tf.shape(x)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(x.shape)]
 
 
 def _wider_float(a, b):
