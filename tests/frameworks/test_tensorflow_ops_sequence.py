@@ -19,7 +19,7 @@ from deep500.frameworks.reference.operators.registry import create_operator  # n
 from deep500.lv1_network import gradient_name  # noqa: E402
 from deep500.utils.errors import Deep500Error  # noqa: E402
 
-OPSET = 24
+OPSET = 27
 # Forward: float32 kernels of two libraries differ by a few ulps summed over a few dozen
 # terms (matmuls, reductions); float16 by a few of its 2**-11 ulps.
 TOL = {np.dtype(np.float32): dict(rtol=1e-4, atol=1e-5),
@@ -483,3 +483,58 @@ TRACED = [  # (operator, inputs, attributes, outputs): operand values read at tr
 def test_function_mode(case):
     op_type, inputs, attrs, n_out = case
     check_forward(op_type, f32(inputs), attrs, n_out, mode="function")
+
+
+# -- linear attention (no reference-executor operator: gradients by finite differences) ---
+def finite_difference_check(op_type, inputs, attrs, n_outputs, params, eps=1e-2,
+                            directions=2, tol=dict(rel=2e-3, abs=2e-3)):
+    """Directional derivatives of the loss along random directions, by central
+    differences of inference, against the executor's gradients. LinearAttention takes
+    no float64, so in float32: truncation error O(eps²) ≈ 1e-4, rounding error ≈
+    6e-8·|loss| / eps ≈ 1e-4 for losses of order 10; a wrong gradient is off by O(1)."""
+    expected = oracle(op_type, inputs, attrs, n_outputs)
+    model, feeds = one_node(op_type, inputs, attrs, expected, params=params, loss=True)
+    executor = d5tf.from_onnx(model)
+    result = executor.inference_and_backprop(feeds, "loss")
+    network, rng = executor.network, np.random.default_rng(11)
+    for name in [f"x{i}" for i in params]:
+        original = network.fetch_tensor(name).copy()
+        gradient = result[gradient_name(name)]
+        for _ in range(directions):
+            direction = rng.standard_normal(original.shape).astype(original.dtype)
+            network.feed_tensor(name, original + original.dtype.type(eps) * direction)
+            plus = executor.inference(feeds)["loss"]
+            network.feed_tensor(name, original - original.dtype.type(eps) * direction)
+            minus = executor.inference(feeds)["loss"]
+            network.feed_tensor(name, original)
+            numeric = float((plus - minus) / (2 * eps))
+            assert numeric == pytest.approx(float(np.sum(gradient * direction)), **tol), (
+                op_type, name)
+
+
+def _linear(batch=2, steps=3, q_heads=2, kv_heads=2, d_k=3, d_v=4, past=True, seed=0):
+    q = normal(batch, steps, q_heads * d_k, seed=seed) * 0.5
+    k = normal(batch, steps, kv_heads * d_k, seed=seed + 1) * 0.5
+    v = normal(batch, steps, kv_heads * d_v, seed=seed + 2)
+    state = normal(batch, kv_heads, d_k, d_v, seed=seed + 3) if past else None
+    return [q, k, v, state]
+
+
+LINEAR = [  # (id, inputs, attributes)
+    ("linear", _linear(), {"update_rule": "linear"}),
+    ("gated_per_head", _linear() + [uniform(-0.5, 0, 2, 3, 2, seed=4)],
+     {"update_rule": "gated"}),
+    ("delta_no_past", _linear(past=False) + [None, uniform(0.1, 0.9, 2, 3, 1, seed=5)],
+     {"update_rule": "delta", "scale": 0.5}),
+    ("gated_delta_gqa", _linear(q_heads=4) + [uniform(-0.5, 0, 2, 3, 6, seed=4),
+                                              uniform(0.1, 0.9, 2, 3, 2, seed=5)], {}),
+]
+
+
+@pytest.mark.parametrize("case", LINEAR, ids=[c[0] for c in LINEAR])
+def test_linear_attention_forward_and_gradient(case):
+    _, inputs, attrs = case
+    attrs = {"q_num_heads": inputs[0].shape[2] // 3, "kv_num_heads": 2, **attrs}
+    check_forward("LinearAttention", f32(inputs), attrs, 2, reference=False)
+    params = tuple(i for i, x in enumerate(inputs) if x is not None)
+    finite_difference_check("LinearAttention", f32(inputs), attrs, 2, params)

@@ -403,6 +403,94 @@ class SequenceOps:
             return (y, present_k, present_v, qk)[:n_out]
         self._emit_node(op, attention)
 
+    def visit_linearattention(self, op, network) -> None:
+        """LinearAttention (opset 27): https://onnx.ai/onnx/operators/onnx__LinearAttention.html
+        — a recurrent state S (batch, kv_heads, d_k, d_v) updated per time step by the
+        ``update_rule``: linear S += kᵀv; gated S = exp(g)·S + kᵀv; delta S += kᵀ·β(v -
+        kS) (Schlag et al., https://arxiv.org/abs/2102.11174); gated_delta both (Yang et
+        al., https://arxiv.org/abs/2412.06464); output scale·qS per step (query heads
+        share key/value heads in groups), then present_state. Unrolled over time in at
+        least float32."""
+        a = op.attributes
+        rule = _text(a.get("update_rule"), "gated_delta")
+        if rule not in ("linear", "gated", "delta", "gated_delta"):
+            raise self._node_error(op, f"update_rule={rule!r} is not linear, gated, delta "
+                                       f"or gated_delta", Deep500Error)
+        q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
+        if not q_heads or not kv_heads or q_heads % kv_heads:
+            raise self._node_error(op, f"q_num_heads ({q_heads}) must be a positive multiple "
+                                       f"of kv_num_heads ({kv_heads})", Deep500Error)
+        q_heads, kv_heads = int(q_heads), int(kv_heads)
+        gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+        given = {name: bool(n) for name, n in zip(("decay", "beta"), list(op.inputs[4:6]) +
+                                                  [""] * 2)}
+        for name, needed in (("decay", gating), ("beta", delta)):
+            if given[name] != needed:
+                raise self._node_error(op, f"update_rule={rule!r} "
+                                           f"{'requires' if needed else 'forbids'} the input "
+                                           f"{name}", Deep500Error)
+        scale_attr = a.get("scale")
+        n_out = len(op.outputs)
+
+        def heads(x, count):   # (B, T, H·D) -> (B, H, T, D)
+            b, t, hd = x.shape
+            if hd % count:
+                raise self._node_error(op, f"the last axis {hd} of shape {list(x.shape)} is "
+                                           f"not a multiple of {count} heads")
+            return tf.transpose(tf.reshape(x, [b, t, count, hd // count]), [0, 2, 1, 3])
+
+        def linear_attention(q, k, v, past=None, decay=None, beta=None):
+            for name, x in (("query", q), ("key", k), ("value", v)):
+                if len(x.shape) != 3:
+                    raise self._node_error(op, f"{name} must be 3-D (B, T, H·D), got shape "
+                                               f"{list(x.shape)}")
+            work = tf.float64 if q.dtype == tf.float64 else tf.float32
+            b, t = q.shape[0], q.shape[1]
+            q4, k4, v4 = (tf.cast(heads(x, n), work) for x, n in
+                          ((q, q_heads), (k, kv_heads), (v, kv_heads)))
+            d_k, d_v = q4.shape[3], v4.shape[3]
+            if decay is not None:
+                if decay.shape[-1] == kv_heads:
+                    decay4 = tf.reshape(tf.transpose(decay, [0, 2, 1]), [b, kv_heads, t, 1])
+                elif decay.shape[-1] == kv_heads * d_k:
+                    decay4 = heads(decay, kv_heads)
+                else:
+                    raise self._node_error(op, f"decay's last axis {decay.shape[-1]} must be "
+                                               f"kv_num_heads ({kv_heads}) or kv_num_heads·d_k "
+                                               f"({kv_heads * d_k})")
+                decay4 = tf.cast(decay4, work)
+            if beta is not None:
+                if beta.shape[-1] not in (kv_heads, 1):
+                    raise self._node_error(op, f"beta's last axis {beta.shape[-1]} must be "
+                                               f"kv_num_heads ({kv_heads}) or 1")
+                beta4 = tf.cast(tf.transpose(beta, [0, 2, 1])[..., tf.newaxis], work)
+            if past is not None:
+                if tuple(past.shape) != (b, kv_heads, d_k, d_v):
+                    raise self._node_error(op, f"past_state has shape {list(past.shape)}, "
+                                               f"not {[b, kv_heads, d_k, d_v]}")
+                state = tf.cast(past, work)
+            else:
+                state = tf.zeros([b, kv_heads, d_k, d_v], work)
+            scale = 1 / math.sqrt(d_k) if not scale_attr else float(scale_attr)
+            group = q_heads // kv_heads
+            outputs = []
+            for i in range(t):
+                k_t, v_t = k4[:, :, i], v4[:, :, i]
+                if gating:
+                    state = state * tf.exp(decay4[:, :, i])[..., tf.newaxis]
+                if delta:
+                    retrieved = tf.einsum("bhdm,bhd->bhm", state, k_t)
+                    v_t = beta4[:, :, i] * (v_t - retrieved)
+                state = state + k_t[..., :, tf.newaxis] * v_t[..., tf.newaxis, :]
+                read = state if group == 1 else tf.repeat(state, group, axis=1)
+                outputs.append(scale * tf.einsum("bhd,bhdm->bhm", q4[:, :, i], read))
+            y = tf.reshape(tf.stack(outputs, 1), [b, t, q_heads * d_v])   # (B, T, H, d_v)
+            y = tf.cast(y, q.dtype)
+            if n_out == 1:
+                return y
+            return y, tf.cast(state, q.dtype if past is None else past.dtype)
+        self._emit_node(op, linear_attention)
+
     # -- resampling ----------------------------------------------------------------
     def visit_resize(self, op, network) -> None:
         """Resize: https://onnx.ai/onnx/operators/onnx__Resize.html — every mode,
