@@ -217,3 +217,16 @@ def test_executors_run_the_normalised_form(framework):
     expected = _coerced("Softmax", padded, 1)
     got = module.from_onnx(model).inference({"x": X})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("key,value,dtype", [("value_float", 2.5, np.float32),
+                                             ("value_floats", [1.0, -2.0], np.float32),
+                                             ("value_int", 7, np.int64),
+                                             ("value_ints", [3, 4, 5], np.int64)])
+def test_constant_lists_become_a_value_tensor(key, value, dtype):
+    model = _model([helper.make_node("Constant", [], ["c"], **{key: value})], [], ["c"],
+                   opset=17)
+    op = load_and_parse_model(model).operations[0]
+    assert set(op.given_attributes) == {"value"}
+    array = numpy_helper.to_array(op.given_attributes["value"])
+    assert array.dtype == dtype and array.tolist() == value

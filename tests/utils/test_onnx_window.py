@@ -133,6 +133,7 @@ TRANSPOSED = [
     ((3, 4), (3, 2), {"strides": [2, 3], "output_padding": [1, 2]}),
     ((5, 4), (3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
     ((3, 4), (3, 3), {"strides": [2, 2], "output_shape": [6, 9]}),
+    ((3, 3), (3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),   # beyond the full 9, 7
     ((3, 4), (3, 3), {"strides": [2, 2], "output_shape": [6, 8], "auto_pad": "SAME_UPPER"}),
     ((3, 4), (2, 3), {"strides": [2, 3], "auto_pad": "SAME_UPPER"}),
     ((3, 4), (2, 3), {"strides": [2, 3], "auto_pad": "SAME_LOWER"}),
@@ -172,5 +173,5 @@ def test_bad_attributes_raise_clear_errors():
     with pytest.raises(ShapeError, match="needs the input's spatial extents"):
         resolve_pads("Conv", [None], [3], auto_pad="SAME_UPPER")
     assert resolve_pads("Conv", [None], [3], pads=[1, 2]) == ((1,), (2,))
-    with pytest.raises(ShapeError, match="larger than"):
-        conv_transpose_geometry("ConvTranspose", [3], [3], output_shape=[9])
+    with pytest.raises(ShapeError, match="leave no output"):
+        conv_transpose_geometry("ConvTranspose", [3], [3], pads=[3, 3])

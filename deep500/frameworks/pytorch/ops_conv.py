@@ -147,9 +147,12 @@ class ConvolutionOps:
                 pads=a["pads"], auto_pad=auto_pad, output_padding=output_padding,
                 output_shape=output_shape)
             y = conv_t(x, w, b, strides, 0, output_padding, group, dilations)
+            begin, end = geometry.pads_begin, geometry.pads_end
+            if min(begin + end) < 0:   # an output_shape beyond the full result: zeros
+                y = F.pad(y, torch_pads([max(0, -p) for p in begin + end]))
+                begin, end = [max(0, p) for p in begin], [max(0, p) for p in end]
             key = (slice(None), slice(None)) + tuple(
-                slice(b_, f - e) for b_, e, f in zip(geometry.pads_begin, geometry.pads_end,
-                                                     geometry.full))
+                slice(b_, b_ + o) for b_, o in zip(begin, geometry.output))
             return y[key]
         self._emit(op, conv_transpose)
 

@@ -206,20 +206,11 @@ class ShapeOps:
         self._emit(op, lambda x: _slice(x, starts, ends, axes, steps), op.inputs[:1])
 
     def visit_constant(self, op, network):
-        a = op.attributes
-        if a.get("value") is not None:
-            value = onnx.numpy_helper.to_array(a["value"])
-        elif a.get("value_float") is not None:
-            value = np.array(a["value_float"], np.float32)
-        elif a.get("value_floats") is not None:
-            value = np.array(a["value_floats"], np.float32)
-        elif a.get("value_int") is not None:
-            value = np.array(a["value_int"], np.int64)
-        elif a.get("value_ints") is not None:
-            value = np.array(a["value_ints"], np.int64)
-        else:
+        # The parser made value_float(s)/value_int(s) a ``value`` tensor.
+        if op.attributes.get("value") is None:
             raise self._fail(op, "only tensor, float(s) and int(s) constants are "
                                  "supported (not sparse or string ones)")
+        value = onnx.numpy_helper.to_array(op.attributes["value"])
         if value.dtype.kind in "OUS":
             raise self._fail(op, "string tensors have no PyTorch type")
         tensor = as_tensor(value)

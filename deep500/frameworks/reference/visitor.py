@@ -148,18 +148,11 @@ class ReferenceVisitor(OnnxBaseVisitor):
             raise self._unsupported(op, str(exc)) from None
 
     def constant_value(self, op: OnnxOperation) -> np.ndarray:
-        """The value of a ``Constant`` node."""
+        """The value of a ``Constant`` node (the parser made value_float(s) and
+        value_int(s) a ``value`` tensor)."""
         attributes = op.given_attributes
         if "value" in attributes:
             return numpy_helper.to_array(attributes["value"])
-        if "value_float" in attributes:
-            return np.array(attributes["value_float"], np.float32)
-        if "value_floats" in attributes:
-            return np.array(attributes["value_floats"], np.float32)
-        if "value_int" in attributes:
-            return np.array(attributes["value_int"], np.int64)
-        if "value_ints" in attributes:
-            return np.array(attributes["value_ints"], np.int64)
         raise self._unsupported(op, f"Constant nodes with {sorted(attributes)} (sparse or "
                                     f"string values) are not supported")
 

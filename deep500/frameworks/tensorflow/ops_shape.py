@@ -365,20 +365,11 @@ class ShapeOps:
                   rank=self.rank(op.inputs[0]))
 
     def visit_constant(self, op, network) -> None:
-        """Constant: its value, NumPy unless floating (then a TensorFlow constant)."""
-        a = op.attributes
-        if a.get("value") is not None:
-            value = onnx.numpy_helper.to_array(a["value"])
-        elif a.get("value_float") is not None:
-            value = np.asarray(a["value_float"], np.float32)
-        elif a.get("value_floats") is not None:
-            value = np.asarray(a["value_floats"], np.float32)
-        elif a.get("value_int") is not None:
-            value = np.asarray(a["value_int"], np.int64)
-        elif a.get("value_ints") is not None:
-            value = np.asarray(a["value_ints"], np.int64)
-        else:
+        """Constant: its value, NumPy unless floating (then a TensorFlow constant). The
+        parser made value_float(s)/value_int(s) a ``value`` tensor."""
+        if op.attributes.get("value") is None:
             raise self._unsupported("only numeric dense constants are supported")
+        value = onnx.numpy_helper.to_array(op.attributes["value"])
         value = tf.constant(value) if _is_floating(value.dtype) else np.asarray(value)
         self.emit(lambda: value, [], op.outputs[0], rank=len(value.shape))
 

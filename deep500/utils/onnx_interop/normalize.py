@@ -20,6 +20,8 @@ visitor sees one form, the newest opset's, and needs no ``since_version`` branch
 * BatchNormalization before opset 14 trained when asked for its statistics outputs:
   ``training_mode`` says so; Split before opset 18 split evenly into as many parts as it
   has outputs: ``num_outputs`` says so;
+* a Constant's ``value_float(s)``/``value_int(s)`` is its ``value`` tensor (float32,
+  int64), so that a visitor reads one attribute;
 * the node is then an instance of the newest opset's class (every attribute with its
   ONNX default, ``OnnxOperation.attributes``); ``original_version`` keeps the version
   of the schema the file used, for error messages.
@@ -29,6 +31,7 @@ Nodes of operators without such changes keep their class. https://onnx.ai/onnx/r
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from deep500.utils.errors import UnsupportedError
 from deep500.utils.onnx_interop.opset_upgrades import ATTRIBUTE_INPUTS, DATA
@@ -42,6 +45,10 @@ COERCED_TO_2D = {"Softmax": 13, "LogSoftmax": 13, "Hardmax": 13}
 # Operators whose older forms this module rewrites into the newest one.
 UPGRADED = (set(ATTRIBUTE_INPUTS) | LEGACY_BROADCAST | set(COERCED_TO_2D)
             | {"BatchNormalization", "Dropout"})
+
+# Constant's scalar and list attributes and the element type of the tensor they make.
+CONSTANT_LISTS = {"value_float": np.float32, "value_floats": np.float32,
+                  "value_int": np.int64, "value_ints": np.int64}
 
 # Inputs the newest opset takes as 1-D tensors even where the old attribute was a scalar.
 _ONE_DIMENSIONAL = {("TopK", "k")}
@@ -130,6 +137,11 @@ def normalize_operation(op: OnnxOperation, context: _Context) -> list[OnnxOperat
     dropped = [key for key in given if key in DROPPED]
     for key in dropped:
         del given[key]
+    if op.op_type == "Constant" and len(given) == 1 and set(given) <= set(CONSTANT_LISTS):
+        (key, value), = given.items()
+        tensor = numpy_helper.from_array(np.asarray(value, CONSTANT_LISTS[key]))
+        return [_retype(op, operator_class("Constant"), op.inputs, op.outputs,
+                        {"value": tensor})]
     if op.op_type not in UPGRADED:
         if dropped:
             return [_retype(op, type(op), op.inputs, op.outputs, given)]

@@ -208,7 +208,8 @@ def window_counts(geometry: WindowGeometry, include_pad: bool) -> np.ndarray:
 class TransposedGeometry:
     """Geometry of ConvTranspose along each spatial axis: the uncropped result
     ``full = stride·(in - 1) + output_padding + (kernel - 1)·dilation + 1`` is cropped by
-    ``pads_begin``/``pads_end`` to ``output``."""
+    ``pads_begin``/``pads_end`` to ``output`` (a negative pad, from an ``output_shape``
+    larger than ``full``, extends it with zeros)."""
     input: tuple
     kernel: tuple
     strides: tuple
@@ -244,11 +245,9 @@ def conv_transpose_geometry(op: str, input_spatial, kernel, *, strides=None,
                                  f"{rank} spatial extents of the output")
         else:
             target = tuple(n * s for n, s in zip(input_spatial, strides))
+        # An output_shape beyond the full output makes the total padding negative:
+        # the output then extends past the full result with zeros.
         totals = [f - t for f, t in zip(full, target)]
-        if any(t < 0 for t in totals):
-            raise ShapeError(f"{op}: output_shape {list(target)} is larger than the "
-                             f"transposed convolution's full output {list(full)}; raise "
-                             f"output_padding or lower output_shape")
         upper = auto_pad == "SAME_UPPER"
         begin = tuple(t // 2 if upper else t - t // 2 for t in totals)
         end = tuple(t - b for t, b in zip(totals, begin))
