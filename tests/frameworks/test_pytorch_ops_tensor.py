@@ -71,6 +71,10 @@ class Case:
         return helper.make_node(self.op, list(self.inputs), outputs or self.outputs,
                                 **self.attributes)
 
+    def present_inputs(self):
+        """(name, array) of the inputs given ('' marks an omitted optional input)."""
+        return [(n, np.asarray(v)) for n, v in self.inputs.items() if n]
+
     def __repr__(self):
         return self.id
 
@@ -313,6 +317,37 @@ CASES = [
            periodic=periodic, **({} if periodic else {"output_datatype": 11}))
       for op in ("HannWindow", "HammingWindow", "BlackmanWindow")
       for periodic, n in ((1, 10), (0, 7))],
+    # -- signal processing and detection --------------------------------------------
+    *[Case(f"dft_{name}", "DFT", {"x": x, "": None, **extra}, grad=["x"],
+           **attrs)
+      for name, x, extra, attrs in (
+          ("real", r(2, 8, 3, 1), {"axis": np.array(1, np.int64)}, {}),
+          ("complex_axis", r(2, 3, 6, 2), {"axis": np.array(-2, np.int64)}, {}),
+          ("inverse", r(2, 5, 3, 2), {"axis": np.array(1, np.int64)}, {"inverse": 1}),
+          ("rfft", r(2, 8, 3, 1), {"axis": np.array(1, np.int64)}, {"onesided": 1}),
+          ("default_axis", r(2, 6, 2), {}, {}))],
+    Case("dft_length", "DFT", {"x": r(2, 6, 1), "n": np.array(8, np.int64),
+                                "axis": np.array(1, np.int64)}, grad=["x"]),
+    Case("dft_length_trim", "DFT", {"x": r(2, 6, 2), "n": np.array(4, np.int64),
+                                     "axis": np.array(1, np.int64)}, grad=["x"]),
+    *[Case(f"nonmaxsuppression_{name}", "NonMaxSuppression", inputs, **attrs)
+      for name, inputs, attrs in (
+          ("basic", {"b": np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9],
+                                     [0, 10, 1, 11], [1, 10.1, 0, 11.1], [0, 100, 1, 101]]],
+                                   np.float32),
+                     "s": np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3],
+                                     [0.1, 0.9, 0.9, 0.2, 0.95, 0.3]]], np.float32),
+                     "m": i64(3), "iou": np.array([0.5], np.float32),
+                     "st": np.array([0.25], np.float32)}, {}),
+          ("ties_no_threshold", {"b": np.tile(np.array([[0, 0, 1, 1]], np.float32),
+                                              (2, 4, 1)),
+                                 "s": np.full((2, 1, 4), 0.5, np.float32), "m": i64(2),
+                                 "iou": np.array([1.0], np.float32)},
+           {}),
+          ("center", {"b": np.array([[[0.5, 0.5, 1, 1], [0.5, 0.6, 1, 1],
+                                      [0.5, 10.5, 1, 1]]], np.float32),
+                      "s": np.array([[[0.9, 0.95, 0.3]]], np.float32), "m": i64(5),
+                      "iou": np.array([0.5], np.float32)}, {"center_point_box": 1}))],
     # -- shapes ----------------------------------------------------------------------
     *[Case(f"trilu_{'upper' if upper else 'lower'}_{k}", "Trilu",
            {"x": r(2, 3, 4), **({} if k is None else {"k": i64(k)})}, grad=["x"],
@@ -354,8 +389,7 @@ def _split(case, constants):
     """(feeds, initializers): the float inputs are always fed; the others are fed or,
     with ``constants``, stored in the model."""
     feeds, inits = {}, {}
-    for name, value in case.inputs.items():
-        value = np.asarray(value)
+    for name, value in case.present_inputs():
         target = inits if constants and value.dtype.kind != "f" else feeds
         target[name] = value
     return feeds, inits
@@ -391,8 +425,7 @@ def test_gradients_match_reference_executor(case):
     """loss = Σ y·w with a fed random w; the differentiated inputs are float64
     parameters (initializers), the others are fed."""
     inits, feeds = {}, {}
-    for name, value in case.inputs.items():
-        value = np.asarray(value)
+    for name, value in case.present_inputs():
         if name in case.grad:
             inits[name] = value.astype(case.grad_dtype)
         else:
@@ -422,7 +455,7 @@ def test_gradients_match_reference_executor(case):
 
 
 # Operators the reference executor lacks: finite differences of onnx's evaluator instead.
-WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter", "DequantizeLinear"}
+WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter", "DequantizeLinear", "DFT"}
 
 
 def _central_differences(model, feeds, inits, names, step=1e-6):

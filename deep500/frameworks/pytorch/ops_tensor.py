@@ -208,6 +208,30 @@ def _window(kind, size, periodic, dtype):
     return window.to(dtype)
 
 
+def _corners(boxes, center_point_box):
+    """(y_min, x_min, y_max, x_max) of [y1, x1, y2, x2] boxes (either diagonal) or
+    of [x_center, y_center, width, height] boxes."""
+    if center_point_box:
+        x, y, w, h = boxes.unbind(-1)
+        return y - h / 2, x - w / 2, y + h / 2, x + w / 2
+    y1, x1, y2, x2 = boxes.unbind(-1)
+    return (torch.minimum(y1, y2), torch.minimum(x1, x2), torch.maximum(y1, y2),
+            torch.maximum(x1, x2))
+
+
+def _overlaps(boxes, center_point_box):
+    """Intersection over union of every pair of ``boxes`` [N, 4]; 0 where a box or the
+    intersection is empty."""
+    y0, x0, y1, x1 = _corners(boxes, center_point_box)
+    height = (torch.minimum(y1[:, None], y1[None]) - torch.maximum(y0[:, None], y0[None]))
+    width = (torch.minimum(x1[:, None], x1[None]) - torch.maximum(x0[:, None], x0[None]))
+    inter = width.clamp(min=0) * height.clamp(min=0)
+    area = (x1 - x0) * (y1 - y0)
+    union = area[:, None] + area[None] - inter
+    valid = (inter > 0) & (area[:, None] > 0) & (area[None] > 0) & (union > 0)
+    return torch.where(valid, inter / torch.where(valid, union, 1), 0)
+
+
 class TensorOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
     the visitor class defines itself take precedence over these."""
@@ -882,3 +906,66 @@ class TensorOps:
 
     def visit_blackmanwindow(self, op, network):
         self._window(op, "blackman")
+
+    # -- signal processing and detection ----------------------------------------------
+    def visit_dft(self, op, network):
+        """Discrete Fourier transform along ``axis`` of a signal whose last dimension
+        holds (real) or (real, imaginary); onesided keeps the n//2 + 1 non-redundant
+        frequencies (inverse + onesided: a real signal from them).
+        https://onnx.ai/onnx/operators/onnx__DFT.html"""
+        inverse = bool(op.attributes.get("inverse"))
+        onesided = bool(op.attributes.get("onesided"))
+        default = op.attributes.get("axis", -2)  # an attribute before opset 20
+
+        def dft(x, length=None, axis_input=None):
+            axis = default if axis_input is None else int(axis_input.reshape(-1)[0])
+            dim = axis % x.dim()
+            if dim == x.dim() - 1:
+                raise ShapeError(f"DFT: axis {axis} is the real/imaginary dimension of "
+                                 f"an input of shape {tuple(x.shape)}")
+            signal = x[..., 0] if x.shape[-1] == 1 else torch.complex(x[..., 0], x[..., 1])
+            n = None if length is None else int(length.reshape(-1)[0])
+            if inverse and onesided:
+                return torch.fft.irfft(signal, n, dim=dim).unsqueeze(-1)
+            if inverse:
+                y = torch.fft.ifft(signal, n, dim=dim)
+            elif onesided and not signal.is_complex():
+                y = torch.fft.rfft(signal, n, dim=dim)
+            else:
+                y = torch.fft.fft(signal, n, dim=dim)
+                if onesided:
+                    y = y.narrow(dim, 0, y.shape[dim] // 2 + 1)
+            return torch.stack([y.real, y.imag], -1)
+        self._emit(op, dft)
+
+    def visit_nonmaxsuppression(self, op, network):
+        """Greedy per batch and class: boxes by descending score (ties: lower index
+        first) above score_threshold, each kept unless its IoU with a kept box exceeds
+        iou_threshold, at most max_output_boxes_per_class; [batch, class, box] rows.
+        https://onnx.ai/onnx/operators/onnx__NonMaxSuppression.html"""
+        center = bool(op.attributes.get("center_point_box"))
+
+        def nms(boxes, scores, max_output=None, iou_threshold=None, score_threshold=None):
+            limit = 0 if max_output is None or max_output.numel() == 0 else int(
+                max_output.reshape(-1)[0])
+            iou_limit = (0.0 if iou_threshold is None or iou_threshold.numel() == 0
+                         else float(iou_threshold.reshape(-1)[0]))
+            selected = []
+            for b in range(scores.shape[0]):
+                overlaps = _overlaps(boxes[b], center)
+                for c in range(scores.shape[1]):
+                    class_scores = scores[b, c]
+                    order = torch.sort(class_scores, descending=True, stable=True)[1]
+                    if score_threshold is not None and score_threshold.numel():
+                        floor = score_threshold.reshape(-1)[0]
+                        order = order[class_scores[order] > floor]
+                    kept = []
+                    for index in order.tolist():
+                        if len(kept) >= limit:
+                            break
+                        if all(overlaps[index, k] <= iou_limit for k in kept):
+                            kept.append(index)
+                    selected += [(b, c, k) for k in kept]
+            return torch.tensor(selected, dtype=torch.int64,
+                                device=boxes.device).reshape(-1, 3)
+        self._emit(op, nms)
