@@ -21,7 +21,8 @@ from deep500.utils.errors import Deep500Error  # noqa: E402
 
 # Forward: the same formula as onnx's reference evaluated in another order; float16 has
 # a unit roundoff of 4.9e-4, and softmax/normalization steps lose a few of them.
-FORWARD_TOL = {np.float32: dict(rtol=1e-4, atol=1e-5), np.float64: dict(rtol=1e-9, atol=1e-10),
+FORWARD_TOL = {np.float32: dict(rtol=1e-4, atol=1e-5),
+               np.float64: dict(rtol=1e-9, atol=1e-10),
                np.float16: dict(rtol=1e-2, atol=4e-3)}
 # Gradients in float64 of two independent implementations (autograd vs hand-written
 # backward); recurrences of a few steps amplify the roundoff by at most ~1e2.
@@ -122,7 +123,8 @@ def check_forward(op_type, inputs, attributes=None, outputs=1, opset=23, oracle=
         declared = model.graph.output[i].type.tensor_type.elem_type
         assert actual.dtype == helper.tensor_dtype_to_np_dtype(declared), (i, actual.dtype)
         np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
-                                   err_msg=f"output {i}", **(tolerance or FORWARD_TOL[dtype]))
+                                   err_msg=f"output {i}",
+                                   **(tolerance or FORWARD_TOL[dtype]))
 
 
 def check_gradients(op_type, inputs, attributes=None, opset=23, output=0, outputs=1,
@@ -153,7 +155,7 @@ def check_gradients(op_type, inputs, attributes=None, opset=23, output=0, output
                                    err_msg=name, **tolerance)
 
 
-# -- attention ----------------------------------------------------------------------------
+# -- attention -------------------------------------------------------------------------
 def attention_inputs(rng, dtype, three_d=False, q_heads=4, kv_heads=2, q_len=3, kv_len=5,
                      mask=None, past=0, size=4):
     Q = rand(rng, 2, q_heads, q_len, size, dtype=dtype)
@@ -207,7 +209,8 @@ def test_attention_forward(case, dtype):
 
 
 @pytest.mark.parametrize("case", ["plain_4d", "gqa_3d_causal", "bool_mask_past_mode3",
-                                  "short_float_mask_softcap_mode2", "causal_past_head_mask"])
+                                  "short_float_mask_softcap_mode2",
+                                  "causal_past_head_mask"])
 def test_attention_gradients(case):
     build, attributes, outputs, opset = ATTENTION_CASES[case]
     inputs = build(np.random.default_rng(len(case)), np.float64)
@@ -221,13 +224,14 @@ def test_attention_3d_without_heads_is_refused():
         d5pt.from_onnx(model).inference({n: v for n, v in inputs.items() if v is not None})
 
 
-# -- normalization and transformer blocks -----------------------------------------------------
+# -- normalization and transformer blocks ----------------------------------------------
 def norm_cases(dtype):
     rng = np.random.default_rng(3)
     x = rand(rng, 2, 4, 3, 5, dtype=dtype)
     return {
         "layernorm_last": ("LayerNormalization", {"X": x, "S": rand(rng, 5, dtype=dtype),
-                                                  "B": rand(rng, 5, dtype=dtype)}, {}, 1, 17),
+                                                  "B": rand(rng, 5, dtype=dtype)},
+                           {}, 1, 17),
         "layernorm_axis1_stats": ("LayerNormalization",
                                   {"X": x, "S": rand(rng, 4, 3, 5, dtype=dtype)},
                                   {"axis": 1, "epsilon": 1e-3}, 3, 17),
@@ -235,7 +239,8 @@ def norm_cases(dtype):
                                       {"X": x, "S": rand(rng, 1, 5, dtype=dtype),
                                        "B": rand(rng, 3, 1, dtype=dtype)},
                                       {"axis": -2}, 1, 17),
-        "rms_last": ("RMSNormalization", {"X": x, "S": rand(rng, 5, dtype=dtype)}, {}, 1, 23),
+        "rms_last": ("RMSNormalization", {"X": x, "S": rand(rng, 5, dtype=dtype)}, {},
+                     1, 23),
         "rms_axis1": ("RMSNormalization", {"X": x, "S": rand(rng, 4, 3, 5, dtype=dtype)},
                       {"axis": 1, "epsilon": 1e-2}, 1, 23),
         "groupnorm_21": ("GroupNormalization", {"X": x, "S": rand(rng, 4, dtype=dtype),
@@ -258,7 +263,8 @@ def norm_cases(dtype):
             "sin": np.sin(rand(rng, 6, 2, dtype=dtype)),
             "pos": np.array([[0, 2, 5], [1, 1, 3]], np.int64)}, {}, 1, 23),
         "rotary_3d_interleaved_partial": ("RotaryEmbedding", {
-            "X": x.reshape(2, 4, 15)[:, :, :12], "cos": np.cos(rand(rng, 2, 4, 1, dtype=dtype)),
+            "X": x.reshape(2, 4, 15)[:, :, :12],
+            "cos": np.cos(rand(rng, 2, 4, 1, dtype=dtype)),
             "sin": np.sin(rand(rng, 2, 4, 1, dtype=dtype))},
             {"num_heads": 3, "interleaved": 1, "rotary_embedding_dim": 2}, 1, 23),
     }
@@ -306,7 +312,7 @@ def test_normalization_gradients(case):
                     tolerance=GRAD_TOL32 if stashed else None)
 
 
-# -- recurrent ------------------------------------------------------------------------------------
+# -- recurrent -------------------------------------------------------------------------
 def recurrent_inputs(op_type, rng, dtype, directions=1, batch=3, steps=4, size=3, hidden=2,
                      lengths=None, initial=False, peepholes=False, layout=0):
     gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op_type]
@@ -374,13 +380,14 @@ def test_recurrent_forward(case, dtype):
 @pytest.mark.parametrize("case", sorted(RECURRENT_CASES))
 def test_recurrent_gradients(case):
     op_type, shape, attributes, outputs = RECURRENT_CASES[case]
-    inputs = recurrent_inputs(op_type, np.random.default_rng(len(case)), np.float64, **shape)
+    inputs = recurrent_inputs(op_type, np.random.default_rng(len(case)), np.float64,
+                              **shape)
     for output in range(outputs):   # through Y, and through the final states
         check_gradients(op_type, inputs, attributes, opset=22, output=output,
                         outputs=outputs)
 
 
-# -- resampling and windows ---------------------------------------------------------------------------
+# -- resampling and windows ------------------------------------------------------------
 def resample_cases(dtype):
     rng = np.random.default_rng(5)
     x = rand(rng, 1, 2, 4, 5, dtype=dtype)
@@ -404,7 +411,8 @@ def resample_cases(dtype):
             {"mode": "linear", "axes": [2, 3], "coordinate_transformation_mode":
              "tf_crop_and_resize", "extrapolation_value": 2.5}, 19),
         "resize_not_larger_align_corners": (
-            "Resize", {"X": x, "roi": None, "scales": None, "sizes": np.array([6, 6], np.int64)},
+            "Resize", {"X": x, "roi": None, "scales": None,
+                       "sizes": np.array([6, 6], np.int64)},
             {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": "not_larger",
              "coordinate_transformation_mode": "align_corners"}, 19),
         "gridsample_linear_zeros": ("GridSample", {"X": x, "grid": rand(rng, 1, 3, 2, 2,
@@ -490,7 +498,7 @@ def test_onnx_checker_accepts_the_models():
     onnx.checker.check_model(model)
 
 
-# -- models exported fresh by torch.onnx.export ----------------------------------------------------
+# -- models exported fresh by torch.onnx.export ----------------------------------------
 class _SequenceBlocks(torch.nn.Module):
     """What exporters emit for recurrent layers, normalizations and resampling: LSTM
     (bidirectional, batch first), GRU, LayerNorm, GroupNorm (as InstanceNormalization),

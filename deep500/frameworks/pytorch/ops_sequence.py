@@ -11,9 +11,7 @@ CenterCropPad).
 from __future__ import annotations
 
 
-import numpy as np
-import onnx
-
+from deep500.frameworks.pytorch._torch_common import torch_dtype
 from deep500.frameworks.pytorch.seq_attention import attention, rotary_embedding
 from deep500.frameworks.pytorch.seq_recurrent import activation_functions, recurrent
 from deep500.frameworks.pytorch.seq_resample import (ResizePlans, apply_resize,
@@ -27,15 +25,10 @@ _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest
                "cubic": "bicubic", "bicubic": "bicubic"}
 
 
-def _onnx_to_torch_dtype(onnx_type: int):
-    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(onnx_type)
-    return torch.from_numpy(np.empty(0, np_dtype)).dtype
-
-
 def _stash(x, stash_type):
     """(dtype the statistics are computed in, dtype of the Mean/InvStdDev outputs): the
     stash type (default float), as the operators' function bodies cast X to it."""
-    stash = _onnx_to_torch_dtype(stash_type or 1)
+    stash = torch_dtype(stash_type or 1)
     return stash, stash
 
 
@@ -49,7 +42,7 @@ class SequenceOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring). Methods that
     the visitor class defines itself take precedence over these."""
 
-    # -- attention and transformer blocks --------------------------------------------------
+    # -- attention and transformer blocks ----------------------------------------------
     def visit_attention(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Attention.html"""
         a = op.attributes
@@ -59,7 +52,7 @@ class SequenceOps:
                        softcap=a.get("softcap") or 0.0,
                        qk_matmul_output_mode=a.get("qk_matmul_output_mode") or 0,
                        softmax_dtype=None if precision is None
-                       else _onnx_to_torch_dtype(precision),
+                       else torch_dtype(precision),
                        left_window_size=a.get("left_window_size", -1),
                        right_window_size=a.get("right_window_size", -1))
         rank = self._rank(op.inputs[0])
@@ -89,7 +82,7 @@ class SequenceOps:
             raise self._fail(op, f"approximate={approximate!r} is not 'none' or 'tanh'")
         self._emit(op, lambda x: F.gelu(x, approximate=approximate))
 
-    # -- normalization ----------------------------------------------------------------------
+    # -- normalization -----------------------------------------------------------------
     def visit_layernormalization(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__LayerNormalization.html: statistics over
         the axes from ``axis`` on, in ``stash_type``; Mean and InvStdDev keep those axes
@@ -213,7 +206,7 @@ class SequenceOps:
             return x / (bias + alpha / size * total.reshape(x.shape)) ** beta
         self._emit(op, lrn)
 
-    # -- recurrent ----------------------------------------------------------------------------
+    # -- recurrent ---------------------------------------------------------------------
     def _recurrent(self, op):
         a = op.attributes
         direction = _text(a.get("direction"), "forward")
@@ -222,7 +215,8 @@ class SequenceOps:
                                  f"bidirectional")
         directions = 2 if direction == "bidirectional" else 1
         # The given list only: RNN's schema defaults to two names even for one direction.
-        activations = activation_functions(op.op_type, op.given_attributes.get("activations"),
+        activations = activation_functions(op.op_type,
+                                           op.given_attributes.get("activations"),
                                            a.get("activation_alpha"),
                                            a.get("activation_beta"), directions)
         options = dict(hidden_size=a.get("hidden_size"), direction=direction,
@@ -249,7 +243,7 @@ class SequenceOps:
         """https://onnx.ai/onnx/operators/onnx__RNN.html"""
         self._recurrent(op)
 
-    # -- resampling and windows ------------------------------------------------------------------
+    # -- resampling and windows --------------------------------------------------------
     def visit_resize(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Resize.html (plans: ``seq_resample``)."""
         resize = ResizePlans(op.given_attributes)
@@ -278,8 +272,8 @@ class SequenceOps:
         align = bool(a.get("align_corners"))
         rank = self._rank(op.inputs[0])
         if mode == "bicubic" and rank is not None and rank != 4:
-            raise self._fail(op, "cubic GridSample of a volume (5-D X) has no PyTorch kernel; "
-                                 "only 4-D X can use mode 'cubic'")
+            raise self._fail(op, "cubic GridSample of a volume (5-D X) has no PyTorch "
+                                 "kernel; only 4-D X can use mode 'cubic'")
         self._emit(op, lambda x, grid: F.grid_sample(x, grid.to(x.dtype), mode, padding,
                                                      align))
 

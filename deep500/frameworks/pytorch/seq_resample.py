@@ -10,7 +10,6 @@ input's shape and the constant roi/scales/sizes, and are applied here with
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -37,10 +36,12 @@ class ResizePlans:
     def plans(self, shape, inputs):
         """The plans for X of ``shape`` and the (roi, scales, sizes) ``inputs`` (arrays,
         tensors or None), as the reference executor's Resize computes them."""
-        arrays = [None if v is None else np.asarray(v.detach().cpu() if hasattr(v, "cpu") else v)
+        arrays = [None if v is None else
+                  np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v)
                   for v in inputs]
-        key = (tuple(shape),) + tuple(None if a is None else (a.dtype.str, a.ravel().tolist()
-                                                             .__repr__()) for a in arrays)
+        key = (tuple(shape),) + tuple(None if a is None else
+                                      (a.dtype.str, tuple(a.ravel().tolist()))
+                                      for a in arrays)
         plans = self._cache.get(key)
         if plans is None:
             probe = np.broadcast_to(np.zeros((), np.float32), tuple(shape))  # shape only
@@ -93,7 +94,8 @@ def lp_pool(x, p: float, kernel, strides, dilations, pads, auto_pad, ceil_mode):
     powered = x.abs().pow(p) if p != 2 else x * x
     powered = F.pad(powered, torch_pads)
     channels = x.shape[1]
-    ones = torch.ones((channels, 1) + tuple(geometry.kernel), dtype=x.dtype, device=x.device)
+    ones = torch.ones((channels, 1) + tuple(geometry.kernel), dtype=x.dtype,
+                      device=x.device)
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(rank)
     if conv is None:
         raise ShapeError(f"LpPool: {rank}-D pooling is not supported (1-D to 3-D are)")
@@ -122,16 +124,18 @@ def col2im(columns, image_shape, block_shape, dilations, pads, strides):
                          f"{image}, block {block}, strides {strides}, pads {pads}, "
                          f"dilations {dilations}")
     channels = rows // kernel_size
-    # Padded-image position of element k of block l along each axis, then flat.
-    flat = torch.zeros((kernel_size, length), dtype=torch.int64)
-    for k, offsets in enumerate(itertools.product(*(range(n) for n in block))):
-        for l_, starts in enumerate(itertools.product(*(range(n) for n in counts))):
-            position = 0
-            for axis in range(rank):
-                position = position * padded[axis] + (starts[axis] * strides[axis]
-                                                       + offsets[axis] * dilations[axis])
-            flat[k, l_] = position
-    flat = flat.reshape(-1).to(columns.device)
+    # Padded-image position of element k of block l, flat, laid out (k..., l...).
+    flat = torch.zeros([1] * (2 * rank), dtype=torch.int64, device=columns.device)
+    stride_of_axis = 1
+    for axis in reversed(range(rank)):
+        position = (torch.arange(block[axis], device=columns.device) * dilations[axis]
+                    ).unsqueeze(1) + torch.arange(counts[axis], device=columns.device
+                                                  ).unsqueeze(0) * strides[axis]
+        view = [1] * (2 * rank)
+        view[axis], view[rank + axis] = block[axis], counts[axis]
+        flat = flat + position.reshape(view) * stride_of_axis
+        stride_of_axis *= padded[axis]
+    flat = flat.reshape(-1)
     values = columns.reshape(batch, channels, kernel_size * length)
     out = columns.new_zeros((batch, channels, math.prod(padded)))
     out = out.index_add(2, flat, values)
