@@ -101,6 +101,16 @@ def spatial_ints(op: str, name: str, value, rank: int, default: int, minimum: in
     return value
 
 
+def _window_attributes(op: str, input_spatial, kernel, strides, dilations) -> tuple:
+    """(input extents, kernel, strides, dilations) as tuples, one entry per spatial axis,
+    strides and dilations 1 where absent."""
+    input_spatial = tuple(int(n) for n in input_spatial)
+    rank = len(input_spatial)
+    return (input_spatial, spatial_ints(op, "kernel_shape", kernel, rank, 1, 1),
+            spatial_ints(op, "strides", strides, rank, 1, 1),
+            spatial_ints(op, "dilations", dilations, rank, 1, 1))
+
+
 def _check_auto_pad(op: str, auto_pad) -> str:
     auto_pad = auto_pad or "NOTSET"
     if auto_pad not in AUTO_PADS:
@@ -151,11 +161,8 @@ def window_geometry(op: str, input_spatial, kernel, *, strides=None, dilations=N
     "not present"); ``op`` names the operator in errors.
     https://onnx.ai/onnx/operators/onnx__Conv.html,
     https://onnx.ai/onnx/operators/onnx__MaxPool.html"""
-    input_spatial = tuple(int(n) for n in input_spatial)
-    rank = len(input_spatial)
-    kernel = spatial_ints(op, "kernel_shape", kernel, rank, 1, 1)
-    strides = spatial_ints(op, "strides", strides, rank, 1, 1)
-    dilations = spatial_ints(op, "dilations", dilations, rank, 1, 1)
+    input_spatial, kernel, strides, dilations = _window_attributes(
+        op, input_spatial, kernel, strides, dilations)
     begin, end = resolve_pads(op, input_spatial, kernel, strides=strides,
                               dilations=dilations, pads=pads, auto_pad=auto_pad)
     extents = window_extents(kernel, dilations)
@@ -226,11 +233,9 @@ def conv_transpose_geometry(op: str, input_spatial, kernel, *, strides=None,
                             output_padding=None, output_shape=None) -> TransposedGeometry:
     """ConvTranspose output geometry from its ONNX attributes.
     https://onnx.ai/onnx/operators/onnx__ConvTranspose.html"""
-    input_spatial = tuple(int(n) for n in input_spatial)
+    input_spatial, kernel, strides, dilations = _window_attributes(
+        op, input_spatial, kernel, strides, dilations)
     rank = len(input_spatial)
-    kernel = spatial_ints(op, "kernel_shape", kernel, rank, 1, 1)
-    strides = spatial_ints(op, "strides", strides, rank, 1, 1)
-    dilations = spatial_ints(op, "dilations", dilations, rank, 1, 1)
     output_padding = spatial_ints(op, "output_padding", output_padding, rank, 0, 0)
     auto_pad = _check_auto_pad(op, auto_pad)
     explicit = spatial_ints(op, "pads", pads, 2 * rank, 0, 0)
