@@ -330,6 +330,13 @@ CASES = [
                                 "axis": np.array(1, np.int64)}, grad=["x"]),
     Case("dft_length_trim", "DFT", {"x": r(2, 6, 2), "n": np.array(4, np.int64),
                                      "axis": np.array(1, np.int64)}, grad=["x"]),
+    Case("stft", "STFT", {"x": r(2, 40, 1), "step": np.array(6, np.int64), "": None,
+                          "n": np.array(8, np.int64)}, grad=["x"]),
+    Case("stft_window", "STFT", {"x": r(1, 30, 1), "step": np.array(4, np.int64),
+                                 "win": r(10, low=0, high=1, seed=3)}, grad=["x", "win"]),
+    Case("stft_complex_twosided", "STFT", {"x": r(2, 20, 2), "step": np.array(5, np.int64),
+                                           "win": r(6, low=0, high=1, seed=3)},
+         grad=["x", "win"], onesided=0),
     *[Case(f"nonmaxsuppression_{name}", "NonMaxSuppression", inputs, **attrs)
       for name, inputs, attrs in (
           ("basic", {"b": np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9],
@@ -455,7 +462,8 @@ def test_gradients_match_reference_executor(case):
 
 
 # Operators the reference executor lacks: finite differences of onnx's evaluator instead.
-WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter", "DequantizeLinear", "DFT"}
+WITHOUT_REFERENCE_BACKWARD = {"SwiGLU", "TensorScatter", "DequantizeLinear", "DFT",
+                              "STFT"}
 
 
 def _central_differences(model, feeds, inits, names, step=1e-6):

@@ -938,6 +938,31 @@ class TensorOps:
             return torch.stack([y.real, y.imag], -1)
         self._emit(op, dft)
 
+    def visit_stft(self, op, network):
+        """DFTs of the frames of frame_length samples every frame_step samples, each
+        multiplied by the window; computed in float64, returned in the signal's type.
+        https://onnx.ai/onnx/operators/onnx__STFT.html"""
+        onesided = bool(op.attributes.get("onesided", 1))
+
+        def stft(signal, frame_step, window=None, frame_length=None):
+            x = signal.double()
+            x = x[..., 0] if x.shape[-1] == 1 else torch.complex(x[..., 0], x[..., 1])
+            if frame_length is not None:
+                length = int(frame_length.reshape(-1)[0])
+            else:
+                length = x.shape[1] if window is None else window.shape[0]
+            frames = x.unfold(1, length, int(frame_step.reshape(-1)[0]))
+            if window is not None:
+                frames = frames * window.double()
+            if onesided and not frames.is_complex():
+                y = torch.fft.rfft(frames, dim=-1)
+            else:
+                y = torch.fft.fft(frames, dim=-1)
+                if onesided:
+                    y = y[..., :length // 2 + 1]
+            return torch.stack([y.real, y.imag], -1).to(signal.dtype)
+        self._emit(op, stft)
+
     def visit_nonmaxsuppression(self, op, network):
         """Greedy per batch and class: boxes by descending score (ties: lower index
         first) above score_threshold, each kept unless its IoU with a kept box exceeds
