@@ -690,3 +690,20 @@ def test_training_optimizer_steps():
                   {"alpha": 0.875, "beta": 255 / 256, "epsilon": 2.0 ** -23,
                    "norm_coefficient": 2.0 ** -7, "norm_coefficient_post": 2.0 ** -6},
                   n_outputs=3)   # attributes are float32: values it holds exactly
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+def test_tfidf_vectorizer(mode):
+    x = np.array([[1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8], [8, 8, 5, 6, 7, 7, 1, 3, 5, 6, 6, 7]],
+                 np.int32)
+    pool = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 3, 3]       # 4 unigrams, then 4 bigrams
+    attrs = {"mode": mode, "ngram_counts": [0, 4], "ngram_indexes": [0, 1, 2, 3, 4, 5, 6, 2],
+             "pool_int64s": pool, "weights": [0.5, 1.0, 2.0, 1.5, 0.25, 3.0, 1.0]}
+    for shortest, longest, skips in ((1, 1, 0), (2, 2, 0), (1, 2, 0), (2, 2, 3), (1, 2, 2)):
+        lengths = {"min_gram_length": shortest, "max_gram_length": longest,
+                   "max_skip_count": skips}
+        onnx_only("TfIdfVectorizer", [x], {**attrs, **lengths})
+        onnx_only("TfIdfVectorizer", [x[1].astype(np.int64)], {**attrs, **lengths})
+        if mode == "TF":   # onnx's evaluator needs weights for IDF and TFIDF
+            unweighted = {k: v for k, v in attrs.items() if k != "weights"}
+            onnx_only("TfIdfVectorizer", [x], {**unweighted, **lengths})
