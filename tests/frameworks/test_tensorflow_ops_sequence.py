@@ -112,7 +112,7 @@ def one_node(op_type, inputs, attrs, expected, const=(), params=(), loss=False):
                 terms[i] = f"c{i}"
         nodes.append(helper.make_node("Sum", terms, ["loss"]))
         graph_outputs.append(helper.make_tensor_value_info(
-            "loss", helper.np_dtype_to_tensor_dtype(np.asarray(expected[0]).dtype), []))
+            "loss", helper.np_dtype_to_tensor_dtype(np.dtype(dtypes[0])), []))
     graph = helper.make_graph(nodes, op_type.lower(), graph_inputs, graph_outputs,
                               initializers)
     model = helper.make_model(graph, ir_version=10,
@@ -538,3 +538,32 @@ def test_linear_attention_forward_and_gradient(case):
     check_forward("LinearAttention", f32(inputs), attrs, 2, reference=False)
     params = tuple(i for i, x in enumerate(inputs) if x is not None)
     finite_difference_check("LinearAttention", f32(inputs), attrs, 2, params)
+
+
+# -- affine grids and unpooling ---------------------------------------------------------------
+@pytest.mark.parametrize("size,align", [((2, 3, 4, 5), 0), ((1, 2, 3, 4, 2), 1)])
+def test_affine_grid_forward_and_gradient(size, align):
+    rank = len(size) - 2
+    theta = normal(size[0], rank, rank + 1)
+    attrs = {"align_corners": align}
+    check_forward("AffineGrid", [theta.astype(np.float32), i64(size)], attrs, const=(1,),
+                  reference=False)
+    # The grid is linear in theta: float64 central differences are exact to rounding.
+    finite_difference_check("AffineGrid", [theta, i64(size)], attrs, 1, params=(0,),
+                            eps=1e-3, tol=dict(rel=1e-9, abs=1e-9))
+
+
+@pytest.mark.parametrize("output_shape", [None, [2, 3, 5, 6]])
+def test_max_unpool_forward_and_gradient(output_shape):
+    x = normal(2, 3, 2, 2)
+    # Flat indices into (2, 3, 4, 4) of one element per 2x2 window (stride 2), as
+    # MaxPool's Indices output gives them.
+    n, c, i, j = np.meshgrid(range(2), range(3), range(2), range(2), indexing="ij")
+    rng = np.random.default_rng(3)
+    di, dj = rng.integers(0, 2, n.shape), rng.integers(0, 2, n.shape)
+    indices = ((n * 3 + c) * 4 + 2 * i + di) * 4 + 2 * j + dj
+    inputs = [x, indices.astype(np.int64)] + ([] if output_shape is None
+                                              else [i64(output_shape)])
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    check_forward("MaxUnpool", f32(inputs), attrs, const=(1, 2))
+    check_gradients("MaxUnpool", inputs, attrs, const=(1, 2))

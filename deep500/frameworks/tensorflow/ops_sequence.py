@@ -499,15 +499,24 @@ class SequenceOps:
         each resized axis is an index (nearest) or an (output, input) weight matrix
         computed once per input shape by the ONNX semantics the reference executor
         implements (``_op_common_resize``), then a gather or a tensordot here."""
+        self._resample(op, "Resize")
+
+    def visit_upsample(self, op, network) -> None:
+        """Upsample (deprecated for Resize): nearest or linear by ``scales``, Resize's
+        asymmetric coordinates and floor rounding:
+        https://onnx.ai/onnx/operators/onnx__Upsample.html"""
+        self._resample(op, "Upsample")
+
+    def _resample(self, op, op_type: str) -> None:
         from deep500.frameworks.reference.operators.registry import create_operator
-        reference = create_operator("Resize", **{k: v for k, v in op.given_attributes.items()})
+        reference = create_operator(op_type, **dict(op.given_attributes))
         extrapolation = float(op.attributes.get("extrapolation_value") or 0.0)
         plans_cache: dict = {}
 
         def plans_of(x, rest):
             for name, given in zip(op.inputs[1:], rest):
                 if given is not None and _static(given) is None:
-                    raise self._node_error(op, f"the values of Resize input {name!r} are computed "
+                    raise self._node_error(op, f"the values of input {name!r} are computed "
                                            f"at run time inside a traced function; use "
                                            f"mode='eager'", UnsupportedError)
             values = [_given(r) for r in rest]
@@ -541,6 +550,59 @@ class SequenceOps:
                 y = tf.where(outside, tf.constant(extrapolation, y.dtype), y)
             return y
         self._emit_node(op, resize, static=(1, 2, 3))
+
+    def visit_affinegrid(self, op, network) -> None:
+        """AffineGrid: the sampling grid (N, *size, rank) of affine matrices theta (N,
+        rank, rank + 1) over normalised output coordinates in [-1, 1] (pixel centres, or
+        corners with align_corners), x (the last axis) first:
+        https://onnx.ai/onnx/operators/onnx__AffineGrid.html"""
+        align = bool(op.attributes.get("align_corners") or 0)
+
+        def affine_grid(theta, size):
+            size = _ints(size, "size", self, op)
+            spatial = size[2:]
+            rank = len(spatial)
+            if rank not in (2, 3) or tuple(theta.shape[1:]) != (rank, rank + 1):
+                raise self._node_error(op, f"theta of shape {list(theta.shape)} and size "
+                                           f"{size} must be (N, 2, 3) with a 4-D size or "
+                                           f"(N, 3, 4) with a 5-D size")
+            axes = [np.linspace(-1, 1, n) if align else (2 * np.arange(n) + 1) / n - 1
+                    for n in spatial]
+            mesh = np.meshgrid(*axes, indexing="ij")          # per spatial axis, *spatial
+            base = np.stack(list(mesh[::-1]) + [np.ones(spatial)], -1).reshape(-1, rank + 1)
+            grid = tf.einsum("nij,pj->npi", theta, tf.constant(base, theta.dtype))
+            return tf.reshape(grid, [-1, *spatial, rank])
+        self._emit_node(op, affine_grid, static=(1,))
+
+    def visit_maxunpool(self, op, network) -> None:
+        """MaxUnpool: X's values scattered to the flat positions I (from MaxPool's
+        Indices) of a zero tensor of the inferred shape, placed at the start of
+        ``output_shape`` when given: https://onnx.ai/onnx/operators/onnx__MaxUnpool.html"""
+        a = op.attributes
+        kernel = list(a["kernel_shape"])
+
+        def max_unpool(x, indices, output_shape=None):
+            rank = len(x.shape) - 2
+            strides = list(a.get("strides") or [1] * rank)
+            pads = list(a.get("pads") or [0] * (2 * rank))
+            if len(kernel) != rank or len(strides) != rank or len(pads) != 2 * rank:
+                raise self._node_error(op, f"kernel_shape {kernel}, strides {strides} and "
+                                           f"pads {pads} do not fit X with {rank} spatial axes")
+            inferred = list(x.shape[:2]) + [
+                (n - 1) * s - (pads[i] + pads[i + rank]) + k
+                for i, (n, s, k) in enumerate(zip(x.shape[2:], strides, kernel))]
+            flat = tf.scatter_nd(tf.reshape(tf.cast(indices, tf.int64), [-1, 1]),
+                                 tf.reshape(x, [-1]), [math.prod(inferred)])
+            y = tf.reshape(flat, inferred)
+            if output_shape is None:
+                return y
+            shape = _ints(output_shape, "output_shape", self, op)
+            if len(shape) != len(inferred) or any(o < n for o, n in zip(shape, inferred)):
+                raise self._node_error(op, f"output_shape {shape} must have rank "
+                                           f"{len(inferred)} and be at least the inferred "
+                                           f"shape {inferred} on every axis")
+            return tf.pad(y, [[0, o - n] for o, n in zip(shape, inferred)])
+        self._emit_node(op, max_unpool, static=(2,))
 
     # -- recurrent -----------------------------------------------------------------
     def _recurrent(self, op, gates: int, defaults: tuple, cell) -> None:
