@@ -1,5 +1,7 @@
-"""PyTorchVisitor methods for the elementwise, cast, logical, activation, reduction and
-indexing operators of the ONNX operator set (issue 19), mixed into
+"""PyTorchVisitor methods for the elementwise, cast, logical, bitwise, activation,
+reduction and indexing operators of the ONNX operator set (issue 19), with the
+quantization (QuantizeLinear, DequantizeLinear, QLinearMatMul, ...), window, DFT/STFT
+and NonMaxSuppression operators, mixed into
 :class:`deep500.frameworks.pytorch.visitor.PyTorchVisitor`: each ``visit_<op>`` uses the
 visitor's own helpers (``_emit``, ``_known``, ``_dtype``, ``_rank``, ``_fail``) and
 follows https://onnx.ai/onnx/operators/onnx__<Op>.html (newest opset). Every graph
