@@ -707,3 +707,53 @@ def test_tfidf_vectorizer(mode):
         if mode == "TF":   # onnx's evaluator needs weights for IDF and TFIDF
             unweighted = {k: v for k, v in attrs.items() if k != "weights"}
             onnx_only("TfIdfVectorizer", [x], {**unweighted, **lengths})
+
+
+FUNCTION_MODE = [   # (operator, inputs, attributes, outputs, constant inputs, vs reference)
+    ("TopK", [normal(3, 5, dtype=np.float32), i64([2])], {"axis": 0}, 2, (1,), True),
+    ("CumSum", [normal(3, 5, dtype=np.float32), i64(1)], {"reverse": 1}, 1, (1,), True),
+    ("Trilu", [normal(3, 5, dtype=np.float32), i64(1)], {}, 1, (), True),
+    ("ArgMin", [normal(3, 5, dtype=np.float32)], {"axis": 1, "keepdims": 0}, 1, (), True),
+    ("ReduceLogSumExp", [normal(3, 5, dtype=np.float32), i64([1])], {}, 1, (), True),
+    ("ScatterND", [normal(4, 3, dtype=np.float32), np.array([[1], [3], [1]], np.int64),
+                   normal(3, 3, dtype=np.float32)], {"reduction": "mul"}, 1, (), True),
+    ("ScatterElements", [normal(3, 4, dtype=np.float32), np.array([[0, 1]], np.int64),
+                         normal(1, 2, dtype=np.float32)], {"axis": 1}, 1, (), True),
+    ("GatherND", [normal(2, 3, 4, dtype=np.float32), np.array([[2, -1], [0, 0]], np.int64)],
+     {"batch_dims": 1}, 1, (), True),
+    ("Unique", [np.array([3, 1, 3, 2, 1], np.int64)], {"sorted": 0}, 4, (), True),
+    ("Compress", [normal(3, 4, dtype=np.float32), np.array([1, 0, 1], bool)], {"axis": 0},
+     1, (), True),
+    ("NonZero", [np.array([[1, 0], [0, 3]], np.float32)], {}, 1, (), True),
+    ("OneHot", [np.array([0, 2, -1], np.int64), np.array(3, np.int64),
+                np.array([0, 1], np.float32)], {}, 1, (), True),
+    ("Einsum", [normal(2, 3, dtype=np.float32), normal(3, 4, dtype=np.float32)],
+     {"equation": "ij,jk->ik"}, 1, (), True),
+    ("Tile", [normal(2, 3, dtype=np.float32), i64([2, 1])], {}, 1, (), True),
+    ("Hardmax", [normal(2, 3, dtype=np.float32)], {"axis": 0}, 1, (), True),
+    ("Mod", [np.array([7, -7], np.int32), np.array([3, 3], np.int32)], {"fmod": 1}, 1, (),
+     True),
+    ("DFT", [normal(1, 8, 1, dtype=np.float32), None, i64(1)], {"onesided": 1}, 1, (2,),
+     False),
+    ("STFT", [normal(1, 16, 1, dtype=np.float32), i64(4), None, i64(8)], {}, 1, (), False),
+    ("NonMaxSuppression", [np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1]]], np.float32),
+                           np.array([[[0.9, 0.8]]], np.float32), i64([2]),
+                           np.array([0.5], np.float32)], {}, 1, (), False),
+    ("TfIdfVectorizer", [np.array([1, 2, 1, 2], np.int64)],
+     {"mode": "TF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+      "ngram_counts": [0, 2], "ngram_indexes": [0, 1, 2], "pool_int64s": [1, 2, 1, 2]},
+     1, (), False),
+    ("DynamicQuantizeLinear", [normal(3, 4, dtype=np.float32)], {}, 3, (), False),
+    ("TensorScatter", [normal(2, 5, 3, dtype=np.float32), normal(2, 2, 3, dtype=np.float32),
+                       np.array([1, 3], np.int64)], {"mode": "circular", "axis": 1}, 1, (),
+     False),
+]
+
+
+@pytest.mark.parametrize("case", FUNCTION_MODE, ids=[c[0] for c in FUNCTION_MODE])
+def test_traced_function_mode(case):
+    """The same closures traced into a tf.function (inputs that decide shapes, such as
+    axes and k, are graph inputs here unless constant)."""
+    op_type, inputs, attrs, n_outputs, const, with_reference = case
+    check_forward(op_type, inputs, attrs, n_outputs, const, mode="function",
+                  against_reference=with_reference)
