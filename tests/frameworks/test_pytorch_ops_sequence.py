@@ -150,7 +150,7 @@ def check_gradients(op_type, inputs, attributes=None, opset=23, output=0, output
     got = d5pt.from_onnx(model).inference_and_backprop({}, "loss")
     want = d5ref.from_onnx(model).inference_and_backprop({}, "loss")
     np.testing.assert_allclose(got["loss"], want["loss"], **tolerance)
-    for name in sorted(params - {"roi", "scales"}):   # Resize's constants
+    for name in sorted(params - {"roi", "scales"}):   # Resize's and Upsample's constants
         np.testing.assert_allclose(got[gradient_name(name)], want[gradient_name(name)],
                                    err_msg=name, **tolerance)
 
@@ -463,6 +463,66 @@ def test_resampling_gradients(case):
         inputs = {"X": inputs["X"], "grid": inputs["grid"].astype(np.int64)}  # not a param
         pytest.skip("nearest GridSample is piecewise constant in the grid")
     check_gradients(op_type, inputs, attributes, opset)
+
+
+def check_gradients_numerically(op_type, inputs, attributes, opset, eps=1e-6):
+    """For operators the reference executor lacks: d loss / d (float inputs) against
+    central differences of the PyTorch executor's own loss (float64: truncation error
+    O(eps²), roundoff O(1e-16/eps) = 1e-10)."""
+    rng = np.random.default_rng(11)
+    params = {n for n, v in inputs.items()
+              if v is not None and np.issubdtype(v.dtype, np.floating)}
+    probe = one_node(op_type, inputs, attributes, 1, opset, params=params)
+    shape = d5pt.from_onnx(probe).inference({})["y0"].shape
+    loss_nodes = [helper.make_node("Mul", ["y0", "loss_R"], ["weighted"]),
+                  helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0)]
+    weights = {"loss_R": rng.standard_normal(shape)}
+    model = one_node(op_type, inputs, attributes, 1, opset, params=params,
+                     extra_nodes=loss_nodes, extra_inits=weights, graph_outputs=["loss"])
+    executor = d5pt.from_onnx(model)
+    got = executor.inference_and_backprop({}, "loss")
+    network = executor.network
+    for name in sorted(params):
+        value = network.fetch_tensor(name)
+        numeric = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            for sign in (1, -1):
+                shifted = value.copy()
+                shifted[index] += sign * eps
+                network.feed_tensor(name, shifted)
+                numeric[index] += sign * float(executor.inference({})["loss"])
+            numeric[index] /= 2 * eps
+        network.feed_tensor(name, value)
+        np.testing.assert_allclose(got[gradient_name(name)], numeric, rtol=1e-6, atol=1e-8,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 2, 4]], ids=["2d", "3d"])
+def test_affinegrid(size, align, dtype):
+    rng = np.random.default_rng(len(size) + align)
+    theta = rand(rng, size[0], len(size) - 2, len(size) - 1, dtype=dtype)
+    inputs = {"theta": theta, "size": np.array(size, np.int64)}
+    # onnx's reference builds its base grid in float32 (the reference executor has no
+    # AffineGrid): float32 tolerances for float64 too.
+    check_forward("AffineGrid", inputs, {"align_corners": align}, opset=20, oracle="onnx",
+                  tolerance=FORWARD_TOL[np.float32])
+    if dtype == np.float64:
+        check_gradients_numerically("AffineGrid", inputs, {"align_corners": align}, 20)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):
+    rng = np.random.default_rng(1)
+    inputs = {"X": rand(rng, 1, 2, 3, 2), "scales": np.array([1, 1, 2, 3], np.float32)}
+    check_forward("Upsample", inputs, {"mode": mode}, opset=9)
+    inputs["X"] = inputs["X"].astype(np.float32)
+    # onnx's reference implements nearest Upsample only
+    check_forward("Upsample", inputs, {"mode": mode}, opset=9,
+                  oracle="onnx" if mode == "nearest" else "d5ref")
+    check_gradients("Upsample", {"X": rand(rng, 1, 2, 3, 2), "scales": inputs["scales"]},
+                    {"mode": mode}, opset=9)
 
 
 def test_resize_with_scales_computed_at_run_time():

@@ -246,7 +246,25 @@ class SequenceOps:
     # -- resampling and windows --------------------------------------------------------
     def visit_resize(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Resize.html (plans: ``seq_resample``)."""
-        resize = ResizePlans(op.given_attributes)
+        self._resize(op, "Resize")
+
+    def visit_upsample(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Upsample.html: Resize's asymmetric
+        nearest (rounding down) or linear upsampling by ``scales``."""
+        self._resize(op, "Upsample")
+
+    def visit_affinegrid(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__AffineGrid.html by F.affine_grid (the
+        same normalised coordinates, 2-D and 3-D, align_corners)."""
+        align = bool(op.attributes.get("align_corners"))
+        size = self._ints(op.inputs[1])
+        if size is not None:
+            self._emit(op, lambda theta: F.affine_grid(theta, size, align), op.inputs[:1])
+            return
+        self._emit(op, lambda theta, s: F.affine_grid(theta, s.tolist(), align))
+
+    def _resize(self, op, op_type):
+        resize = ResizePlans(op.given_attributes, op_type)
         extrapolation = resize.extrapolation
         others = list(op.inputs[1:])
         if all(not n or n in self.known for n in others):

@@ -23,13 +23,14 @@ F = torch.nn.functional
 
 
 class ResizePlans:
-    """The plans of one Resize node, cached per input shape and constant inputs."""
+    """The plans of one Resize (or Upsample) node, cached per input shape and constant
+    inputs."""
 
-    def __init__(self, attributes: dict):
-        reference = create_operator("Resize")
+    def __init__(self, attributes: dict, op_type: str = "Resize"):
+        reference = create_operator(op_type)
         known = {k: v for k, v in attributes.items()
                  if v is not None and k in reference.defaults}
-        self.operator = create_operator("Resize", **known)
+        self.operator = create_operator(op_type, **known)   # Resize, or Upsample
         self.extrapolation = float(self.operator.attr("extrapolation_value"))
         self._cache: dict = {}
 
