@@ -604,6 +604,84 @@ class SequenceOps:
             return tf.pad(y, [[0, o - n] for o, n in zip(shape, inferred)])
         self._emit_node(op, max_unpool, static=(2,))
 
+    def visit_roialign(self, op, network) -> None:
+        """RoiAlign (He et al., Mask R-CNN, https://arxiv.org/abs/1703.06870):
+        https://onnx.ai/onnx/operators/onnx__RoiAlign.html — per region and output bin,
+        bilinear samples on a regular grid (sampling_ratio, or ceil(bin size)), averaged
+        (avg) or the largest weighted corner (max, as ONNX's reference). The sample
+        positions depend on the regions' values, read when the closure runs (traced:
+        at trace time); differentiable in X."""
+        a = op.attributes
+        mode = _text(a.get("mode"), "avg")
+        half_pixel = _text(a.get("coordinate_transformation_mode"), "half_pixel") == \
+            "half_pixel"
+        out_h, out_w = int(a.get("output_height") or 1), int(a.get("output_width") or 1)
+        ratio = int(a.get("sampling_ratio") or 0)
+        spatial_scale = float(a["spatial_scale"] if a.get("spatial_scale") is not None
+                              else 1.0)
+        if mode not in ("avg", "max"):
+            raise self._node_error(op, f"mode={mode!r} is not 'avg' or 'max'", Deep500Error)
+
+        def axis_samples(start, length, bins, grid, size):
+            """Per (bin, sample): (low, high) indices, (low, high) weights and whether
+            the sample lies inside [-1, size]."""
+            bin_size = length / bins
+            pos = (start + np.arange(bins)[:, None] * bin_size
+                   + (np.arange(grid)[None, :] + 0.5) * bin_size / grid)
+            inside = (pos >= -1.0) & (pos <= size)
+            pos = np.maximum(pos, 0)
+            low = np.floor(pos).astype(np.int64)
+            edge = low >= size - 1
+            low = np.where(edge, size - 1, low)
+            high = np.where(edge, size - 1, low + 1)
+            pos = np.where(edge, low, pos)
+            frac = pos - low
+            return (low, high), (1 - frac, frac), inside
+
+        def roi_align(x, rois, batch_indices):
+            boxes = _static(rois)
+            batches = _static(batch_indices)
+            if boxes is None or batches is None:
+                raise self._node_error(op, "the values of rois and batch_indices are "
+                                           "computed at run time inside a traced function; "
+                                           "use mode='eager'", UnsupportedError)
+            n, c, height, width = x.shape
+            flat = tf.reshape(x, [n, c, height * width])
+            results = []
+            offset = 0.5 if half_pixel else 0.0
+            for box, b in zip(np.asarray(boxes, np.float64).reshape(-1, 4),
+                              np.asarray(batches).reshape(-1)):
+                x1, y1, x2, y2 = box * spatial_scale - offset
+                roi_w, roi_h = x2 - x1, y2 - y1
+                if not half_pixel:
+                    roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+                grid_h = ratio if ratio > 0 else int(np.ceil(roi_h / out_h))
+                grid_w = ratio if ratio > 0 else int(np.ceil(roi_w / out_w))
+                count = max(grid_h * grid_w, 1)
+                ys, wys, in_y = axis_samples(y1, roi_h, out_h, grid_h, height)
+                xs, wxs, in_x = axis_samples(x1, roi_w, out_w, grid_w, width)
+                # (out_h, out_w, grid_h, grid_w, 4 corners): flat positions and weights.
+                inside = in_y[:, None, :, None] & in_x[None, :, None, :]
+                index, weight = [], []
+                for yi, wy in zip(ys, wys):
+                    for xi, wx in zip(xs, wxs):
+                        index.append(yi[:, None, :, None] * width + xi[None, :, None, :])
+                        weight.append(np.where(inside, wy[:, None, :, None]
+                                               * wx[None, :, None, :], 0.0))
+                index = np.where(inside[..., None], np.stack(index, -1), 0)
+                weight = np.stack(weight, -1)
+                values = tf.gather(flat[int(b)], index.reshape(-1), axis=1)
+                values = tf.reshape(values, [c, out_h, out_w, grid_h * grid_w, 4]) * \
+                    tf.constant(weight.reshape(out_h, out_w, grid_h * grid_w, 4), x.dtype)
+                if mode == "avg":
+                    results.append(tf.reduce_sum(values, [3, 4]) / count)
+                else:
+                    results.append(tf.reduce_max(values, [3, 4]))
+            if not results:
+                return tf.zeros([0, c, out_h, out_w], x.dtype)
+            return tf.stack(results)
+        self._emit_node(op, roi_align, static=(1, 2))
+
     # -- recurrent -----------------------------------------------------------------
     def _recurrent(self, op, gates: int, defaults: tuple, cell) -> None:
         """RNN, GRU and LSTM: https://onnx.ai/onnx/operators/onnx__RNN.html, .../onnx__GRU.html,
