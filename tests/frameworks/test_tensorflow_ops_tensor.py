@@ -757,3 +757,21 @@ def test_traced_function_mode(case):
     op_type, inputs, attrs, n_outputs, const, with_reference = case
     check_forward(op_type, inputs, attrs, n_outputs, const, mode="function",
                   against_reference=with_reference)
+
+
+def test_integer_convolutions():
+    r = np.random.default_rng(0)
+    x = r.integers(0, 255, (1, 4, 7, 6)).astype(np.uint8)
+    w = r.integers(0, 255, (6, 2, 3, 2)).astype(np.uint8)
+    for attrs in ({"group": 2}, {"group": 2, "pads": [1, 0, 1, 1], "strides": [2, 1]},
+                  {"group": 2, "dilations": [2, 1], "auto_pad": "SAME_UPPER"}):
+        onnx_only("ConvInteger", [x, w, np.array(100, np.uint8), np.array(120, np.uint8)],
+                  attrs)
+    onnx_only("ConvInteger", [x[:, :2], w], {})
+    signed = r.integers(-60, 60, (3, 4, 3, 3)).astype(np.int8)
+    bias = r.integers(-500, 500, 3).astype(np.int32)
+    for w_scale in (np.array(0.01, np.float32), np.array([0.01, 0.02, 0.005], np.float32)):
+        zero = np.zeros(w_scale.shape, np.int8)
+        onnx_only("QLinearConv", [x, np.array(0.05, np.float32), np.array(128, np.uint8),
+                                  signed, w_scale, zero, np.array(0.8, np.float32),
+                                  np.array(90, np.uint8), bias], {"pads": [1, 1, 1, 1]})

@@ -17,6 +17,7 @@ import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.window import resolve_pads
 
 
 # -- small helpers of the closures -----------------------------------------------------------
@@ -838,6 +839,59 @@ class TensorOps:
                 b_int = b_int - tf.cast(b_zero, tf.int32)   # per column of b broadcasts
             return tf.linalg.matmul(a_int, b_int)
         self.emit(matmul_integer, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def _integer_conv(self, op, x, w, x_zero, w_zero):
+        """The int32 convolution of zero-point-shifted integer operands (NCHW, OIHW), as
+        an exact float64 convolution in channels-last."""
+        a = op.attributes
+        group = int(_attr(op, "group", 1))
+        x = tf.cast(x, tf.float64) - (0 if x_zero is None else tf.cast(x_zero, tf.float64))
+        w = tf.cast(w, tf.float64)
+        if w_zero is not None:
+            zero = tf.cast(w_zero, tf.float64)
+            # per output channel: (M,) against weights (M, C/group, k...)
+            w = w - (tf.reshape(zero, [-1] + [1] * (len(w.shape) - 1))
+                     if len(zero.shape) == 1 else zero)
+        spatial = len(x.shape) - 2
+        kernel = list(w.shape[2:])
+        strides = list(a.get("strides") or [1] * spatial)
+        dilations = list(a.get("dilations") or [1] * spatial)
+        begin, end = resolve_pads(op.op_type, list(x.shape[2:]), kernel, strides=strides,
+                                  dilations=dilations, pads=a.get("pads"),
+                                  auto_pad=_attr(op, "auto_pad", "NOTSET"))
+        channels_last = tf.transpose(x, [0] + list(range(2, spatial + 2)) + [1])
+        channels_last = tf.pad(channels_last, [[0, 0]] + [[b, e] for b, e in zip(begin, end)]
+                               + [[0, 0]])
+        filters = tf.transpose(w, list(range(2, spatial + 2)) + [1, 0])
+        outputs = [tf.nn.convolution(xg, wg, strides=strides, padding="VALID",
+                                     dilations=dilations)
+                   for xg, wg in zip(tf.split(channels_last, group, axis=-1),
+                                     tf.split(filters, group, axis=-1))]
+        y = outputs[0] if group == 1 else tf.concat(outputs, axis=-1)
+        return tf.transpose(y, [0, spatial + 1] + list(range(1, spatial + 1)))
+
+    def visit_convinteger(self, op, network) -> None:
+        """ConvInteger: https://onnx.ai/onnx/operators/onnx__ConvInteger.html"""
+        def conv_integer(x, w, x_zero=None, w_zero=None):
+            return tf.cast(tf.round(self._integer_conv(op, x, w, x_zero, w_zero)), tf.int32)
+        self.emit(conv_integer, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def visit_qlinearconv(self, op, network) -> None:
+        """QLinearConv: the integer convolution (plus int32 bias), requantized with
+        x_scale·w_scale/y_scale (https://onnx.ai/onnx/operators/onnx__QLinearConv.html)."""
+        def qlinear_conv(x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias=None):
+            y = self._integer_conv(op, x, w, x_zero, w_zero)
+            if bias is not None:
+                y = y + tf.reshape(tf.cast(bias, tf.float64), [-1] + [1] * (len(y.shape) - 2))
+            w_scale = tf.cast(w_scale, tf.float64)
+            if len(w_scale.shape) == 1:   # per output channel
+                w_scale = tf.reshape(w_scale, [-1] + [1] * (len(y.shape) - 2))
+            scale = tf.cast(x_scale, tf.float64) * w_scale / tf.cast(y_scale, tf.float64)
+            target = _dtype(tf.convert_to_tensor(y_zero))
+            y = tf.round(y * scale) + tf.cast(y_zero, tf.float64)
+            bounds = np.iinfo(target.as_numpy_dtype)
+            return tf.cast(tf.clip_by_value(y, float(bounds.min), float(bounds.max)), target)
+        self.emit(qlinear_conv, [self.key(n) for n in op.inputs], op.outputs[0])
 
     # -- windows and spectra -------------------------------------------------------------
     def _window(self, op, coefficients) -> None:
