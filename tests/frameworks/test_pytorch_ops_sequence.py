@@ -224,6 +224,49 @@ def test_attention_3d_without_heads_is_refused():
         d5pt.from_onnx(model).inference({n: v for n, v in inputs.items() if v is not None})
 
 
+def linear_attention_inputs(rng, dtype, rule, q_heads=2, kv_heads=1, steps=3, d_k=3,
+                            d_v=2, past=False, per_key_decay=False, scalar_beta=False):
+    key = rand(rng, 2, steps, kv_heads, d_k)
+    key = key / np.linalg.norm(key, axis=-1, keepdims=True)   # L2-normalised, as the
+    inputs = {"q": rand(rng, 2, steps, q_heads * d_k, dtype=dtype),   # delta rules expect
+              "k": key.reshape(2, steps, -1).astype(dtype),
+              "v": rand(rng, 2, steps, kv_heads * d_v, dtype=dtype),
+              "past": rand(rng, 2, kv_heads, d_k, d_v, dtype=dtype) if past else None,
+              "decay": None, "beta": None}
+    if "gated" in rule:
+        width = kv_heads * d_k if per_key_decay else kv_heads
+        inputs["decay"] = -np.abs(rand(rng, 2, steps, width, dtype=dtype)) * 0.5
+    if "delta" in rule:
+        width = 1 if scalar_beta else kv_heads
+        inputs["beta"] = (1 / (1 + np.exp(-rand(rng, 2, steps, width)))).astype(dtype)
+    return inputs
+
+
+LINEAR_ATTENTION_CASES = {
+    "linear": ("linear", dict(q_heads=2, kv_heads=2), {}),
+    "gated_per_head_past": ("gated", dict(past=True), {"scale": 0.7}),
+    "delta_scalar_beta": ("delta", dict(scalar_beta=True), {}),
+    "gated_delta_gqa_per_key": ("gated_delta", dict(q_heads=4, kv_heads=2, past=True,
+                                                    per_key_decay=True), {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])   # float64: not in its types
+@pytest.mark.parametrize("case", sorted(LINEAR_ATTENTION_CASES))
+def test_linear_attention(case, dtype):
+    rule, shape, extra = LINEAR_ATTENTION_CASES[case]
+    rng = np.random.default_rng(len(case))
+    inputs = linear_attention_inputs(rng, dtype, rule, **shape)
+    attributes = {"update_rule": rule, "q_num_heads": shape.get("q_heads", 2),
+                  "kv_num_heads": shape.get("kv_heads", 1), **extra}
+    check_forward("LinearAttention", inputs, attributes, 2, opset=27, oracle="onnx")
+    if dtype == np.float32:
+        # float32 central differences: eps 1e-2 keeps roundoff (1e-7/eps) and truncation
+        # (eps² · third derivative, O(1) here) near 1e-4.
+        check_gradients_numerically("LinearAttention", inputs, attributes, 27, outputs=2,
+                                    eps=1e-2, tolerance=dict(rtol=1e-2, atol=2e-3))
+
+
 # -- normalization and transformer blocks ----------------------------------------------
 def norm_cases(dtype):
     rng = np.random.default_rng(3)
@@ -465,19 +508,22 @@ def test_resampling_gradients(case):
     check_gradients(op_type, inputs, attributes, opset)
 
 
-def check_gradients_numerically(op_type, inputs, attributes, opset, eps=1e-6):
+def check_gradients_numerically(op_type, inputs, attributes, opset, eps=1e-6, outputs=1,
+                                tolerance=None):
     """For operators the reference executor lacks: d loss / d (float inputs) against
     central differences of the PyTorch executor's own loss (float64: truncation error
     O(eps²), roundoff O(1e-16/eps) = 1e-10)."""
     rng = np.random.default_rng(11)
+    dtype = next(v.dtype for v in inputs.values()
+                 if v is not None and np.issubdtype(v.dtype, np.floating))
     params = {n for n, v in inputs.items()
               if v is not None and np.issubdtype(v.dtype, np.floating)}
-    probe = one_node(op_type, inputs, attributes, 1, opset, params=params)
+    probe = one_node(op_type, inputs, attributes, outputs, opset, params=params)
     shape = d5pt.from_onnx(probe).inference({})["y0"].shape
     loss_nodes = [helper.make_node("Mul", ["y0", "loss_R"], ["weighted"]),
                   helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0)]
-    weights = {"loss_R": rng.standard_normal(shape)}
-    model = one_node(op_type, inputs, attributes, 1, opset, params=params,
+    weights = {"loss_R": rng.standard_normal(shape).astype(dtype)}
+    model = one_node(op_type, inputs, attributes, outputs, opset, params=params,
                      extra_nodes=loss_nodes, extra_inits=weights, graph_outputs=["loss"])
     executor = d5pt.from_onnx(model)
     got = executor.inference_and_backprop({}, "loss")
@@ -490,11 +536,11 @@ def check_gradients_numerically(op_type, inputs, attributes, opset, eps=1e-6):
                 shifted = value.copy()
                 shifted[index] += sign * eps
                 network.feed_tensor(name, shifted)
-                numeric[index] += sign * float(executor.inference({})["loss"])
+                numeric[index] += sign * np.float64(executor.inference({})["loss"])
             numeric[index] /= 2 * eps
         network.feed_tensor(name, value)
-        np.testing.assert_allclose(got[gradient_name(name)], numeric, rtol=1e-6, atol=1e-8,
-                                   err_msg=name)
+        np.testing.assert_allclose(got[gradient_name(name)], numeric, err_msg=name,
+                                   **(tolerance or dict(rtol=1e-6, atol=1e-8)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

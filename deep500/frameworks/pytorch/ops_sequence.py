@@ -12,7 +12,8 @@ from __future__ import annotations
 
 
 from deep500.frameworks.pytorch._torch_common import torch_dtype
-from deep500.frameworks.pytorch.seq_attention import attention, rotary_embedding
+from deep500.frameworks.pytorch.seq_attention import (attention, linear_attention,
+                                                     rotary_embedding)
 from deep500.frameworks.pytorch.seq_recurrent import activation_functions, recurrent
 from deep500.frameworks.pytorch.seq_resample import (ResizePlans, apply_resize,
                                                      center_crop_pad, col2im, lp_pool)
@@ -64,6 +65,20 @@ class SequenceOps:
 
         def run(*inputs):
             results = attention(*inputs, **options)
+            return results[:outputs] if outputs > 1 else results[0]
+        self._emit(op, run)
+
+    def visit_linearattention(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__LinearAttention.html (``chunk_size`` is a
+        tuning hint without effect on the result)."""
+        a = op.attributes
+        options = dict(q_num_heads=a.get("q_num_heads"), kv_num_heads=a.get("kv_num_heads"),
+                       scale=a.get("scale") or 0.0,
+                       update_rule=_text(a.get("update_rule"), "gated_delta"))
+        outputs = len(op.outputs)
+
+        def run(*inputs):
+            results = linear_attention(*inputs, **options)
             return results[:outputs] if outputs > 1 else results[0]
         self._emit(op, run)
 

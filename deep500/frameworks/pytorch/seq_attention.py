@@ -170,3 +170,61 @@ def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved=
         rotated = torch.cat([real, imag], -1)
     y = torch.cat([rotated, kept], -1)
     return y.transpose(1, 2) if X.dim() == 4 else y.reshape(shape)
+
+
+LINEAR_UPDATE_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def linear_attention(query, key, value, past_state=None, decay=None, beta=None, *,
+                     q_num_heads, kv_num_heads, scale=0.0, update_rule="gated_delta"):
+    """(output, present_state) of ONNX LinearAttention
+    (https://onnx.ai/onnx/operators/onnx__LinearAttention.html), the recurrence run
+    token by token: the state S (batch, kv heads, d_k, d_v) decays by exp(decay)
+    ('gated', 'gated_delta'), takes k ⊗ v, or β·k ⊗ (v − Sᵀk) with the delta rule
+    ('delta', 'gated_delta'), and each query head reads scale·qᵀS of its KV head.
+    Computed in float32 at least, as the operator's reference."""
+    if update_rule not in LINEAR_UPDATE_RULES:
+        raise ShapeError(f"LinearAttention: update_rule {update_rule!r} is not one of "
+                         f"{LINEAR_UPDATE_RULES}")
+    gating, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta",
+                                                                            "gated_delta")
+    if gating != (decay is not None) or delta != (beta is not None):
+        raise ShapeError(f"LinearAttention: update_rule {update_rule!r} "
+                         f"{'needs' if gating else 'forbids'} the input decay and "
+                         f"{'needs' if delta else 'forbids'} the input beta")
+    if not q_num_heads or not kv_num_heads or q_num_heads % kv_num_heads:
+        raise ShapeError(f"LinearAttention: q_num_heads ({q_num_heads}) must be a positive "
+                         f"multiple of kv_num_heads ({kv_num_heads})")
+    dtype = query.dtype
+    compute = torch.promote_types(dtype, torch.float32)
+    batch, steps = query.shape[0], query.shape[1]
+    q = _split_heads(query.to(compute), q_num_heads, "query")
+    k = _split_heads(key.to(compute), kv_num_heads, "key")
+    v = _split_heads(value.to(compute), kv_num_heads, "value")
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    if gating:
+        per_head = decay.shape[-1] == kv_num_heads
+        decay = decay.to(compute).reshape(batch, steps, kv_num_heads,
+                                          1 if per_head else d_k)
+        decay = decay.transpose(1, 2)                      # (batch, heads, steps, 1 or d_k)
+    if delta:
+        beta = beta.to(compute).reshape(batch, steps, beta.shape[-1], 1).transpose(1, 2)
+    state_dtype = dtype if past_state is None else past_state.dtype
+    state = (q.new_zeros((batch, kv_num_heads, d_k, d_v)) if past_state is None
+             else past_state.to(compute))
+    group = q_num_heads // kv_num_heads
+    factor = scale if scale else 1.0 / math.sqrt(d_k)
+    outputs = []
+    for t in range(steps):
+        k_t, v_t = k[:, :, t], v[:, :, t]
+        if gating:
+            state = state * torch.exp(decay[:, :, t]).unsqueeze(-1)
+        if delta:
+            retrieved = (state * k_t.unsqueeze(-1)).sum(-2)          # Sᵀk: (b, h, d_v)
+            v_t = beta[:, :, t] * (v_t - retrieved)
+        state = state + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)
+        read = state.repeat_interleave(group, 1) if group > 1 else state
+        outputs.append(factor * (q[:, :, t].unsqueeze(-1) * read).sum(-2))
+    output = torch.stack(outputs, 2)                              # (b, h_q, steps, d_v)
+    output = output.transpose(1, 2).reshape(batch, steps, q_num_heads * d_v)
+    return output.to(dtype), state.to(state_dtype)
