@@ -589,3 +589,25 @@ def test_roi_align_forward_and_gradient(attrs):
     # Linear in X (piecewise, for max): float64 central differences exact to rounding.
     finite_difference_check("RoiAlign", [x, rois, batch], attrs, 1, params=(0,),
                             eps=1e-4, tol=dict(rel=1e-7, abs=1e-8))
+
+
+DEFORM = [  # (id, inputs X, W, offset, B, mask, attributes)
+    ("plain", [normal(1, 2, 4, 4), normal(3, 2, 2, 2, seed=1),
+               uniform(-1.3, 1.3, 1, 8, 3, 3, seed=2)], {}),
+    ("groups_mask_bias_pads", [normal(2, 4, 4, 5), normal(4, 2, 2, 3, seed=1),
+                               uniform(-1.3, 1.3, 2, 2 * 12, 2, 2, seed=2),
+                               normal(4, seed=3), uniform(0, 1, 2, 12, 2, 2, seed=4)],
+     {"group": 2, "offset_group": 2, "pads": [1, 0, 0, 1], "strides": [2, 2]}),
+    ("dilations", [normal(1, 1, 5, 5), normal(1, 1, 2, 2, seed=1),
+                   uniform(-0.7, 0.7, 1, 8, 3, 4, seed=2)], {"dilations": [2, 1]}),
+]
+
+
+@pytest.mark.parametrize("case", DEFORM, ids=[c[0] for c in DEFORM])
+def test_deform_conv_forward_and_gradient(case):
+    _, inputs, attrs = case
+    check_forward("DeformConv", f32(inputs), attrs, reference=False)
+    # Piecewise bilinear in the offsets (kinks at integer positions, which random
+    # offsets miss by far more than eps): float64 central differences.
+    finite_difference_check("DeformConv", inputs, attrs, 1, params=tuple(range(len(inputs))),
+                            eps=1e-6, tol=dict(rel=1e-6, abs=1e-8))

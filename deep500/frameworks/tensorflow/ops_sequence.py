@@ -901,6 +901,69 @@ class SequenceOps:
             return y if b is None else tf.nn.bias_add(y, _like(b, y))
         self._channels_last_op(op, conv_transpose)
 
+    def visit_deformconv(self, op, network) -> None:
+        """DeformConv (Dai et al., https://arxiv.org/abs/1703.06211; modulated by a mask,
+        Zhu et al., https://arxiv.org/abs/1811.11168), 2-D:
+        https://onnx.ai/onnx/operators/onnx__DeformConv.html — every kernel tap reads X
+        bilinearly (zero outside) at its position plus a learned offset, per offset
+        group, times the mask; then a grouped convolution of these columns.
+        Differentiable in X, W, offset, B and mask."""
+        a = op.attributes
+        group = int(a.get("group") or 1)
+        offset_group = int(a.get("offset_group") or 1)
+
+        def deform_conv(x, w, offset, b=None, mask=None):
+            if len(x.shape) != 4:
+                raise self._node_error(op, f"only 2-D deformable convolutions are "
+                                           f"supported; X has shape {list(x.shape)}",
+                                       UnsupportedError)
+            n, c, height, width = x.shape
+            out_c, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+            oh, ow = offset.shape[2], offset.shape[3]
+            if c != w.shape[1] * group or out_c % group or c % offset_group or \
+                    offset.shape[1] != offset_group * kh * kw * 2:
+                raise self._node_error(op, f"X {list(x.shape)}, W {list(w.shape)} and offset "
+                                           f"{list(offset.shape)} do not fit group={group} "
+                                           f"and offset_group={offset_group}")
+            strides = list(a.get("strides") or [1, 1])
+            dilations = list(a.get("dilations") or [1, 1])
+            pads = list(a.get("pads") or [0, 0, 0, 0])
+            offset = tf.reshape(_like(offset, x), [n, offset_group, kh, kw, 2, oh, ow])
+            base_y = (np.arange(kh)[:, None] * dilations[0] + np.arange(oh)[None, :]
+                      * strides[0] - pads[0])                                 # (kh, oh)
+            base_x = (np.arange(kw)[:, None] * dilations[1] + np.arange(ow)[None, :]
+                      * strides[1] - pads[1])                                 # (kw, ow)
+            y = offset[:, :, :, :, 0] + tf.constant(
+                base_y[:, None, :, None].astype(x.dtype.as_numpy_dtype))    # (n,g,kh,kw,oh,ow)
+            xs = offset[:, :, :, :, 1] + tf.constant(
+                base_x[None, :, None, :].astype(x.dtype.as_numpy_dtype))
+            y0, x0 = tf.stop_gradient(tf.floor(y)), tf.stop_gradient(tf.floor(xs))
+            ly, lx = y - y0, xs - x0
+            grouped = tf.reshape(x, [n, offset_group, c // offset_group, height * width])
+            columns = None
+            for dy, wy in ((0, 1 - ly), (1, ly)):
+                for dx, wx in ((0, 1 - lx), (1, lx)):
+                    yc, xc = y0 + dy, x0 + dx
+                    valid = (yc >= 0) & (yc <= height - 1) & (xc >= 0) & (xc <= width - 1)
+                    index = tf.cast(tf.clip_by_value(yc, 0, height - 1) * width
+                                    + tf.clip_by_value(xc, 0, width - 1), tf.int32)
+                    values = tf.gather(grouped, tf.reshape(index, [n, offset_group, -1]),
+                                       axis=3, batch_dims=2)          # (n, g, c/g, L)
+                    values = tf.reshape(values, [n, offset_group, c // offset_group, kh, kw,
+                                                 oh, ow])
+                    weight = tf.where(valid, wy * wx, tf.zeros_like(wy))
+                    term = values * weight[:, :, tf.newaxis]
+                    columns = term if columns is None else columns + term
+            if mask is not None:
+                columns = columns * tf.reshape(_like(mask, x), [n, offset_group, 1, kh, kw,
+                                                                oh, ow])
+            columns = tf.reshape(columns, [n, group, c // group, kh, kw, oh, ow])
+            filters = tf.reshape(_like(w, x), [group, out_c // group, c // group, kh, kw])
+            y_out = tf.reshape(tf.einsum("ngckluv,gockl->ngouv", columns, filters),
+                               [n, out_c, oh, ow])
+            return y_out if b is None else y_out + tf.reshape(_like(b, x), [1, -1, 1, 1])
+        self._emit_node(op, deform_conv)
+
     def visit_lppool(self, op, network) -> None:
         """LpPool: (Σ |x|^p over each window)^(1/p), zero padding:
         https://onnx.ai/onnx/operators/onnx__LpPool.html (strides, dilations, pads,
