@@ -23,7 +23,7 @@ def group_by_operator(ops: Iterable) -> dict:
     """``{(domain, op_type, opset version): [node names]}`` in first-use order."""
     groups: dict = {}
     for op in ops:
-        key = (_domain(op), op.op_type, op.since_version)
+        key = (_domain(op), op.op_type, getattr(op, "original_version", op.since_version))
         groups.setdefault(key, []).append(op.name)
     return groups
 
