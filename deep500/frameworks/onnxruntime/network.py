@@ -275,9 +275,18 @@ class OnnxRuntimeNetwork(Network):
         proto = onnx.ModelProto()
         proto.CopyFrom(self.model.proto)
         graph = proto.graph
-        for node, op in zip(graph.node, self.model.operations):
+        # Matched by outputs, not position: normalisation may expand one node of an
+        # old opset into several operations (e.g. Flatten, Softmax, Reshape).
+        named = {}
+        for op in self.model.operations:
+            for output in op.outputs:
+                if output:
+                    named.setdefault(output, op.name)
+        for node in graph.node:
             if not node.name:
-                node.name = op.name
+                name = next((named[o] for o in node.output if o in named), None)
+                if name is not None:
+                    node.name = name
         for tensor in graph.initializer:
             if tensor.name in self._fed_initializers:
                 tensor.CopyFrom(onnx.numpy_helper.from_array(self.initializers[tensor.name],
