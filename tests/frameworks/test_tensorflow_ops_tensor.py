@@ -775,3 +775,20 @@ def test_integer_convolutions():
         onnx_only("QLinearConv", [x, np.array(0.05, np.float32), np.array(128, np.uint8),
                                   signed, w_scale, zero, np.array(0.8, np.float32),
                                   np.array(90, np.uint8), bias], {"pads": [1, 1, 1, 1]})
+
+
+def test_roialign():
+    x = normal(2, 3, 10, 8)
+    rois = np.array([[0, 0, 7, 9], [1.5, 2.2, 5.1, 6.4], [-2, -1, 3, 2], [6, 8, 12, 13]],
+                    np.float64)
+    batch = np.array([0, 1, 1, 0], np.int64)
+    for mode in ("avg", "max"):
+        for transform in ("half_pixel", "output_half_pixel"):
+            for ratio, scale in ((0, 1.0), (2, 0.5)):
+                attrs = {"mode": mode, "coordinate_transformation_mode": transform,
+                         "output_height": 3, "output_width": 2, "sampling_ratio": ratio,
+                         "spatial_scale": scale}
+                onnx_only("RoiAlign", [x.astype(np.float32), rois.astype(np.float32), batch],
+                          attrs)
+    check_gradients_numerically("RoiAlign", [x, rois, batch],
+                                {"output_height": 2, "output_width": 2}, const=(1, 2))
