@@ -569,28 +569,6 @@ def test_max_unpool_forward_and_gradient(output_shape):
     check_gradients("MaxUnpool", inputs, attrs, const=(1, 2))
 
 
-ROI_ALIGN = [  # attributes
-    {},
-    {"mode": "max", "output_height": 2, "output_width": 3, "sampling_ratio": 2},
-    {"coordinate_transformation_mode": "output_half_pixel", "spatial_scale": 0.5,
-     "output_height": 3, "output_width": 2},
-]
-
-
-@pytest.mark.parametrize("attrs", ROI_ALIGN, ids=["avg", "max", "output_half_pixel"])
-def test_roi_align_forward_and_gradient(attrs):
-    x = normal(2, 3, 6, 7)
-    rois = np.array([[0.5, 1.0, 4.2, 5.5], [-1.5, 0.0, 3.0, 2.5], [2.0, 2.0, 9.0, 8.0]])
-    batch = np.array([1, 0, 1], np.int64)
-    check_forward("RoiAlign", [x.astype(np.float32), rois.astype(np.float32), batch], attrs,
-                  reference=False)
-    check_forward("RoiAlign", [x.astype(np.float32), rois.astype(np.float32), batch], attrs,
-                  const=(1, 2), mode="function", reference=False)
-    # Linear in X (piecewise, for max): float64 central differences exact to rounding.
-    finite_difference_check("RoiAlign", [x, rois, batch], attrs, 1, params=(0,),
-                            eps=1e-4, tol=dict(rel=1e-7, abs=1e-8))
-
-
 DEFORM = [  # (id, inputs X, W, offset, B, mask, attributes)
     ("plain", [normal(1, 2, 4, 4), normal(3, 2, 2, 2, seed=1),
                uniform(-1.3, 1.3, 1, 8, 3, 3, seed=2)], {}),
