@@ -571,6 +571,33 @@ def test_upsample(mode):
                     {"mode": mode}, opset=9)
 
 
+ROI_ALIGN_CASES = {
+    "avg_half_pixel": {"output_height": 3, "output_width": 2, "spatial_scale": 0.5},
+    "avg_output_half_pixel_ratio2": {"coordinate_transformation_mode": "output_half_pixel",
+                                     "sampling_ratio": 2, "output_height": 2,
+                                     "output_width": 2},
+    "max": {"mode": "max", "output_height": 2, "output_width": 3},
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(ROI_ALIGN_CASES))
+def test_roialign(case, dtype):
+    """Regions inside, across the border and outside the image; the reference executor
+    has no RoiAlign, so gradients (w.r.t. X and the regions) are checked numerically
+    (no sample sits on an integer coordinate, where bilinear weights have a kink)."""
+    rng = np.random.default_rng(len(case))
+    inputs = {"X": rand(rng, 2, 3, 6, 7, dtype=dtype),
+              "rois": np.array([[0.3, 1.1, 5.2, 4.7], [2.6, -1.4, 8.3, 3.2],
+                                [6.3, 5.1, 9.4, 9.3]], dtype),
+              "batch": np.array([1, 0, 1], np.int64)}
+    attributes = ROI_ALIGN_CASES[case]
+    check_forward("RoiAlign", inputs, attributes, opset=22, oracle="onnx",
+                  tolerance=FORWARD_TOL[np.float32])
+    if dtype == np.float64:
+        check_gradients_numerically("RoiAlign", inputs, attributes, 22)
+
+
 def test_resize_with_scales_computed_at_run_time():
     """scales from a graph input: the plans are made when the shape is seen."""
     rng = np.random.default_rng(0)

@@ -16,7 +16,8 @@ from deep500.frameworks.pytorch.seq_attention import (attention, linear_attentio
                                                      rotary_embedding)
 from deep500.frameworks.pytorch.seq_recurrent import activation_functions, recurrent
 from deep500.frameworks.pytorch.seq_resample import (ResizePlans, apply_resize,
-                                                     center_crop_pad, col2im, lp_pool)
+                                                     center_crop_pad, col2im, lp_pool,
+                                                     roi_align)
 from deep500.utils.errors import ShapeError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -309,6 +310,25 @@ class SequenceOps:
                                  "kernel; only 4-D X can use mode 'cubic'")
         self._emit(op, lambda x, grid: F.grid_sample(x, grid.to(x.dtype), mode, padding,
                                                      align))
+
+    def visit_roialign(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__RoiAlign.html (opset 10, which lacks
+        coordinate_transformation_mode, worked as 'output_half_pixel')."""
+        a = op.attributes
+        mode = _text(a.get("mode"), "avg")
+        coordinates = _text(a.get("coordinate_transformation_mode"), "output_half_pixel")
+        if mode not in ("avg", "max") or coordinates not in ("half_pixel",
+                                                             "output_half_pixel"):
+            raise self._fail(op, f"mode {mode!r} / coordinate_transformation_mode "
+                                 f"{coordinates!r} are not avg/max and half_pixel/"
+                                 f"output_half_pixel")
+        options = dict(mode=mode, output_height=int(a.get("output_height") or 1),
+                       output_width=int(a.get("output_width") or 1),
+                       sampling_ratio=int(a.get("sampling_ratio") or 0),
+                       spatial_scale=1.0 if a.get("spatial_scale") is None
+                       else float(a["spatial_scale"]),
+                       half_pixel=coordinates == "half_pixel")
+        self._emit(op, lambda x, rois, indices: roi_align(x, rois, indices, **options))
 
     def visit_lppool(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__LpPool.html"""

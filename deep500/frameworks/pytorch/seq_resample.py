@@ -164,3 +164,76 @@ def center_crop_pad(x, shape, axes):
             pad = [0, 0] * (rank - axis - 1) + [before, target - length - before]
             x = F.pad(x, pad)
     return x
+
+
+def _roi_axis(start, size, pooled: int, grid: int, length: int):
+    """Sample positions of one RoiAlign axis: (low, high, weight of low, weight of high)
+    per sample (pooled · grid samples); samples outside [-1, length] weigh nothing, as
+    onnx's reference and onnxruntime define them."""
+    device, dtype = start.device, start.dtype
+    bin_size = size / pooled
+    offsets = (torch.arange(pooled, device=device, dtype=dtype).unsqueeze(1) * bin_size
+               + (torch.arange(grid, device=device, dtype=dtype).unsqueeze(0) + 0.5)
+               * bin_size / grid)
+    position = (start + offsets).reshape(-1)
+    outside = (position < -1) | (position > length)
+    position = position.clamp(min=0)
+    low = position.detach().floor().long()
+    edge = low >= length - 1
+    low = torch.where(edge, torch.full_like(low, length - 1), low)
+    high = torch.where(edge, low, low + 1)
+    position = torch.where(edge, low.to(dtype), position)
+    upper = position - low.to(dtype)
+    lower = 1 - upper
+    zero = torch.zeros_like(upper)
+    return low, high, torch.where(outside, zero, lower), torch.where(outside, zero, upper)
+
+
+def roi_align(x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1,
+              sampling_ratio=0, spatial_scale=1.0, half_pixel=True):
+    """ONNX RoiAlign (https://onnx.ai/onnx/operators/onnx__RoiAlign.html): each region
+    (x1, y1, x2, y2) of ``rois`` (scaled by ``spatial_scale``, shifted by half a pixel
+    in 'half_pixel' mode, at least 1 pixel wide otherwise) pooled to output_height ×
+    output_width bins from a grid of bilinear samples per bin (sampling_ratio, or
+    ceil(bin size)); 'avg' averages the samples, 'max' takes the largest weighted corner
+    value of any sample, as onnxruntime."""
+    height, width = x.shape[2], x.shape[3]
+    rois = rois.to(x.dtype)
+    offset = 0.5 if half_pixel else 0.0
+    results = []
+    for r, b in enumerate(batch_indices.tolist()):
+        start_w, start_h, end_w, end_h = (rois[r] * spatial_scale - offset).unbind()
+        roi_w, roi_h = end_w - start_w, end_h - start_h
+        if not half_pixel:
+            roi_w, roi_h = roi_w.clamp(min=1.0), roi_h.clamp(min=1.0)
+        grid_h = sampling_ratio or max(int(math.ceil(roi_h.item() / output_height)), 0)
+        grid_w = sampling_ratio or max(int(math.ceil(roi_w.item() / output_width)), 0)
+        count = max(grid_h * grid_w, 1)
+        if grid_h == 0 or grid_w == 0:   # an empty region: no samples, zeros
+            results.append(x.new_zeros((x.shape[1], output_height, output_width)))
+            continue
+        y_low, y_high, hy, ly = _roi_axis(start_h, roi_h, output_height, grid_h, height)
+        x_low, x_high, hx, lx = _roi_axis(start_w, roi_w, output_width, grid_w, width)
+        image = x[int(b)]
+        if mode == "avg":
+            wy = image.new_zeros((len(y_low), height)).scatter_add(
+                1, y_low.unsqueeze(1), hy.unsqueeze(1)).scatter_add(
+                1, y_high.unsqueeze(1), ly.unsqueeze(1))
+            wx = image.new_zeros((len(x_low), width)).scatter_add(
+                1, x_low.unsqueeze(1), hx.unsqueeze(1)).scatter_add(
+                1, x_high.unsqueeze(1), lx.unsqueeze(1))
+            samples = torch.einsum("yh,chw,xw->cyx", wy, image, wx)
+            pooled = samples.reshape(-1, output_height, grid_h, output_width, grid_w)
+            results.append(pooled.sum((2, 4)) / count)
+        else:
+            rows_low, rows_high = image[:, y_low], image[:, y_high]
+            corners = torch.stack([
+                hy[:, None] * hx[None, :] * rows_low[:, :, x_low],
+                hy[:, None] * lx[None, :] * rows_low[:, :, x_high],
+                ly[:, None] * hx[None, :] * rows_high[:, :, x_low],
+                ly[:, None] * lx[None, :] * rows_high[:, :, x_high]]).amax(0)
+            pooled = corners.reshape(-1, output_height, grid_h, output_width, grid_w)
+            results.append(pooled.amax(4).amax(2))
+    if not results:
+        return x.new_zeros((0, x.shape[1], output_height, output_width))
+    return torch.stack(results)
