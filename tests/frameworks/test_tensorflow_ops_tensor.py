@@ -792,3 +792,16 @@ def test_roialign():
                           attrs)
     check_gradients_numerically("RoiAlign", [x, rois, batch],
                                 {"output_height": 2, "output_width": 2}, const=(1, 2))
+
+
+def test_melweightmatrix():
+    for bins, length, rate, low, high in ((8, 16, 8192, 0.0, 4096.0), (5, 64, 16000, 50.0,
+                                                                         6000.0),
+                                          (10, 32, 16000, 300.0, 7600.0)):
+        onnx_only("MelWeightMatrix", [np.array(bins, np.int64), np.array(length, np.int64),
+                                      np.array(rate, np.int64), np.array(low, np.float32),
+                                      np.array(high, np.float32)])
+    onnx_only("MelWeightMatrix", [np.array(4, np.int32), np.array(20, np.int32),
+                                  np.array(8000, np.int32), np.array(0, np.float32),
+                                  np.array(4000, np.float32)],
+              {"output_datatype": onnx.TensorProto.DOUBLE})

@@ -930,6 +930,38 @@ class TensorOps:
         """BlackmanWindow: https://onnx.ai/onnx/operators/onnx__BlackmanWindow.html"""
         self._window(op, (0.42, 0.5, 0.08))
 
+    def visit_melweightmatrix(self, op, network) -> None:
+        """MelWeightMatrix: triangular filters, peak 1, between mel-spaced edges mapped to
+        spectrogram bins (https://onnx.ai/onnx/operators/onnx__MelWeightMatrix.html; as
+        onnx's reference, num_mel_bins + 2 steps span the mel range)."""
+        output = int(_attr(op, "output_datatype", onnx.TensorProto.FLOAT))
+        dtype = tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(output))
+
+        def mel_weight_matrix(mel_bins, dft_length, sample_rate, lower_hz, upper_hz):
+            count = tf.reshape(tf.cast(mel_bins, tf.int64), [])
+            length = tf.reshape(tf.cast(dft_length, tf.float64), [])
+            rate = tf.reshape(tf.cast(sample_rate, tf.float64), [])
+
+            def mel(hz):
+                return 2595 * tf.math.log1p(tf.reshape(tf.cast(hz, tf.float64), []) / 700) \
+                    / math.log(10)
+            low, high = mel(lower_hz), mel(upper_hz)
+            edges = tf.range(count + 2, dtype=tf.float64)
+            edges = edges * ((high - low) / tf.cast(count + 2, tf.float64)) + low
+            edges = 700 * tf.math.expm1(edges / 2595 * math.log(10))
+            edges = tf.floor((length + 1) * edges / rate)
+            left, center, right = edges[None, :-2], edges[None, 1:-1], edges[None, 2:]
+            rows = tf.cast(tf.range(tf.cast(length, tf.int64) // 2 + 1), tf.float64)[:, None]
+            zero = tf.zeros_like(rows * left)
+            rising = tf.where((rows >= left) & (rows <= center) & (center > left),
+                              (rows - left) / tf.maximum(center - left, 1), zero)
+            rising = tf.where((center == left) & (rows == center), tf.ones_like(zero), rising)
+            falling = (rows >= center) & (rows < right) & (right > center)
+            weights = tf.where(falling, (right - rows) / tf.maximum(right - center, 1),
+                               rising)
+            return tf.cast(weights, dtype)
+        self.emit(mel_weight_matrix, [self.key(n) for n in op.inputs], op.outputs[0], rank=2)
+
     def visit_dft(self, op, network) -> None:
         """DFT: https://onnx.ai/onnx/operators/onnx__DFT.html (the last axis holds the
         real and, if of length 2, imaginary parts; ``axis`` an input from opset 20)."""
