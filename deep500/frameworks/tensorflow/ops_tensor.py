@@ -16,39 +16,16 @@ import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow._tf_common import (_axis, _ints, _shape_list, _static,
+                                                      _tf_dtype)
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import resolve_pads
 
 
 # -- small helpers of the closures -----------------------------------------------------------
-def _static_ints(value) -> list[int] | None:
-    """The integers of a constant operand, or None when only known at run time."""
-    if value is None:
-        return None
-    static = value if isinstance(value, np.ndarray) else tf.get_static_value(value)
-    return None if static is None else [int(v) for v in np.reshape(static, -1)]
-
-
-def _static(value):
-    """A constant operand's value as a NumPy array, or None if known only at run time."""
-    if value is None or isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, tf.Variable) and tf.executing_eagerly():
-        return value.numpy()
-    return tf.get_static_value(value)
-
-
-def _dtype(x):
-    return tf.as_dtype(x.dtype)
-
-
 def _attr(op, name, default):
     value = op.attributes.get(name)
     return default if value is None else value
-
-
-def _normalize_axis(axis: int, rank: int) -> int:
-    return axis + rank if axis < 0 else axis
 
 
 def _wrap_negative(indices, size):
@@ -61,7 +38,7 @@ def _wrap_negative(indices, size):
 def _in_wider(fn, x, *rest, types=(tf.float32, tf.float64)):
     """``fn`` on operands cast to a type TensorFlow has a kernel for: float32 for the
     narrower floats, int64 for integers, then cast back."""
-    dtype = _dtype(x)
+    dtype = _tf_dtype(x)
     if dtype in types:
         return fn(x, *rest)
     wide = tf.float32 if dtype.is_floating else tf.int64
@@ -75,7 +52,7 @@ def _truncated_mod(a, b):
     remainder = tf.stop_gradient(_in_wider(tf.truncatemod, a, b,
                                            types=(tf.int32, tf.int64, tf.float32,
                                                   tf.float64)))
-    if not _dtype(remainder).is_floating:
+    if not _tf_dtype(remainder).is_floating:
         return remainder
     a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
     quotient = tf.stop_gradient(tf.round((a - remainder) / b))
@@ -164,7 +141,7 @@ def _in_float(fn):
     """A reduction computed in float64 for integer inputs, cast back (as ONNX's
     reference does for ReduceL2, ReduceLogSum, ReduceLogSumExp)."""
     def reduce(x, axis=None, keepdims=True):
-        dtype = _dtype(x)
+        dtype = _tf_dtype(x)
         if dtype.is_floating:
             return fn(x, axis=axis, keepdims=keepdims)
         return tf.cast(fn(tf.cast(x, tf.float64), axis=axis, keepdims=keepdims), dtype)
@@ -235,8 +212,8 @@ class TensorOps:
     def visit_sign(self, op, network) -> None:
         """Sign: -1, 0 or 1 (unsigned integers: 0 or 1)."""
         def sign(x):
-            if _dtype(x).is_unsigned:
-                return tf.cast(tf.not_equal(x, 0), _dtype(x))
+            if _tf_dtype(x).is_unsigned:
+                return tf.cast(tf.not_equal(x, 0), _tf_dtype(x))
             return tf.sign(x)
         self._unary(op, sign)
 
@@ -304,7 +281,7 @@ class TensorOps:
         lambd = float(_attr(op, "lambd", 0.5))
 
         def shrink(x):
-            dtype = _dtype(x)
+            dtype = _tf_dtype(x)
             b = tf.cast(bias, dtype)
             low, high = tf.cast(-lambd, tf.float64), tf.cast(lambd, tf.float64)
             wide = tf.cast(x, tf.float64)
@@ -323,7 +300,7 @@ class TensorOps:
     def visit_prelu(self, op, network) -> None:
         """PRelu: slope·x where x < 0 (slope broadcast to x)."""
         def prelu(x, slope):
-            return tf.where(x < 0, tf.cast(slope, _dtype(x)) * x, x)
+            return tf.where(x < 0, tf.cast(slope, _tf_dtype(x)) * x, x)
         self._elementwise(op, prelu)
 
     def visit_swiglu(self, op, network) -> None:
@@ -343,7 +320,7 @@ class TensorOps:
         def mod(a, b):
             if fmod:
                 return _truncated_mod(a, b)
-            if _dtype(tf.convert_to_tensor(a)) in (tf.float16, tf.bfloat16):
+            if _tf_dtype(tf.convert_to_tensor(a)) in (tf.float16, tf.bfloat16):
                 return _in_wider(tf.math.floormod, a, b)
             return tf.math.floormod(a, b)
         self._elementwise(op, mod)
@@ -359,15 +336,15 @@ class TensorOps:
 
         def bit_shift(x, y):
             x = tf.convert_to_tensor(x)
-            y = tf.cast(y, _dtype(x))
-            bits = _dtype(x).size * 8
+            y = tf.cast(y, _tf_dtype(x))
+            bits = _tf_dtype(x).size * 8
             # Shifts by a negative amount or by the width or more: every bit shifted out
             # (an arithmetic right shift leaves the sign).
             out = tf.logical_or(y < 0, y >= bits)
             safe = tf.where(out, tf.zeros_like(y), y)
             if left:
                 return tf.where(out, tf.zeros_like(x), tf.bitwise.left_shift(x, safe))
-            fill = tf.where(x < 0, tf.cast(-1, _dtype(x)), tf.zeros_like(x))
+            fill = tf.where(x < 0, tf.cast(-1, _tf_dtype(x)), tf.zeros_like(x))
             return tf.where(out, fill, tf.bitwise.right_shift(x, safe))
         self._elementwise(op, bit_shift)
 
@@ -384,11 +361,11 @@ class TensorOps:
 
         def bit_cast(x):
             x = tf.convert_to_tensor(x)
-            if _dtype(x) == tf_target:
+            if _tf_dtype(x) == tf_target:
                 return x
             if tf_target == tf.bool:      # a byte of 0 or 1
                 return tf.not_equal(x, 0)
-            if _dtype(x) == tf.bool:
+            if _tf_dtype(x) == tf.bool:
                 return tf.bitcast(tf.cast(x, tf.uint8), tf_target)
             return tf.bitcast(x, tf_target)
         self._unary(op, bit_cast)
@@ -432,8 +409,8 @@ class TensorOps:
 
         def arg(x):
             x = tf.convert_to_tensor(x)
-            along = _normalize_axis(axis, len(x.shape))
-            if _dtype(x) == tf.bool:
+            along = _axis(axis, len(x.shape))
+            if _tf_dtype(x) == tf.bool:
                 x = tf.cast(x, tf.int8)
             hit = tf.equal(x, extreme(x, axis=along, keepdims=True))
             index = _first_along(hit, along, last)
@@ -455,10 +432,10 @@ class TensorOps:
 
         def hardmax(x):
             x = tf.convert_to_tensor(x)
-            along = _normalize_axis(axis, len(x.shape))
+            along = _axis(axis, len(x.shape))
             hit = tf.equal(x, tf.reduce_max(x, axis=along, keepdims=True))
             first = tf.logical_and(hit, tf.equal(tf.cumsum(tf.cast(hit, tf.int32), along), 1))
-            return tf.cast(first, _dtype(x))
+            return tf.cast(first, _tf_dtype(x))
         self.emit(hardmax, [self.key(op.inputs[0])], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
@@ -472,7 +449,7 @@ class TensorOps:
         def top_k(x, k):
             x = tf.convert_to_tensor(x)
             count = tf.reshape(tf.cast(k, tf.int32), [])
-            moved, back = _move_axis_last(x, _normalize_axis(axis, len(x.shape)))
+            moved, back = _move_axis_last(x, _axis(axis, len(x.shape)))
             order = tf.argsort(moved, axis=-1, stable=True,
                                direction="DESCENDING" if largest else "ASCENDING")
             indices = order[..., :count]
@@ -490,11 +467,11 @@ class TensorOps:
         dynamic_error = self._dynamic_error("axis")
 
         def cumulative(x, axis):
-            along = _static_ints(axis)
+            along = _ints(axis)
             if along is None:
                 raise dynamic_error
             x = tf.convert_to_tensor(x)
-            return tf_fn(x, axis=_normalize_axis(along[0], len(x.shape)),
+            return tf_fn(x, axis=_axis(along[0], len(x.shape)),
                          exclusive=exclusive, reverse=reverse)
         self.emit(cumulative, [self.key(op.inputs[0]), self.static_key(op.inputs[1])],
                   op.outputs[0], rank=self.rank(op.inputs[0]))
@@ -535,7 +512,7 @@ class TensorOps:
             x = tf.convert_to_tensor(x)
             dims = tf.shape(x, out_type=tf.int64)
             diagonal = tf.equal(tf.range(dims[1])[None, :] - tf.range(dims[0])[:, None], k)
-            return tf.cast(diagonal, target or _dtype(x))
+            return tf.cast(diagonal, target or _tf_dtype(x))
         self.emit(eye_like, [self.key(op.inputs[0])], op.outputs[0], rank=2)
 
     def visit_det(self, op, network) -> None:
@@ -574,7 +551,7 @@ class TensorOps:
             index = _wrap_negative(tf.cast(indices, tf.int64), size)
             values = tf.convert_to_tensor(values)
             return tf.one_hot(index, tf.cast(size, tf.int32), on_value=values[1],
-                              off_value=values[0], axis=where, dtype=_dtype(values))
+                              off_value=values[0], axis=where, dtype=_tf_dtype(values))
         self.emit(one_hot, [self.key(n) for n in op.inputs], op.outputs[0])
 
     def visit_gathernd(self, op, network) -> None:
@@ -604,7 +581,7 @@ class TensorOps:
             data, indices = tf.convert_to_tensor(data), tf.convert_to_tensor(indices)
             depth = indices.shape[-1]
             indices = _wrap_negative(indices, tf.shape(data, out_type=indices.dtype)[:depth])
-            return _scatter_nd(data, indices, tf.cast(updates, _dtype(data)), reduction)
+            return _scatter_nd(data, indices, tf.cast(updates, _tf_dtype(data)), reduction)
         self.emit(scatter_nd, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
@@ -615,10 +592,10 @@ class TensorOps:
 
         def scatter_elements(data, indices, updates):
             data, indices = tf.convert_to_tensor(data), tf.convert_to_tensor(indices)
-            along = _normalize_axis(axis, len(data.shape))
+            along = _axis(axis, len(data.shape))
             indices = _wrap_negative(indices, tf.shape(data, out_type=indices.dtype)[along])
             return _scatter_nd(data, _element_coordinates(indices, along),
-                               tf.cast(updates, _dtype(data)), reduction)
+                               tf.cast(updates, _tf_dtype(data)), reduction)
         self.emit(scatter_elements, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
@@ -641,7 +618,7 @@ class TensorOps:
         def tensor_scatter(cache, update, write_indices=None):
             cache, update = tf.convert_to_tensor(cache), tf.convert_to_tensor(update)
             rank = len(cache.shape)
-            along = _normalize_axis(axis, rank)
+            along = _axis(axis, rank)
             perm = [0, along] + [a for a in range(1, rank) if a != along]
             moved_cache, moved_update = tf.transpose(cache, perm), tf.transpose(update, perm)
             dims = tf.shape(moved_update, out_type=tf.int64)
@@ -654,7 +631,7 @@ class TensorOps:
             batch = tf.broadcast_to(tf.range(dims[0])[:, None], tf.shape(positions))
             indices = tf.stack([batch, positions], axis=-1)
             written = tf.tensor_scatter_nd_update(moved_cache, indices,
-                                                  tf.cast(moved_update, _dtype(cache)))
+                                                  tf.cast(moved_update, _tf_dtype(cache)))
             return tf.transpose(written, list(np.argsort(perm)))
         self.emit(tensor_scatter, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
@@ -668,7 +645,7 @@ class TensorOps:
         def reverse_sequence(x, lengths):
             x = tf.convert_to_tensor(x)
             rank = len(x.shape)
-            b, t = _normalize_axis(batch_axis, rank), _normalize_axis(time_axis, rank)
+            b, t = _axis(batch_axis, rank), _axis(time_axis, rank)
             perm = [b, t] + [a for a in range(rank) if a not in (b, t)]
             moved = tf.transpose(x, perm)
             steps = tf.range(tf.shape(moved, out_type=tf.int64)[1])[None, :]
@@ -689,7 +666,7 @@ class TensorOps:
             if axis is None:
                 x, along = tf.reshape(x, [-1]), 0
             else:
-                along = _normalize_axis(int(axis), len(x.shape))
+                along = _axis(int(axis), len(x.shape))
             condition = tf.cast(tf.reshape(condition, [-1]), tf.bool)
             size = tf.shape(x)[along]
             missing = tf.maximum(size - tf.size(condition), 0)
@@ -702,7 +679,7 @@ class TensorOps:
         row-major order."""
         def nonzero(x):
             x = tf.convert_to_tensor(x)
-            hit = x if _dtype(x) == tf.bool else tf.not_equal(x, tf.zeros([], _dtype(x)))
+            hit = x if _tf_dtype(x) == tf.bool else tf.not_equal(x, tf.zeros([], _tf_dtype(x)))
             return tf.transpose(tf.where(hit))
         self.emit(nonzero, [self.key(op.inputs[0])], op.outputs[0], rank=2)
 
@@ -721,7 +698,7 @@ class TensorOps:
                 moved, along = tf.reshape(x, [-1]), 0
                 rows, n_cols = moved[:, None], 1
             else:
-                along = _normalize_axis(int(axis), len(x.shape))
+                along = _axis(int(axis), len(x.shape))
                 perm = [along] + [a for a in range(len(x.shape)) if a != along]
                 moved = tf.transpose(x, perm)
                 other = list(moved.shape[1:])
@@ -753,9 +730,9 @@ class TensorOps:
                 zero_point = _quantization_parameter(tf.convert_to_tensor(zero_point), x,
                                                      axis, block_size)
                 shifted = shifted - tf.cast(zero_point, tf.float32)
-            y = shifted * tf.cast(scale, tf.float32) if _dtype(scale) != tf.float64 else (
+            y = shifted * tf.cast(scale, tf.float32) if _tf_dtype(scale) != tf.float64 else (
                 tf.cast(shifted, tf.float64) * scale)
-            return tf.cast(y, target or _dtype(scale))
+            return tf.cast(y, target or _tf_dtype(scale))
         self.emit(dequantize, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
@@ -781,7 +758,7 @@ class TensorOps:
         def quantize(x, scale, zero_point=None):
             x, scale = tf.convert_to_tensor(x), tf.convert_to_tensor(scale)
             scale = _quantization_parameter(scale, x, axis, block_size)
-            dtype = divide_in or _wider_float(_dtype(x), _dtype(scale))
+            dtype = divide_in or _wider_float(_tf_dtype(x), _tf_dtype(scale))
             q = tf.round(tf.cast(x, dtype) / tf.cast(scale, dtype))
             q = tf.cast(q, tf.float64)
             if zero_point is not None:
@@ -803,7 +780,7 @@ class TensorOps:
             scale = span / 255
             zero_point = tf.round(tf.clip_by_value(-low / scale, 0, 255))
             y = tf.clip_by_value(tf.round(x / scale) + zero_point, 0, 255)
-            return (tf.cast(y, tf.uint8), tf.cast(scale, _dtype(x)),
+            return (tf.cast(y, tf.uint8), tf.cast(scale, _tf_dtype(x)),
                     tf.cast(zero_point, tf.uint8))
         self.emit(dynamic_quantize, [self.key(op.inputs[0])], list(op.outputs))
 
@@ -818,14 +795,14 @@ class TensorOps:
             a_int = tf.cast(a, tf.int32) - tf.cast(a_zero, tf.int32)
             b_int = tf.cast(b, tf.int32) - tf.cast(b_zero, tf.int32)
             product = tf.cast(tf.linalg.matmul(a_int, b_int), tf.float64)
-            scale_dtype = _dtype(tf.convert_to_tensor(a_scale))
+            scale_dtype = _tf_dtype(tf.convert_to_tensor(a_scale))
             factor = (tf.cast(a_scale, scale_dtype) * tf.cast(b_scale, scale_dtype)
                       / tf.cast(y_scale, scale_dtype))
             y = product * tf.cast(factor, tf.float64)
-            target = _dtype(a)
+            target = _tf_dtype(a)
             if y_zero is not None:
                 y = y + tf.cast(y_zero, tf.float64)
-                target = _dtype(tf.convert_to_tensor(y_zero))
+                target = _tf_dtype(tf.convert_to_tensor(y_zero))
             elif y_zero_dtype is not None:
                 target = tf.as_dtype(y_zero_dtype)
             bounds = np.iinfo(target.as_numpy_dtype)
@@ -896,7 +873,7 @@ class TensorOps:
             if len(w_scale.shape) == 1:   # per output channel
                 w_scale = tf.reshape(w_scale, [-1] + [1] * (len(y.shape) - 2))
             scale = tf.cast(x_scale, tf.float64) * w_scale / tf.cast(y_scale, tf.float64)
-            target = _dtype(tf.convert_to_tensor(y_zero))
+            target = _tf_dtype(tf.convert_to_tensor(y_zero))
             y = tf.round(y * scale) + tf.cast(y_zero, tf.float64)
             bounds = np.iinfo(target.as_numpy_dtype)
             return tf.cast(tf.clip_by_value(y, float(bounds.min), float(bounds.max)), target)
@@ -975,11 +952,11 @@ class TensorOps:
             x = tf.convert_to_tensor(x)
             rank = len(x.shape)
             along = (int(attribute_axis) if attribute_axis is not None else -2) \
-                if axis is None else _static_ints(axis)
+                if axis is None else _ints(axis)
             if along is None:
                 raise dynamic_error
             along = along[0] if isinstance(along, list) else along
-            along = _normalize_axis(along, rank)
+            along = _axis(along, rank)
             if along == rank - 1:
                 raise ShapeError(f"DFT node '{op.name}': axis {along} is the real/imaginary "
                                  f"axis; transform one of the first {rank - 1} axes")
@@ -991,7 +968,7 @@ class TensorOps:
             n = signal.shape[-1]
             irfft = inverse and onesided
             if length is not None:
-                wanted = _static_ints(length)
+                wanted = _ints(length)
                 if wanted is None:
                     raise dynamic_error
                 wanted = wanted[0]
@@ -1000,7 +977,7 @@ class TensorOps:
             if irfft:   # a one-sided spectrum to a real signal of dft_length points
                 signal = tf.signal.irfft(signal, fft_length=[wanted])
                 signal = tf.transpose(signal, list(np.argsort(perm)))
-                return tf.cast(signal[..., None], _dtype(x))
+                return tf.cast(signal[..., None], _tf_dtype(x))
             if length is not None:
                 if wanted < n:
                     signal = signal[..., :wanted]
@@ -1013,7 +990,7 @@ class TensorOps:
                 spectrum = spectrum[..., :n // 2 + 1]
             spectrum = tf.transpose(spectrum, list(np.argsort(perm)))
             out = tf.stack([tf.math.real(spectrum), tf.math.imag(spectrum)], axis=-1)
-            return tf.cast(out, _dtype(x))
+            return tf.cast(out, _tf_dtype(x))
         self.emit(dft, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
 
     # -- detection -------------------------------------------------------------------------
@@ -1035,7 +1012,7 @@ class TensorOps:
 
         def non_max_suppression(boxes, scores, max_boxes=None, iou=None, threshold=None):
             boxes, scores = tf.convert_to_tensor(boxes), tf.convert_to_tensor(scores)
-            limit = _static_ints(max_boxes) if max_boxes is not None else [0]
+            limit = _ints(max_boxes) if max_boxes is not None else [0]
             if limit is None:
                 raise dynamic_error
             limit = limit[0] if limit else 0
@@ -1074,8 +1051,8 @@ class TensorOps:
 
         def stft(signal, step, window=None, length=None):
             signal = tf.convert_to_tensor(signal)
-            step = _static_ints(step)
-            size = _static_ints(length) if length is not None else (
+            step = _ints(step)
+            size = _ints(length) if length is not None else (
                 [window.shape[0]] if window is not None else None)
             if step is None or size is None or None in size:
                 raise dynamic_error
@@ -1090,7 +1067,7 @@ class TensorOps:
             if onesided:
                 spectrum = spectrum[..., :size[0] // 2 + 1]
             out = tf.stack([tf.math.real(spectrum), tf.math.imag(spectrum)], axis=-1)
-            return tf.cast(out, _dtype(signal))
+            return tf.cast(out, _tf_dtype(signal))
         self.emit(stft, inputs, op.outputs[0], rank=4)
 
     # -- rearrangements --------------------------------------------------------------------
@@ -1105,7 +1082,7 @@ class TensorOps:
 
         def rearrange(x):
             x = tf.convert_to_tensor(x)
-            n, c, h, w = _shape_of(x)
+            n, c, h, w = _shape_list(x)
             if to_depth:
                 split = tf.reshape(x, tf.stack([n, c, h // block, block, w // block, block]))
                 perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
@@ -1134,7 +1111,7 @@ class TensorOps:
     def visit_binarizer(self, op, network) -> None:
         """Binarizer (ai.onnx.ml): 1 where x > threshold, else 0, in x's type."""
         threshold = float(_attr(op, "threshold", 0.0))
-        self._unary(op, lambda x: tf.cast(x > tf.cast(threshold, _dtype(x)), _dtype(x)))
+        self._unary(op, lambda x: tf.cast(x > tf.cast(threshold, _tf_dtype(x)), _tf_dtype(x)))
 
     def visit_arrayfeatureextractor(self, op, network) -> None:
         """ArrayFeatureExtractor (ai.onnx.ml): the last axis' elements at the (flattened)
@@ -1170,7 +1147,7 @@ class TensorOps:
                 g = norm * x + g
                 h = h + g * g
                 new_h.append(h)
-                new_x.append(x - tf.cast(r, _dtype(x)) * g / (tf.sqrt(h) + epsilon))
+                new_x.append(x - tf.cast(r, _tf_dtype(x)) * g / (tf.sqrt(h) + epsilon))
             return tuple(new_x + new_h)
         self.emit(adagrad, [self.key(n) for n in op.inputs], list(op.outputs))
 
@@ -1189,7 +1166,7 @@ class TensorOps:
             first = tf.reshape(step, []) <= 0   # the first step takes the gradient whole
             new_x, new_v = [], []
             for x, g, v in zip(xs, gs, vs):
-                r = tf.cast(rate, _dtype(x))
+                r = tf.cast(rate, _tf_dtype(x))
                 g = norm * x + g
                 v = alpha * v + tf.where(first, tf.ones_like(g), beta * tf.ones_like(g)) * g
                 new_v.append(v)
@@ -1221,7 +1198,7 @@ class TensorOps:
                 h = beta * h + (1 - beta) * g * g
                 new_v.append(v)
                 new_h.append(h)
-                x = x - tf.cast(r, _dtype(x)) * (v / (tf.sqrt(h) + epsilon))
+                x = x - tf.cast(r, _tf_dtype(x)) * (v / (tf.sqrt(h) + epsilon))
                 new_x.append((1 - norm_post) * x)
             return tuple(new_x + new_v + new_h)
         self.emit(adam, [self.key(n) for n in op.inputs], list(op.outputs))
@@ -1311,7 +1288,8 @@ class TensorOps:
 
         def roi_align(x, rois, batch_indices):
             x = tf.convert_to_tensor(x)
-            boxes = _static(rois)
+            boxes = (rois.numpy() if isinstance(rois, tf.Variable) and tf.executing_eagerly()
+                     else _static(rois))
             if boxes is None:
                 raise dynamic_error
             height, width = x.shape[2], x.shape[3]
@@ -1342,8 +1320,8 @@ class TensorOps:
                     count = max(grid_h * grid_w, 1)
                     pooled.append(tf.reduce_sum(total, axis=[2, 4]) / count)
             if not pooled:
-                return tf.zeros([0, x.shape[1], out_h, out_w], _dtype(x))
-            return tf.cast(tf.stack(pooled), _dtype(x))
+                return tf.zeros([0, x.shape[1], out_h, out_w], _tf_dtype(x))
+            return tf.cast(tf.stack(pooled), _tf_dtype(x))
         self.emit(roi_align, inputs, op.outputs[0], rank=4)
 
 # -- helpers of the quantization operators ---------------------------------------------------
@@ -1354,19 +1332,13 @@ def _quantization_parameter(parameter, x, axis, block_size):
     if len(parameter.shape) == 0 or (len(parameter.shape) == 1 and parameter.shape[0] == 1
                                      and block_size == 0):
         return tf.reshape(parameter, [])
-    along = _normalize_axis(axis, rank)
+    along = _axis(axis, rank)
     if block_size > 0:
         repeated = tf.repeat(parameter, block_size, axis=along)
         return repeated[(slice(None),) * along + (slice(0, x.shape[along]),)]
     shape = [1] * rank
     shape[along] = -1
     return tf.reshape(parameter, shape)
-
-
-def _shape_of(x) -> list:
-    """Static dimensions, with dynamic ones where unknown."""
-    dynamic = tf.shape(x)
-    return [d if d is not None else dynamic[i] for i, d in enumerate(x.shape)]
 
 
 def _wider_float(a, b):
