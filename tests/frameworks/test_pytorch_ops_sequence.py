@@ -598,6 +598,45 @@ def test_roialign(case, dtype):
         check_gradients_numerically("RoiAlign", inputs, attributes, 22)
 
 
+@pytest.mark.parametrize("output_shape", [None, [1, 2, 5, 6]], ids=["inferred", "given"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_maxunpool(output_shape, dtype):
+    """Indices as MaxPool gives them (flat over the whole tensor)."""
+    rng = np.random.default_rng(2)
+    pooled, planes = torch.nn.functional.max_pool2d(torch.from_numpy(rand(rng, 1, 2, 4, 4)),
+                                                    2, 2, return_indices=True)
+    offsets = (torch.arange(2) * 16).view(1, 2, 1, 1)
+    inputs = {"X": pooled.numpy().astype(dtype), "I": (planes + offsets).numpy(),
+              "shape": None if output_shape is None else np.array(output_shape, np.int64)}
+    attributes = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    check_forward("MaxUnpool", inputs, attributes, opset=22, oracle="onnx")
+    check_forward("MaxUnpool", inputs, attributes, opset=22, oracle="d5ref")
+    if dtype == np.float64:
+        check_gradients("MaxUnpool", inputs, attributes, opset=22)
+
+
+@pytest.mark.parametrize("with_mask", [False, True], ids=["plain", "mask_bias"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_deformconv(with_mask, dtype):
+    """Offsets move taps off the grid and outside the image; the reference executor has
+    no DeformConv: onnx's reference for values (float32 tolerances, it samples through
+    float32 grids), central differences for gradients w.r.t. every input."""
+    rng = np.random.default_rng(3 + with_mask)
+    n, c, group, offset_group = 1, 4, 2, 2
+    inputs = {"X": rand(rng, n, c, 4, 5, dtype=dtype), "W": rand(rng, 6, c // group, 2, 2,
+                                                                  dtype=dtype),
+              "offset": rand(rng, n, offset_group * 2 * 2 * 2, 3, 3, dtype=dtype) * 1.3,
+              "B": rand(rng, 6, dtype=dtype) if with_mask else None,
+              "mask": rng.uniform(size=(n, offset_group * 4, 3, 3)).astype(dtype)
+              if with_mask else None}
+    attributes = {"group": group, "offset_group": offset_group, "pads": [1, 0, 0, 1],
+                  "strides": [1, 2], "dilations": [2, 1]}
+    check_forward("DeformConv", inputs, attributes, opset=22, oracle="onnx",
+                  tolerance=FORWARD_TOL[np.float32])
+    if dtype == np.float64:
+        check_gradients_numerically("DeformConv", inputs, attributes, 22)
+
+
 def test_resize_with_scales_computed_at_run_time():
     """scales from a graph input: the plans are made when the shape is seen."""
     rng = np.random.default_rng(0)

@@ -16,7 +16,8 @@ from deep500.frameworks.pytorch.seq_attention import (attention, linear_attentio
                                                      rotary_embedding)
 from deep500.frameworks.pytorch.seq_recurrent import activation_functions, recurrent
 from deep500.frameworks.pytorch.seq_resample import (ResizePlans, apply_resize,
-                                                     center_crop_pad, col2im, lp_pool,
+                                                     center_crop_pad, col2im,
+                                                     deform_conv, lp_pool, max_unpool,
                                                      roi_align)
 from deep500.utils.errors import ShapeError, require
 
@@ -329,6 +330,36 @@ class SequenceOps:
                        else float(a["spatial_scale"]),
                        half_pixel=coordinates == "half_pixel")
         self._emit(op, lambda x, rois, indices: roi_align(x, rois, indices, **options))
+
+    def visit_maxunpool(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__MaxUnpool.html"""
+        a = op.attributes
+        options = dict(kernel=list(a["kernel_shape"]), strides=a.get("strides"),
+                       pads=a.get("pads"))
+        names = list(op.inputs) + [""]
+        shape = self._ints(names[2]) if names[2] else None
+        if names[2] and shape is None:
+            self._emit(op, lambda x, i, s: max_unpool(x, i, s.tolist(), **options))
+        else:
+            self._emit(op, lambda x, i: max_unpool(x, i, shape, **options), op.inputs[:2])
+
+    def visit_deformconv(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__DeformConv.html (2-D)."""
+        a = op.attributes
+        kernel = a.get("kernel_shape") or (self._shape(op.inputs[1]) or [None] * 4)[2:]
+        if len(kernel) != 2 or None in kernel:
+            rank = self._rank(op.inputs[1])
+            if rank is not None and rank != 4:
+                raise self._fail(op, f"{rank - 2}-D DeformConv is not supported (2-D is)")
+            kernel = None
+        options = dict(strides=a.get("strides"), pads=a.get("pads"),
+                       dilations=a.get("dilations"), group=a.get("group") or 1,
+                       offset_group=a.get("offset_group") or 1)
+
+        def run(x, w, offset, b=None, mask=None):
+            return deform_conv(x, w, offset, b, mask, kernel=kernel or list(w.shape[2:]),
+                               **options)
+        self._emit(op, run)
 
     def visit_lppool(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__LpPool.html"""

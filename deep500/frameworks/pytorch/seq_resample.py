@@ -237,3 +237,74 @@ def roi_align(x, rois, batch_indices, *, mode="avg", output_height=1, output_wid
     if not results:
         return x.new_zeros((0, x.shape[1], output_height, output_width))
     return torch.stack(results)
+
+
+def max_unpool(x, indices, output_shape=None, *, kernel, strides=None, pads=None):
+    """ONNX MaxUnpool (https://onnx.ai/onnx/operators/onnx__MaxUnpool.html): zeros of
+    the pooled input's shape ((n - 1)·stride + kernel − pads per axis) with X placed at
+    ``indices`` (flat over the whole tensor, as MaxPool's Indices); a larger
+    ``output_shape`` extends each axis with zeros at the end, as onnx's reference."""
+    rank = x.dim() - 2
+    strides = list(strides or [1] * rank)
+    pads = list(pads or [0] * (2 * rank))
+    shape = list(x.shape[:2]) + [(n - 1) * s + k - pads[i] - pads[rank + i]
+                                 for i, (n, s, k) in enumerate(zip(x.shape[2:], strides,
+                                                                   kernel))]
+    flat = x.new_zeros(math.prod(shape))
+    y = flat.scatter(0, indices.reshape(-1).long(), x.reshape(-1)).reshape(shape)
+    if output_shape is None:
+        return y
+    target = [int(n) for n in output_shape]
+    if len(target) != len(shape) or any(t < n for t, n in zip(target, shape)):
+        raise ShapeError(f"MaxUnpool: output_shape {target} must have rank {len(shape)} "
+                         f"and be at least the unpooled shape {shape} on every axis")
+    extra = []
+    for t, n in reversed(list(zip(target, shape))):
+        extra += [0, t - n]
+    return F.pad(y, extra)
+
+
+def deform_conv(x, w, offset, b=None, mask=None, *, kernel, strides=None, pads=None,
+                dilations=None, group=1, offset_group=1):
+    """ONNX DeformConv (https://onnx.ai/onnx/operators/onnx__DeformConv.html), 2-D: each
+    kernel tap of each output position reads X bilinearly (zeros outside, as GridSample
+    with align_corners) at its regular position moved by ``offset`` ((dy, dx) per tap
+    and offset group), scaled by ``mask``; then a grouped convolution."""
+    if x.dim() != 4:
+        raise ShapeError(f"DeformConv: only 2-D inputs are supported, X has shape "
+                         f"{list(x.shape)}")
+    n, channels, height, width = x.shape
+    kh, kw = kernel
+    strides = list(strides or [1, 1])
+    pads = list(pads or [0, 0, 0, 0])
+    dilations = list(dilations or [1, 1])
+    oh, ow = offset.shape[-2:]
+    groups_o = offset_group
+    device, dtype = x.device, x.dtype
+    offset = offset.reshape(n, groups_o, kh, kw, 2, oh, ow)
+    def taps(size, count, stride, pad, dilation):
+        """Regular positions: tap · dilation + output index · stride − pad."""
+        tap = torch.arange(size, device=device, dtype=dtype) * dilation
+        index = torch.arange(count, device=device, dtype=dtype) * stride - pad
+        return tap, index
+
+    tap_h, index_h = taps(kh, oh, strides[0], pads[0], dilations[0])
+    tap_w, index_w = taps(kw, ow, strides[1], pads[1], dilations[1])
+    rows = tap_h.view(kh, 1, 1, 1) + index_h.view(1, 1, oh, 1)
+    cols = tap_w.view(1, kw, 1, 1) + index_w.view(1, 1, 1, ow)
+    y = rows + offset[:, :, :, :, 0]                     # (n, groups, kh, kw, oh, ow)
+    x_pos = cols + offset[:, :, :, :, 1]
+    grid = torch.stack([x_pos / (width - 1) * 2 - 1, y / (height - 1) * 2 - 1], -1)
+    grid = grid.reshape(n * groups_o, kh * kw * oh, ow, 2)
+    per_group = channels // groups_o
+    sampled = F.grid_sample(x.reshape(n * groups_o, per_group, height, width), grid,
+                            "bilinear", "zeros", True)
+    sampled = sampled.reshape(n, groups_o, per_group, kh, kw, oh, ow)
+    if mask is not None:
+        sampled = sampled * mask.reshape(n, groups_o, 1, kh, kw, oh, ow)
+    out_channels = w.shape[0]
+    columns = sampled.reshape(n, group, channels // group, kh, kw, oh, ow)
+    weights = w.reshape(group, out_channels // group, channels // group, kh, kw)
+    y = torch.einsum("ngcklij,gockl->ngoij", columns, weights).reshape(
+        n, out_channels, oh, ow)
+    return y if b is None else y + b.reshape(1, -1, 1, 1)
