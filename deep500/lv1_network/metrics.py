@@ -57,6 +57,9 @@ class OperatorTimes(ExecutorEvent, TestMetric):
         self.op_types: dict[str, str] = {}
         self.saw_backprop = False
         self.backward_runs: list[dict[str, float]] = []
+        # per backprop run, the sum of its per-node backward seconds (0.0 where the
+        # executor reported none), aligned with ``runs`` for FrameworkOverhead
+        self.backward_totals: list[float] = []
         self._current: dict[str, int] | None = None
         self._backward: dict[str, float] = defaultdict(float)
         self._t0 = 0
@@ -86,6 +89,7 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     def after_backprop(self, outputs=None) -> None:
         self.saw_backprop = True
         self._close_run()
+        self.backward_totals.append(float(sum(self._backward.values())))
         if self._backward:
             self.backward_runs.append(dict(self._backward))
         self._backward = defaultdict(float)
@@ -140,17 +144,33 @@ class FrameworkOverhead(TestMetric):
     """Whole-network time against the sum of its operators' times.
 
     overhead = 1 − Σ operator time / network time: the share of a run spent outside
-    operators (dispatch, graph interpretation, conversions). Measured with per-operator
-    events on, which themselves add a little to the network time.
+    operators (dispatch, graph interpretation, conversions). The network time brackets
+    the whole ``inference`` or ``inference_and_backprop`` call; the operator time is
+    what :class:`OperatorTimes` measures inside it, with per-operator events on (they
+    themselves add a little to the network time).
+
+    Inference: Σ operator time is the sum of the forward operators' times. Backprop
+    (``test_executor_backprop``): the sum of the forward operators' times plus the sum
+    of the per-node backward times of the same run, so the overhead is what the step
+    spends outside both (planning, gradient bookkeeping and accumulation between nodes,
+    conversions of inputs and gradients). What a node's backward time covers is the
+    executor's (see ``OperatorTimes``): the reference executor times each node's
+    backward function alone, so gradient accumulation counts as overhead; PyTorch
+    gives each node the time from its mark to the next one, so autograd's engine
+    counts as operator time there. An executor that reports no per-node backward times
+    (TensorFlow's ``tape.gradient`` is one call) gets ``overhead`` None and a warning:
+    its backward pass cannot be split into operators and overhead.
     """
     measures_time = True
-    fields = ("overhead", "network", "operators")  # the summary's keys
+    # the summary's keys; "backward_operators" is None for inference
+    fields = ("overhead", "network", "operators", "backward_operators")
 
     def __init__(self, reruns: int = 10, warmup: int = 2, device=None):
         self.reruns = reruns + warmup
         self.warmup = warmup
         self.operator_times = OperatorTimes(device)
         self.device = parse_device(device)
+        self.framework = None   # the executor's name, set by the validation functions
         self.reset()
 
     def reset(self) -> None:
@@ -168,21 +188,32 @@ class FrameworkOverhead(TestMetric):
         self._samples.append(perf_counter_ns() - self._t0)
 
     def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
-        if self.operator_times.saw_backprop:
-            # Operators are timed in the forward pass only; the backward pass would all
-            # count as "overhead".
-            return MetricResult(self.name, {"overhead": None, "network": None,
-                                            "operators": None}, primary="overhead",
-                                warnings=["framework overhead is measured for inference "
-                                          "only (operators are timed in the forward "
-                                          "pass)"])
+        times = self.operator_times
         network = [s * 1e-9 for s in self._samples[self.warmup:]]
-        operators = self.operator_times.totals()[self.warmup:]
+        forward = times.totals()[self.warmup:]
+        backward = None
+        if times.saw_backprop:
+            if not times.backward_runs:
+                who = f"the {self.framework} executor" if self.framework else \
+                    "this executor"
+                return MetricResult(
+                    self.name, {"overhead": None, "network": None, "operators": None,
+                                "backward_operators": None}, primary="overhead",
+                    warnings=[f"framework overhead of backprop needs per-node backward "
+                              f"times, and {who} reports none (its backward pass is "
+                              f"one call); measure its overhead with "
+                              f"test_executor_inference"])
+            backward = times.backward_totals[self.warmup:]
+            operators = [f + b for f, b in zip(forward, backward)]
+        else:
+            operators = forward
         pairs = [(n, o) for n, o in zip(network, operators) if n > 0]
         overheads = [1.0 - o / n for n, o in pairs]
         summary = {"overhead": float(np.median(overheads)) if overheads else None,
                    "network": summarize(network).get("median"),
-                   "operators": float(np.median(operators)) if operators else None}
+                   "operators": float(np.median(operators)) if operators else None,
+                   "backward_operators": (float(np.median(backward)) if backward
+                                          else None)}
         return MetricResult(self.name, summary, primary="overhead", samples=overheads)
 
 

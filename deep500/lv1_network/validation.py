@@ -37,6 +37,7 @@ def _installed(executor: GraphExecutor, metrics):
             metric.bind(executor)
         if isinstance(metric, FrameworkOverhead):
             metric.device = executor.device
+            metric.framework = executor.framework
     for event in events:
         if isinstance(event, OperatorTimes):
             event.set_device(executor.device)
