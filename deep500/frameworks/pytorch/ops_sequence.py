@@ -4,12 +4,11 @@ and resampling operators of the ONNX operator set (issue 19), mixed into
 visitor's own helpers and follows https://onnx.ai/onnx/operators/. Every operator is
 built from differentiable ``torch`` operations, so gradients come from autograd
 (recurrent operators loop over time steps: backpropagation through time). The longer
-operators live beside this file: ``seq_attention`` (Attention, RotaryEmbedding),
-``seq_recurrent`` (LSTM, GRU, RNN) and ``seq_resample`` (Resize, LpPool, Col2Im,
-CenterCropPad).
+operators live beside this file: ``seq_attention`` (Attention, LinearAttention,
+RotaryEmbedding), ``seq_recurrent`` (LSTM, GRU, RNN) and ``seq_resample`` (Resize and
+Upsample, LpPool, Col2Im, CenterCropPad, RoiAlign, MaxUnpool, DeformConv).
 """
 from __future__ import annotations
-
 
 from deep500.frameworks.pytorch._torch_common import torch_dtype
 from deep500.frameworks.pytorch.seq_attention import (attention, linear_attention,
@@ -28,11 +27,10 @@ _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest
                "cubic": "bicubic", "bicubic": "bicubic"}
 
 
-def _stash(x, stash_type):
-    """(dtype the statistics are computed in, dtype of the Mean/InvStdDev outputs): the
-    stash type (default float), as the operators' function bodies cast X to it."""
-    stash = torch_dtype(stash_type or 1)
-    return stash, stash
+def _stash(stash_type):
+    """The dtype statistics are computed in (and Mean/InvStdDev have): ``stash_type``
+    (default float), as the operators' function bodies cast X to it."""
+    return torch_dtype(stash_type or 1)
 
 
 def _text(value, default: str) -> str:
@@ -111,7 +109,7 @@ class SequenceOps:
         def layer_norm(x, scale, bias=None):
             start = axis % x.dim()
             normalized = tuple(x.shape[start:])
-            compute, stash = _stash(x, stash_type)
+            compute = stash = _stash(stash_type)
             if (outputs == 1 and compute == x.dtype and tuple(scale.shape) == normalized
                     and (bias is None or tuple(bias.shape) == normalized)):
                 return F.layer_norm(x, normalized, scale, bias, eps)
@@ -136,7 +134,7 @@ class SequenceOps:
         def rms_norm(x, scale):
             start = axis % x.dim()
             dims = tuple(range(start, x.dim()))
-            compute, _ = _stash(x, stash_type)
+            compute = _stash(stash_type)
             xs = x.to(compute)
             inv_rms = torch.rsqrt(xs.square().mean(dims, keepdim=True) + eps)
             return (xs * inv_rms).to(x.dtype) * scale
@@ -156,7 +154,7 @@ class SequenceOps:
             if scale.shape[0] != channels:
                 scale = scale.repeat_interleave(channels // groups)
                 bias = bias.repeat_interleave(channels // groups)
-            compute, _ = _stash(x, stash_type)
+            compute = _stash(stash_type)
             xs = x.to(compute).reshape(x.shape[0], groups, -1)
             mean = xs.mean(-1, keepdim=True)
             centered = xs - mean
