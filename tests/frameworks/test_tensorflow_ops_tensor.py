@@ -292,8 +292,14 @@ def test_reductions(op_type):
         for axes, keepdims in (([1], 1), ([0, 2], 0), ([-1], 1), (None, 0), (None, 1)):
             inputs = [x.astype(dtype)] + ([] if axes is None else [i64(axes)])
             check_forward(op_type, inputs, {"keepdims": keepdims}, const=(1,))
-    check_forward(op_type, [x, np.zeros(0, np.int64)], {"noop_with_empty_axes": 0},
-                  const=(1,))
+    signed = x - (0.25 if op_type == "ReduceLogSum" else 1)   # negatives where defined
+    for noop in (0, 1):
+        empty = np.zeros(0, np.int64)
+        check_forward(op_type, [x, empty], {"noop_with_empty_axes": noop}, const=(1,))
+        check_forward(op_type, [signed, empty], {"noop_with_empty_axes": noop})  # fed axes
+        check_forward(op_type, [signed], {"noop_with_empty_axes": noop, "keepdims": 0})
+    check_gradients(op_type, [x, np.zeros(0, np.int64)], {"noop_with_empty_axes": 1},
+                    const=(1,))
     check_gradients(op_type, [x, i64([0, 2])], {"keepdims": 1}, const=(1,))
     check_gradients(op_type, [x], {"keepdims": 0})
 

@@ -71,23 +71,44 @@ class ReductionOps:
     """``visit_<op>`` methods of the reductions, arg-extremes, Hardmax, TopK and
     cumulative operators, part of :class:`TensorOps`."""
 
+    def _reduce_mapped(self, op, tf_fn) -> None:
+        """A Reduce* whose elementwise part still applies with noop_with_empty_axes and
+        no axes (ReduceL1 gives |x|, ReduceSumSquare x², as onnx's reference and the
+        reference executor): a reduction over no axes; else the visitor's ``_reduce``."""
+        if not bool(_attr(op, "noop_with_empty_axes", 0)):
+            self._reduce(op, tf_fn)
+            return
+        axes, dynamic = self._axes_input(op)
+        if dynamic is None and axes:
+            self._reduce(op, tf_fn)
+            return
+        keepdims = bool(_attr(op, "keepdims", 1))
+
+        def reduce(x, axes_input=None):
+            chosen = [] if axes_input is None else _ints(axes_input)
+            if chosen is None:
+                return tf_fn(x, axis=axes_input, keepdims=keepdims)
+            return tf_fn(x, axis=chosen, keepdims=keepdims)   # [] reduces nothing
+        inputs = [self.key(op.inputs[0])] + ([self.key(dynamic)] if dynamic else [])
+        self.emit(reduce, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+
     def visit_reducel1(self, op, network) -> None:
-        self._reduce(op, _reduce_l1)
+        self._reduce_mapped(op, _reduce_l1)
 
     def visit_reducel2(self, op, network) -> None:
-        self._reduce(op, _reduce_l2)
+        self._reduce_mapped(op, _reduce_l2)
 
     def visit_reducelogsum(self, op, network) -> None:
-        self._reduce(op, _reduce_log_sum)
+        self._reduce_mapped(op, _reduce_log_sum)
 
     def visit_reducelogsumexp(self, op, network) -> None:
-        self._reduce(op, _reduce_log_sum_exp)
+        self._reduce_mapped(op, _reduce_log_sum_exp)
 
     def visit_reduceprod(self, op, network) -> None:
-        self._reduce(op, tf.reduce_prod)
+        self._reduce_mapped(op, tf.reduce_prod)
 
     def visit_reducesumsquare(self, op, network) -> None:
-        self._reduce(op, _reduce_sum_square)
+        self._reduce_mapped(op, _reduce_sum_square)
 
     def _arg_extreme(self, op, largest: bool) -> None:
         axis = int(_attr(op, "axis", 0))
