@@ -267,6 +267,99 @@ def test_linear_attention(case, dtype):
                                     eps=1e-2, tolerance=dict(rtol=1e-2, atol=2e-3))
 
 
+def _modifier(name, nodes, elem):
+    """A one-input, one-output FlexAttention modifier subgraph."""
+    shape = ["B", "H", "L", "S"]
+    return helper.make_graph(nodes, name, [helper.make_tensor_value_info("s", elem, shape)],
+                             [helper.make_tensor_value_info("out", elem, shape)])
+
+
+def flex_modifiers(elem, causal=True, prob=True):
+    """score_mod: a causal mask (key index > query index → -inf) from Range and Where;
+    prob_mod: probabilities scaled by 0.5."""
+    attributes = {}
+    if causal:
+        nodes = [helper.make_node("Shape", ["s"], ["shape"]),
+                 helper.make_node("Constant", [], ["two"], value_int=2),
+                 helper.make_node("Constant", [], ["three"], value_int=3),
+                 helper.make_node("Gather", ["shape", "two"], ["L"]),
+                 helper.make_node("Gather", ["shape", "three"], ["S"]),
+                 helper.make_node("Constant", [], ["zero"], value_int=0),
+                 helper.make_node("Constant", [], ["one"], value_int=1),
+                 helper.make_node("Range", ["zero", "L", "one"], ["rows"]),
+                 helper.make_node("Range", ["zero", "S", "one"], ["cols"]),
+                 helper.make_node("Unsqueeze", ["rows", "one"], ["rows2"]),
+                 helper.make_node("GreaterOrEqual", ["rows2", "cols"], ["keep"]),
+                 helper.make_node("Constant", [], ["minf"], value=numpy_helper.from_array(
+                     np.array(-np.inf, helper.tensor_dtype_to_np_dtype(elem)))),
+                 helper.make_node("Where", ["keep", "s", "minf"], ["out"])]
+        attributes["score_mod"] = _modifier("score_mod", nodes, elem)
+    if prob:
+        half = numpy_helper.from_array(np.array(0.5, helper.tensor_dtype_to_np_dtype(elem)))
+        attributes["prob_mod"] = _modifier("prob_mod", [
+            helper.make_node("Constant", [], ["half"], value=half),
+            helper.make_node("Mul", ["s", "half"], ["out"])], elem)
+    return attributes
+
+
+def flex_model(inputs, attributes, params=()):
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["y0"],
+                            domain="ai.onnx.preview", **attributes)
+    graph_inputs, inits = [], []
+    for n, v in inputs.items():
+        if n in params:
+            inits.append(numpy_helper.from_array(v, n))
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(
+                n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
+    elem = helper.np_dtype_to_tensor_dtype(inputs["Q"].dtype)
+    q, v = inputs["Q"].shape, inputs["V"].shape
+    out = helper.make_tensor_value_info("y0", elem, [q[0], q[1], q[2], v[3]])
+    graph = helper.make_graph([node], "flex", graph_inputs, [out], inits)
+    return helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mods", [(True, True), (True, False), (False, False)],
+                         ids=["score_and_prob_mod", "score_mod", "plain"])
+def test_flexattention(mods, dtype):
+    """Against onnx's reference; gradients (the reference executor has no FlexAttention)
+    against central differences, through the subgraph modules too."""
+    rng = np.random.default_rng(4)
+    inputs = {"Q": rand(rng, 1, 4, 3, 2, dtype=dtype),
+              "K": rand(rng, 1, 2, 3, 2, dtype=dtype),
+              "V": rand(rng, 1, 2, 3, 3, dtype=dtype)}
+    attributes = flex_modifiers(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), *mods)
+    model = flex_model(inputs, attributes)
+    want = ReferenceEvaluator(model).run(None, inputs)[0]
+    got = d5pt.from_onnx(model).inference(inputs)["y0"]
+    np.testing.assert_allclose(got, want, **FORWARD_TOL[np.float32])
+    if dtype != np.float64:
+        return
+    executor = d5pt.from_onnx(flex_model(inputs, attributes, params=inputs))
+    weights = rng.standard_normal(want.shape)
+    loss = lambda: float((executor.inference({})["y0"] * weights).sum())  # noqa: E731
+    module = executor.network.module
+    outputs = module()["y0"]
+    grads = torch.autograd.grad((outputs * torch.from_numpy(weights)).sum(),
+                                [module.onnx_parameters[n] for n in inputs])
+    network = executor.network
+    for name, grad in zip(inputs, grads):
+        value = network.fetch_tensor(name)
+        numeric = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            for sign in (1, -1):
+                shifted = value.copy()
+                shifted[index] += sign * 1e-6
+                network.feed_tensor(name, shifted)
+                numeric[index] += sign * loss()
+            numeric[index] /= 2e-6
+        network.feed_tensor(name, value)
+        np.testing.assert_allclose(grad.numpy(), numeric, rtol=1e-6, atol=1e-8,
+                                   err_msg=name)
+
+
 # -- normalization and transformer blocks ----------------------------------------------
 def norm_cases(dtype):
     rng = np.random.default_rng(3)

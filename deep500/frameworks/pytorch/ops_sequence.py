@@ -10,9 +10,11 @@ Upsample, LpPool, Col2Im, CenterCropPad, RoiAlign, MaxUnpool, DeformConv).
 """
 from __future__ import annotations
 
+import onnx
+
 from deep500.frameworks.pytorch._torch_common import torch_dtype
-from deep500.frameworks.pytorch.seq_attention import (attention, linear_attention,
-                                                     rotary_embedding)
+from deep500.frameworks.pytorch.seq_attention import (attention, flex_attention,
+                                                     linear_attention, rotary_embedding)
 from deep500.frameworks.pytorch.seq_recurrent import activation_functions, recurrent
 from deep500.frameworks.pytorch.seq_resample import (ResizePlans, apply_resize,
                                                      center_crop_pad, col2im,
@@ -67,6 +69,40 @@ class SequenceOps:
             results = attention(*inputs, **options)
             return results[:outputs] if outputs > 1 else results[0]
         self._emit(op, run)
+
+    def visit_flexattention(self, op, network):
+        """FlexAttention (ai.onnx.preview): ``score_mod`` and ``prob_mod`` subgraphs are
+        built by this visitor into modules of their own (children of the network's
+        module, so they move with it); they run inside the node, differentiably."""
+        a = op.attributes
+        precision = a.get("softmax_precision")
+        options = dict(scale=a.get("scale"),
+                       softmax_dtype=None if precision is None else torch_dtype(precision))
+        for name in ("score_mod", "prob_mod"):
+            graph = a.get(name)
+            options[name] = None if graph is None else self._subgraph(op, name, graph)
+        self._emit(op, lambda Q, K, V: flex_attention(Q, K, V, **options))
+
+    def _subgraph(self, op, name, graph):
+        """A function of one tensor computing the one-input, one-output ``graph``."""
+        from deep500.frameworks.pytorch.network import PyTorchNetwork   # imports us
+        from deep500.utils.onnx_interop.parser import load_and_parse_model
+        if len(graph.input) != 1 or len(graph.output) != 1:
+            raise self._fail(op, f"the {name} subgraph must have one input and one output, "
+                                 f"it has {len(graph.input)} and {len(graph.output)}",
+                             ShapeError)
+        proto = self.model.proto
+        imports = (list(proto.opset_import) if proto is not None
+                   else [onnx.helper.make_opsetid("", self.model.opset)])
+        model = onnx.helper.make_model(graph, opset_imports=imports)
+        model.ir_version = proto.ir_version if proto is not None else model.ir_version
+        inner = PyTorchNetwork(load_and_parse_model(model, check=False)).module
+        # One child per node and attribute: a rebuild replaces it rather than adding one.
+        child = "subgraph_" + "".join(c if c.isalnum() else "_"
+                                      for c in f"{op.name}_{name}")
+        self.module.add_module(child, inner)
+        source, target = graph.input[0].name, graph.output[0].name
+        return lambda tensor: inner(**{source: tensor})[target]
 
     def visit_linearattention(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__LinearAttention.html (``chunk_size`` is a

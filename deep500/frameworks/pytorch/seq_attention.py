@@ -228,3 +228,37 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
     output = torch.stack(outputs, 2)                              # (b, h_q, steps, d_v)
     output = output.transpose(1, 2).reshape(batch, steps, q_num_heads * d_v)
     return output.to(dtype), state.to(state_dtype)
+
+
+def flex_attention(Q, K, V, *, scale=None, score_mod=None, prob_mod=None,
+                   softmax_dtype=None):
+    """ONNX FlexAttention (ai.onnx.preview, https://onnx.ai/onnx/operators/): softmax
+    attention of rank-4 Q, K, V (grouped-query heads as Attention) whose scores and
+    probabilities pass through the ``score_mod`` and ``prob_mod`` functions (the
+    operator's subgraphs, built as modules), computed in ``softmax_dtype`` (default
+    float32, or float64 for float64 inputs)."""
+    if Q.dim() != 4 or K.dim() != 4 or V.dim() != 4:
+        raise ShapeError(f"FlexAttention: Q, K, V must be rank 4, got shapes "
+                         f"{list(Q.shape)}, {list(K.shape)}, {list(V.shape)}")
+    heads, kv_heads = Q.shape[1], K.shape[1]
+    if heads != kv_heads:
+        if heads % kv_heads:
+            raise ShapeError(f"FlexAttention: {heads} query heads are not a multiple of "
+                             f"{kv_heads} key/value heads")
+        K = K.repeat_interleave(heads // kv_heads, 1)
+        V = V.repeat_interleave(heads // kv_heads, 1)
+    if scale is None:
+        scale = 1.0 / math.sqrt(Q.shape[-1])
+    # √scale (of the float32 scale) on both sides, in Q's type, as onnx's reference.
+    root = torch.tensor(math.sqrt(float(torch.tensor(scale, dtype=torch.float32))),
+                        dtype=Q.dtype, device=Q.device)
+    compute = softmax_dtype or (torch.float64 if Q.dtype == torch.float64
+                                else torch.float32)
+    scores = ((Q * root) @ (K * root).transpose(-1, -2)).to(compute)
+    if score_mod is not None:
+        scores = score_mod(scores).to(compute)
+    exp = torch.exp(scores - scores.amax(-1, keepdim=True))
+    probabilities = exp / exp.sum(-1, keepdim=True)
+    if prob_mod is not None:
+        probabilities = prob_mod(probabilities).to(compute)
+    return (probabilities @ V.to(compute)).to(V.dtype)
