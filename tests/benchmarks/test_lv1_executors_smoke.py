@@ -24,7 +24,8 @@ def floor_rows(out: str) -> list:
     """(model, batch) of each row of the floor table, read by columns, not by padding
     (the widths of the printed numbers vary from machine to machine)."""
     section = out.split("== Floor of an im2col executor", 1)[1].split("\n== ", 1)[0]
-    lines = section.splitlines()[3:]  # title, explanation, header
+    table = section.split("\n\n", 1)[0]   # the breakdowns follow after a blank line
+    lines = table.splitlines()[3:]  # title, explanation, header
     return [line.split()[:2] for line in lines if line.strip() and
             not line.startswith("Targets")]
 
@@ -43,7 +44,13 @@ def test_smoke_run_prints_every_table(repo_root):
     # one header and one row per model and pass in each table
     assert out.count("IQR of rounds") == len(TITLES)
     assert out.count("lenet          4 inference") == len(TITLES)
+    assert out.count("transformer     4 inference") == 2   # d5ref and its ceiling
     assert out.count("resnet20       4 backprop") == 3
     assert "== Floor of an im2col executor" in out
-    assert floor_rows(out) == [["lenet", "4"], ["resnet20", "4"]]  # a row per model
+    # a floor row per reference model: MLP, LeNet, the transformer (int64 tokens), ResNet-20
+    assert floor_rows(out) == [["mlp", "4"], ["lenet", "4"], ["transformer", "4"],
+                               ["resnet20", "4"]]
+    for model in ("mlp", "lenet", "transformer", "resnet20"):
+        assert f"-- where d5ref's time goes: {model} batch 4" in out
+    assert out.count("interpreter (run minus operators)") == 4
     assert "Targets: " in out
