@@ -271,15 +271,18 @@ MATRIX_OPS = ("Conv", "Gemm", "MatMul")
 
 
 def time_breakdown(executor, feed, runs: int) -> dict:
-    """Where d5ref's inference time goes: the median run (wall, with per-operator events
-    on) and the median time per operator type over ``runs`` runs."""
+    """Where d5ref's inference time goes, over ``runs`` runs with per-operator events on
+    (``FrameworkOverhead``: per run, the whole run and the sum of its operators): the
+    median run, the median of the operators' sums, and the median time per operator
+    type."""
     import deep500 as d5
-    times = d5.OperatorTimes()
-    timer = d5.WallclockTime(reruns=runs, warmup=1)
-    result = d5.test_executor_inference(executor, feed, metrics=[times, timer])
-    summary = result["OperatorTimes"].summary
-    return {"wall": result["WallclockTime"].summary["median"],
-            "operators": summary["total_median"], "by_op_type": summary["by_op_type"]}
+    overhead = d5.FrameworkOverhead(reruns=runs, warmup=1)
+    result = d5.test_executor_inference(executor, feed, metrics=[overhead])
+    summary = result["FrameworkOverhead"].summary
+    by_type = overhead.operator_times.measure().summary["by_op_type"]
+    return {"wall": summary["network"], "operators": summary["operators"],
+            "interpreter": summary["overhead"] * summary["network"],
+            "by_op_type": by_type}
 
 
 def print_breakdown(row) -> None:
@@ -289,13 +292,14 @@ def print_breakdown(row) -> None:
     wall = b["wall"]
     matrix = sum(t for op, t in b["by_op_type"].items() if op in MATRIX_OPS)
     other = b["operators"] - matrix
-    print(f"\n-- where d5ref's time goes: {row.model} batch {row.batch} (one run with "
-          f"per-operator events: {_ms(wall)}; x floor = share of the floor) --", flush=True)
+    print(f"\n-- where d5ref's time goes: {row.model} batch {row.batch} (median run with "
+          f"per-operator events: {_ms(wall)}; x floor = multiple of the floor) --",
+          flush=True)
     parts = [("matrix products (the floor)", floor),
              (f"{'/'.join(MATRIX_OPS)} beyond the floor: im2col, copies, bias",
               matrix - floor),
              ("other operators", other),
-             ("interpreter (run minus operators)", wall - b["operators"])]
+             ("interpreter (run minus operators)", b["interpreter"])]
     for label, seconds in parts:
         print(f"  {label:<58} {_ms(seconds):>12} {seconds / floor:>7.2f} x floor",
               flush=True)

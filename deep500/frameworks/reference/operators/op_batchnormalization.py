@@ -47,7 +47,10 @@ class BatchNormalization(ReferenceOp):
         _, shape = self._layout(X)
         mean, var, inv_std = self._statistics(X, input_mean, input_var)
         factor = (scale.astype(X.dtype, copy=False) * inv_std).reshape(shape)
-        Y = (X - mean.reshape(shape)) * factor + B.astype(X.dtype, copy=False).reshape(shape)
+        # (X - mean)·factor + B, with one allocation: the products and sum in place.
+        Y = X - mean.reshape(shape)
+        Y *= factor
+        Y += B.astype(X.dtype, copy=False).reshape(shape)
         if not self.attr("training_mode"):
             return Y
         momentum = X.dtype.type(self.attr("momentum"))

@@ -3,7 +3,8 @@ window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inp
 https://onnx.ai/onnx/operators/onnx__Conv.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import interior, pad_spatial
+from deep500.frameworks.reference.operators._op_common_im2col import (im2col, interior,
+                                                                       pad_spatial)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import window_geometry
@@ -70,12 +71,35 @@ class Conv(ReferenceOp):
             padded[(Ellipsis,) + slices] += dcols[:, k]
         return np.ascontiguousarray(padded[interior(geometry)].swapaxes(0, 1))
 
+    @staticmethod
+    def _sample_columns(X, geometry):
+        """im2col of X as (N, C·K, L): per sample, a matrix whose columns are its windows.
+        A 1x1 kernel with unit strides and no padding reads X itself (a view)."""
+        samples, positions = X.shape[0], int(np.prod(geometry.output))
+        if (geometry.kernel_size == 1 and geometry.output == geometry.input
+                and not any(geometry.pads_begin)):
+            return np.ascontiguousarray(X).reshape(samples, X.shape[1], positions)
+        cols = im2col(pad_spatial(X, geometry), geometry)
+        return cols.reshape(samples, -1, positions)
+
     def forward(self, X, W, B=None):
         geometry, group = self._geometry(X, W, B)
-        cols = self._columns(X, geometry, group)
-        weights = W.reshape(group, W.shape[0] // group, -1)
-        Y = np.matmul(weights, cols).reshape((W.shape[0], X.shape[0]) + geometry.output)
-        Y = np.ascontiguousarray(Y.swapaxes(0, 1))
+        output_shape = (X.shape[0], W.shape[0]) + geometry.output
+        if group == 1:
+            # One product per sample, (M, C·K) by (C·K, L): the result is Y in its
+            # (N, M, *output) layout, with no transposition of X or Y. Its per-sample
+            # products are as efficient for BLAS as one large product for all but tiny
+            # windows counts, and save two full copies (see benchmarks/lv1_executors.py).
+            cols = self._sample_columns(X, geometry)
+            Y = np.matmul(W.reshape(W.shape[0], -1), cols).reshape(output_shape)
+        else:
+            # Grouped (depthwise) convolutions: one product per group over all samples,
+            # since per-sample products of a group would be too small for BLAS.
+            cols = self._columns(X, geometry, group)
+            weights = W.reshape(group, W.shape[0] // group, -1)
+            Y = np.matmul(weights, cols).reshape((W.shape[0], X.shape[0]) +
+                                                 geometry.output)
+            Y = np.ascontiguousarray(Y.swapaxes(0, 1))
         if B is not None:
             Y += B.reshape((-1,) + (1,) * len(geometry.output))
         return Y
