@@ -18,15 +18,22 @@ def torch_dtype(onnx_type) -> "torch.dtype":
         np_dtype = onnx.helper.tensor_dtype_to_np_dtype(onnx_type)
         return torch.from_numpy(np.empty(0, np_dtype)).dtype
     except (KeyError, TypeError, ValueError):
+        from deep500.frameworks.pytorch import extension_dtypes
+        same_bits = extension_dtypes.same_bits_torch_dtype(onnx_type)  # bf16, float8
+        if same_bits is not None:
+            return same_bits
         name = onnx.TensorProto.DataType.Name(onnx_type)
         raise UnsupportedError(f"The PyTorch executor has no tensor type for ONNX "
-                               f"{name}") from None
+                               f"{name}{extension_dtypes.carried_note(onnx_type)}") from None
 
 
 def as_tensor(array: np.ndarray) -> "torch.Tensor":
     # A copy in PyTorch's allocator: 64-byte aligned, as kernels expect for their
     # fastest paths (NumPy's buffers are only 16-byte aligned).
-    return torch.tensor(np.asarray(array, order="C"))
+    array = np.asarray(array, order="C")
+    from deep500.frameworks.pytorch.extension_dtypes import is_extension, tensor_from_array
+    return tensor_from_array(array).clone() if is_extension(array.dtype) else \
+        torch.tensor(array)
 
 
 def torch_pads(pads) -> list:

@@ -14,6 +14,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
+from deep500.frameworks.pytorch.extension_dtypes import array_from_tensor, tensor_from_array
 from deep500.frameworks.pytorch.network import (PyTorchNativeNetwork, PyTorchNetwork,
                                                 _as_array, _numpy_dtype, to_numpy)
 from deep500.lv1_network.events import ExecutorEvent
@@ -21,6 +22,7 @@ from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import GRADIENT_SUFFIX, gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError, require
 from deep500.utils.framework_errors import register
+from deep500.utils.onnx_interop.carried_types import restore
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -75,7 +77,7 @@ class _TorchExecutor(GraphExecutor):
         self._synchronize = (None if self._on_cpu else
                              functools.partial(torch.cuda.synchronize, self._torch_device))
 
-    def _to_tensor(self, value) -> "torch.Tensor":
+    def _to_tensor(self, value, name: str = "") -> "torch.Tensor":
         if type(value) is np.ndarray and self._on_cpu:
             flags = value.flags
             if flags.c_contiguous and flags.writeable:
@@ -85,12 +87,9 @@ class _TorchExecutor(GraphExecutor):
                 try:
                     return torch.from_numpy(value)
                 except TypeError:
-                    pass    # an element type PyTorch lacks: the error below says so
-        try:
-            tensor = torch.from_numpy(_as_array(value))
-        except TypeError as exc:  # element types PyTorch lacks (float8, int4, ...)
-            raise UnsupportedError(f"The PyTorch executor cannot take an input of type "
-                                   f"{np.asarray(value).dtype}: {exc}") from None
+                    pass    # bfloat16, float8, int4, ...: through tensor_from_array
+        # ml_dtypes' types cross bit for bit or in a wider exact type; others raise
+        tensor = tensor_from_array(_as_array(value), name)
         return tensor if self._on_cpu else tensor.to(self._torch_device)
 
     def _check_loss(self, y: str, loss) -> None:
@@ -117,7 +116,7 @@ class _TorchExecutor(GraphExecutor):
 
     def _outputs_to_numpy(self, outputs: dict) -> dict:
         if self._on_cpu:  # plain tensors share memory; parameters are copied (to_numpy)
-            return {name: value.detach().numpy() if type(value) is torch.Tensor
+            return {name: array_from_tensor(value.detach()) if type(value) is torch.Tensor
                     else to_numpy(value) for name, value in outputs.items()}
         return {name: to_numpy(value) for name, value in outputs.items()}
 
@@ -215,12 +214,20 @@ class PyTorchGraphExecutor(_TorchExecutor):
     def _inference(self, inputs: dict) -> dict:
         if self.network.needs_build:  # outside inference mode: constants are made here
             self.network.build_if_needed()
-        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        tensors = {name: self._to_tensor(value, name) for name, value in inputs.items()}
         with torch.inference_mode():
             outputs = self._forward(tensors)
         result = {name: to_numpy(value) for name, value in outputs.items()}
+        if self.network.carried_outputs:
+            result = self._restore_carried(result)
         self.network.last_values = {**inputs, **result}
         return result
+
+    def _restore_carried(self, result: dict) -> dict:
+        """Outputs computed in a wider type (int4 in int8, ...) as declared."""
+        declared = self.network.carried_outputs
+        return {name: restore(value, declared[name], name, "The PyTorch executor")
+                if name in declared else value for name, value in result.items()}
 
     def _inference_and_backprop(self, inputs: dict, y: str) -> dict:
         return self._gradients(self._backprop(inputs, y))
@@ -230,7 +237,7 @@ class PyTorchGraphExecutor(_TorchExecutor):
             self.network.build_if_needed()
         if y not in self.network.outputs:
             raise self._unknown_y(y)
-        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        tensors = {name: self._to_tensor(value, name) for name, value in inputs.items()}
         self._clear_gradients()
         if torch.is_grad_enabled():   # entering enable_grad costs ~30 us with cold caches
             return self._forward_and_backward(inputs, tensors, y)
@@ -247,6 +254,8 @@ class PyTorchGraphExecutor(_TorchExecutor):
         outputs = self._forward(tensors, marks)
         loss = outputs[y]
         result = self._outputs_to_numpy(outputs)
+        if self.network.carried_outputs:
+            result = self._restore_carried(result)
         self.network.last_values = {**inputs, **result}
         hooks = self._gradient_hooks() if self.events else ()
         try:
@@ -338,7 +347,7 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
         return self._named(self.network.module(*[tensors[n] for n in self.input_names]))
 
     def _inference(self, inputs: dict) -> dict:
-        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        tensors = {name: self._to_tensor(value, name) for name, value in inputs.items()}
         with torch.inference_mode():
             outputs = self._call(tensors)
         result = {name: to_numpy(value) for name, value in outputs.items()}
@@ -351,7 +360,7 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
     def _backprop(self, inputs: dict, y: str) -> dict:
         if y not in self.network.outputs:
             raise self._unknown_y(y)
-        tensors = {name: self._to_tensor(value) for name, value in inputs.items()}
+        tensors = {name: self._to_tensor(value, name) for name, value in inputs.items()}
         self._clear_gradients()
         with torch.enable_grad():
             outputs = self._call(tensors)

@@ -12,10 +12,13 @@ import dataclasses
 
 import numpy as np
 
+from deep500.frameworks.pytorch.extension_dtypes import (CARRIED_NAMES, array_from_tensor,
+                                                         tensor_from_array)
 from deep500.frameworks.pytorch.onnx_module import OnnxModule
 from deep500.frameworks.pytorch.visitor import PyTorchVisitor
 from deep500.lv1_network.network import GRADIENT_SUFFIX, Network
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
+from deep500.utils.onnx_interop.carried_types import carriers, carry
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 from deep500.utils.onnx_interop.schemas import OnnxOperation
 
@@ -24,8 +27,8 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 
 def to_numpy(tensor) -> np.ndarray:
     """A tensor's value as a NumPy array; parameters are copied so that the array does
-    not change when they train."""
-    array = tensor.detach().cpu().numpy()
+    not change when they train. bfloat16 and 8-bit floats become ml_dtypes arrays."""
+    array = array_from_tensor(tensor.detach().cpu())
     return array.copy() if isinstance(tensor, torch.nn.Parameter) else array
 
 
@@ -63,11 +66,11 @@ class _ParameterStore(Network):
                              f"{list(parameter.shape)}; cannot feed a value of shape "
                              f"{list(array.shape)}")
         with torch.no_grad():
-            parameter.copy_(torch.from_numpy(array))
+            parameter.copy_(tensor_from_array(array, name))
 
 
 def _numpy_dtype(tensor) -> np.dtype:
-    return torch.empty((), dtype=tensor.dtype).numpy().dtype
+    return array_from_tensor(torch.empty((), dtype=tensor.dtype)).dtype
 
 
 class PyTorchNetwork(_ParameterStore):
@@ -89,6 +92,10 @@ class PyTorchNetwork(_ParameterStore):
         self.initializers = dict(model.initializers)
         self.last_values: dict = {}
         self.module = OnnxModule(model.name)
+        # outputs of types computed in a wider one (int4 in int8, ...): {name: dtype};
+        # carry() refuses models where such values do more than being read
+        self.carried_outputs = carry(model, carriers(CARRIED_NAMES),
+                                     "The PyTorch executor").outputs
         self._static_shapes = True
         self.needs_build = False
         self.build()
@@ -140,7 +147,7 @@ class PyTorchNetwork(_ParameterStore):
                                    f"tensors, got {array.dtype}")
             device = self.module.device or "cpu"
             self.module.add_parameter(name, torch.nn.Parameter(
-                torch.tensor(array, device=device)))
+                tensor_from_array(array, name).clone().to(device)))
             self.initializers[name] = array
             self._rebuild()
         elif name in self.initializers:

@@ -27,6 +27,7 @@ from deep500.lv1_network.network import gradient_name
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error
 from deep500.utils.framework_errors import register
+from deep500.utils.onnx_interop.carried_types import carriers, carry, restore
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -37,6 +38,14 @@ MODES = ("eager", "function")
 # that do not exist.
 register("tensorflow", shape=(tf.errors.InvalidArgumentError,),
          unsupported=(tf.errors.UnimplementedError,))
+
+# ml_dtypes types TensorFlow holds but has no Cast, Reshape, ... kernels for: carried in
+# int8/uint8/float32 (see carried_types). float8 E4M3FN/E5M2 have kernels, but
+# tf.cast to them does not saturate as ONNX's Cast does by default, so they are
+# carried too, and Cast to them is refused by the visitor.
+_CARRIED = carriers(("int4", "uint4", "int2", "uint2", "float4_e2m1fn", "float8_e4m3fn",
+                     "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                     "float8_e8m0fnu"))
 
 
 def _check_mode(mode: str, executor: str) -> str:
@@ -133,6 +142,10 @@ class _TensorFlowExecutorBase(GraphExecutor):
         shapes), as NumPy arrays in eager mode or, for a traced function, as hashable
         values it is traced for."""
         feeds, frozen = {}, {}
+        carried = getattr(self.network, "carried_inputs", None)
+        if carried:
+            inputs = {name: np.asarray(value).astype(carried[name]) if name in carried
+                      else value for name, value in inputs.items()}
         with self._scope():
             for name, value in inputs.items():
                 if name not in static:
@@ -181,6 +194,10 @@ class _TensorFlowExecutorBase(GraphExecutor):
 
     def _finish(self, outputs: dict, grads=None) -> dict:
         result = {name: to_numpy(value) for name, value in outputs.items()}
+        carried = getattr(self.network, "carried_outputs", None)
+        if carried:
+            result = {name: restore(value, carried[name], name, "The TensorFlow executor")
+                      if name in carried else value for name, value in result.items()}
         if grads is not None:
             self.raw_gradients = grads
             network = self.network
@@ -429,10 +446,12 @@ def from_onnx(path_or_model, device=None, events=(), **options) -> TensorFlowGra
     mode = _check_mode(options.get("mode", "eager"), "from_onnx")
     model = (path_or_model if isinstance(path_or_model, OnnxModel)
              else load_and_parse_model(path_or_model))
+    carried = carry(model, _CARRIED, "The TensorFlow executor")
     visitor = TensorFlowVisitor(propagate_layout=bool(options.get("propagate_layout", True)))
     network = TensorFlowNetwork(model.name, device, visitor)
+    network.carried_inputs, network.carried_outputs = carried.inputs, carried.outputs
     with tf.device(device.tf_device()):
-        visitor.visit_model(model, network)
+        visitor.visit_model(carried.model, network)
     return TensorFlowGraphExecutor(network, device, events,
                                    {vi.name: vi for vi in model.feed_inputs}, mode=mode,
                                    jit_compile=bool(options.get("jit_compile", False)))

@@ -55,6 +55,11 @@ class TensorFlowNetwork(Network):
         self.shapes: dict[str, tuple | None] = {}
         self.dtypes: dict[str, np.dtype | None] = {}
         self.gradients: dict[str, np.ndarray] = {}
+        # values of types TensorFlow cannot compute with, carried in a wider type
+        # (deep500.utils.onnx_interop.carried_types): {input: carrier dtype} and
+        # {output: declared dtype}
+        self.carried_inputs: dict[str, np.dtype] = {}
+        self.carried_outputs: dict[str, np.dtype] = {}
         self.version = 0
         self._plan: Plan | None = None
         self._initial: dict | None = None
