@@ -81,12 +81,12 @@ def carry(model, carried: dict, framework: str) -> CarriedModel:
             if (op.op_type, index) not in _READS:
                 dtype = declared[name]
                 raise UnsupportedError(
-                    f"{framework} has no {dtype} type: it carries {dtype} values as "
-                    f"{carried[dtype]}, which gives ONNX's results only where they are "
-                    f"read (Cast, CastLike's input, DequantizeLinear, Identity, Reshape, "
-                    f"...), but {dtype} value {name!r} of model '{model.name}' is input "
-                    f"{index} of node '{op.name}' ({op.op_type}). Run the model on the "
-                    f"reference executor")
+                    f"{framework} does not compute with {dtype}: it carries {dtype} "
+                    f"values as {carried[dtype]}, which gives ONNX's results only where "
+                    f"they are read (Cast, CastLike's input, DequantizeLinear, Identity, "
+                    f"Reshape, ...), but {dtype} value {name!r} of model '{model.name}' "
+                    f"is input {index} of node '{op.name}' ({op.op_type}). Run the model "
+                    f"on the reference executor")
         if op.op_type in _MOVES and op.inputs and op.inputs[0] in declared and op.outputs:
             declared[op.outputs[0]] = declared[op.inputs[0]]
 
