@@ -8,6 +8,7 @@ version and reused; operators are created once, when the network is built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from sys import getrefcount
 from time import perf_counter_ns
 
 import numpy as np
@@ -30,6 +31,8 @@ class _Step:
     backward: object           # its ReferenceOp's bound backward
     inputs: tuple              # tensor names, None for omitted optional inputs
     outputs: tuple             # tensor names, None for omitted optional outputs
+    inplace: object = None     # the ReferenceOp's forward_inplace where inference may
+    # overwrite the first input (it dies at this step), else None
 
 
 @dataclass
@@ -123,9 +126,24 @@ class ReferenceGraphExecutor(GraphExecutor):
         for tensor, index in last_use.items():
             if tensor not in keep:
                 frees[index].append(tensor)
+        for step, free in zip(steps, frees):
+            step.inplace = self._inplace(step, free, feedable)
         self._plan = _Plan(network.version, steps, [tuple(f) for f in frees], feedable,
                            tuple(network.outputs))
         return self._plan
+
+    @staticmethod
+    def _inplace(step: _Step, free, feedable) -> object:
+        """The operator's ``forward_inplace`` if inference may let it overwrite its first
+        input: an intermediate tensor (not an input, parameter or constant) that no later
+        step reads and that the step reads once, for a step with one output. At run
+        time ``_forward`` also checks that no other array refers to it (no views)."""
+        inplace = getattr(getattr(step.forward, "__self__", None), "forward_inplace", None)
+        first = step.inputs[0] if step.inputs else None
+        if (inplace is None or first is None or first in feedable or first not in free
+                or step.inputs.count(first) != 1 or len(step.outputs) != 1):
+            return None
+        return inplace
 
     def _backprop_plan(self, plan: _Plan, y: str) -> _BackpropPlan:
         if y in plan.backprop:
@@ -210,22 +228,32 @@ class ReferenceGraphExecutor(GraphExecutor):
         env[None] = None   # an omitted optional input reads as None
         op_events = self.operator_events
         ndarray = np.ndarray
-        step = None
+        step = result = None
         try:
             for index, step in enumerate(plan.steps):
                 args = [env[t] for t in step.inputs]
+                forward, inplace = step.forward, False
+                if step.inplace is not None and saved is None:
+                    # Overwrite the dying first input only if nothing else refers to it:
+                    # env, args, x, getrefcount's argument, and the previous step's
+                    # result if it is x; a view of x (its .base) would add one.
+                    x = args[0]
+                    if (type(x) is ndarray and x.base is None and x.flags.writeable and
+                            getrefcount(x) <= 4 + (result is x)):
+                        forward, inplace = step.inplace, True
+                    x = None
                 if op_events:
                     for event in op_events:
                         event.before_operator(step.op)
-                    result = step.forward(*args)
+                    result = forward(*args)
                     for event in op_events:
                         event.after_operator(step.op)
                 else:
-                    result = step.forward(*args)
+                    result = forward(*args)
                 if type(result) is ndarray and saved is None and len(step.outputs) < 2:
                     # The common case: one output array, nothing kept for a backward pass.
                     nbytes = result.nbytes
-                    if live + nbytes > peak:
+                    if live + nbytes > peak and not (inplace and result is args[0]):
                         peak = live + nbytes
                     if step.outputs:
                         env[step.outputs[0]] = result

@@ -60,6 +60,23 @@ class BatchNormalization(ReferenceOp):
         return (Y, running_mean.astype(input_mean.dtype, copy=False),
                 running_var.astype(input_var.dtype, copy=False))
 
+    def forward_inplace(self, X, scale, B, input_mean, input_var):
+        """``forward`` writing Y into X, which the caller no longer needs (inference
+        only; see ``ReferenceGraphExecutor``), with the same operations in the same
+        order."""
+        if self.attr("training_mode") or X.dtype not in (np.float32, np.float64):
+            return self.forward(X, scale, B, input_mean, input_var)
+        self._check(X, (scale, B, input_mean, input_var))
+        _, shape = self._layout(X)
+        mean, _, inv_std = self._statistics(X, input_mean, input_var)
+        factor = (scale.astype(X.dtype, copy=False) * inv_std).reshape(shape)
+        if np.broadcast_shapes(factor.shape, X.shape) != X.shape:
+            return self.forward(X, scale, B, input_mean, input_var)
+        X -= mean.reshape(shape)
+        X *= factor
+        X += B.astype(X.dtype, copy=False).reshape(shape)
+        return X
+
     def backward(self, grads, fwd_inputs, fwd_outputs):
         X, scale, B, input_mean, input_var = fwd_inputs
         axes, shape = self._layout(X)

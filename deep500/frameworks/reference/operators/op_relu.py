@@ -13,5 +13,12 @@ class Relu(Unary):
     def _forward(self, X):
         return np.maximum(X, X.dtype.type(0))
 
+    def forward_inplace(self, X):
+        """``forward`` writing into X, which the caller no longer needs (see
+        ``ReferenceGraphExecutor``: it passes only arrays nothing else refers to)."""
+        if X.dtype not in (np.float32, np.float64):
+            return self.forward(X)
+        return np.maximum(X, X.dtype.type(0), out=X)
+
     def _backward(self, dY, X, Y):
         return np.where(X > 0, dY, X.dtype.type(0))
