@@ -158,3 +158,32 @@ def test_pytorch_names_a_type_it_cannot_hold():
     from deep500.frameworks.pytorch.extension_dtypes import tensor_from_array
     with pytest.raises(UnsupportedError, match="object.*'names'"):
         tensor_from_array(np.array(["a"], object), "names")
+
+
+def test_pytorch_native_module_in_bfloat16_returns_its_gradients_bit_for_bit():
+    """A user's bfloat16 module: outputs, parameters and gradients come back as
+    ml_dtypes bfloat16 arrays with the bits PyTorch computed."""
+    torch = pytest.importorskip("torch")
+    d5pt = pytest.importorskip("deep500.frameworks.pytorch")
+    from deep500.lv1_network import gradient_name
+    torch.manual_seed(0)
+    module = torch.nn.Linear(4, 2).to(torch.bfloat16)
+    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(ml_dtypes.bfloat16)
+    executor = d5pt.PyTorchNativeGraphExecutor(
+        module, ["x"], ["y"], loss_fn=lambda outputs, inputs: outputs["y"].float().sum())
+    result = executor.inference_and_backprop({"x": x}, "loss")
+
+    reference = torch.nn.Linear(4, 2).to(torch.bfloat16)
+    reference.load_state_dict(module.state_dict())
+    xt = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+    y = reference(xt)
+    y.float().sum().backward()
+    assert result["y"].dtype == np.dtype(ml_dtypes.bfloat16)
+    def torch_bits(tensor):
+        return tensor.detach().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(bits(result["y"]), torch_bits(y))
+    grad = result[gradient_name("weight")]
+    assert grad.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(bits(grad), torch_bits(reference.weight.grad))
+    weight = executor.network.fetch_tensor("weight")
+    np.testing.assert_array_equal(bits(weight), torch_bits(module.weight))

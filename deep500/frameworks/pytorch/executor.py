@@ -62,7 +62,7 @@ class _TorchExecutor(GraphExecutor):
         def hook_for(name):
             def ready(parameter):
                 grad = parameter.grad.detach()
-                array = grad.numpy() if on_cpu else grad.cpu().numpy()
+                array = array_from_tensor(grad if on_cpu else grad.cpu())
                 for event in early:
                     event.gradient_ready(name, array)
                     event.backward_progress()
@@ -127,7 +127,7 @@ class _TorchExecutor(GraphExecutor):
         for name, parameter in self.network.parameter_values.items():
             grad = parameter.grad
             if grad is not None and on_cpu:
-                result[name + GRADIENT_SUFFIX] = grad.numpy()
+                result[name + GRADIENT_SUFFIX] = array_from_tensor(grad)
             elif grad is None:
                 result[gradient_name(name)] = np.zeros(tuple(parameter.shape),
                                                        _numpy_dtype(parameter))
@@ -137,7 +137,7 @@ class _TorchExecutor(GraphExecutor):
             # One device-to-host copy for all gradients rather than one per parameter.
             for dtype in {grad.dtype for _, grad in computed}:
                 group = [(n, g) for n, g in computed if g.dtype == dtype]
-                flat = torch.cat([g.reshape(-1) for _, g in group]).cpu().numpy()
+                flat = array_from_tensor(torch.cat([g.reshape(-1) for _, g in group]).cpu())
                 offset = 0
                 for name, grad in group:
                     size = grad.numel()

@@ -55,7 +55,7 @@ class _ParameterStore(Network):
             if parameter is not None:
                 grad = parameter.grad
                 return (np.zeros(tuple(parameter.shape), _numpy_dtype(parameter))
-                        if grad is None else grad.detach().cpu().numpy())
+                        if grad is None else array_from_tensor(grad.detach().cpu()))
         return None
 
     def _feed_parameter(self, name: str, value) -> None:
