@@ -490,15 +490,15 @@ def _central_differences(model, feeds, inits, names, step=1e-6):
 
 
 def test_castlike_to_a_type_torch_lacks_is_unsupported():
-    """A target type with no PyTorch tensor type fails while building, naming the node."""
-    like = helper.make_tensor_value_info("like", onnx.TensorProto.FLOAT8E4M3FN, [1])
+    """A target type PyTorch cannot compute with fails while building, naming the node."""
+    like = helper.make_tensor_value_info("like", onnx.TensorProto.FLOAT4E2M1, [1])
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT8E4M3FN, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT4E2M1, [2])
     graph = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
                               [x, like], [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)],
                               ir_version=10)
-    with pytest.raises(Deep500Error, match="CastLike.*FLOAT8E4M3FN"):
+    with pytest.raises(Deep500Error, match="float4_e2m1fn.*CastLike"):
         d5pt.from_onnx(model)
 
 

@@ -144,5 +144,8 @@ class ElementwiseOps:
         self._emit(op, lambda x, low=None, high=None: torch.clamp(x, low, high))
 
     def visit_cast(self, op, network):
+        # ONNX's saturation to 8-bit floats: ops_tensor.cast (x.to otherwise).
+        from deep500.frameworks.pytorch.ops_tensor import cast
         dtype = torch_dtype(op.attributes["to"])
-        self._emit(op, lambda x: x.to(dtype))
+        saturate = bool(op.attributes.get("saturate", 1))
+        self._emit(op, lambda x: cast(x, dtype, saturate))
