@@ -8,8 +8,8 @@ import numpy as np
 
 from deep500.utils.onnx_interop.window import WindowGeometry, window_geometry
 
-__all__ = ["WindowGeometry", "col2im", "im2col", "interior", "pad_spatial",
-           "window_geometry"]
+__all__ = ["WindowGeometry", "col2im", "im2col", "im2col_unpadded", "interior",
+           "pad_spatial", "window_geometry"]
 
 
 def pad_spatial(x: np.ndarray, geometry: WindowGeometry, value=0) -> np.ndarray:
@@ -33,6 +33,39 @@ def im2col(padded: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
                     dtype=padded.dtype)
     for k, slices in geometry.kernel_slices():
         cols[:, :, k] = padded[(Ellipsis,) + slices]
+    return cols
+
+
+def im2col_unpadded(x: np.ndarray, geometry: WindowGeometry, value=0) -> np.ndarray:
+    """``im2col(pad_spatial(x, geometry, value), geometry)`` without the padded copy:
+    each kernel position copies the windows' elements that fall inside x and fills the
+    output positions whose element falls on padding with ``value``."""
+    cols = np.empty(x.shape[:2] + (geometry.kernel_size,) + geometry.output, dtype=x.dtype)
+    rank = len(geometry.output)
+    for k, slices in geometry.kernel_slices():
+        target, source = [], []
+        for axis, sl in enumerate(slices):
+            # Output position o reads x at o·stride + offset, offset = kernel start in the
+            # padded input minus the padding before it; valid for 0 <= index < input.
+            stride, size = geometry.strides[axis], geometry.output[axis]
+            offset = sl.start - geometry.pads_begin[axis]
+            low = min(size, max(0, -(offset // stride) if offset < 0 else 0))
+            last = geometry.input[axis] - 1 - offset   # largest o·stride that is inside
+            high = max(low, min(size, last // stride + 1 if last >= 0 else 0))
+            target.append(slice(low, high))
+            start = low * stride + offset
+            source.append(slice(start, start + (high - low - 1) * stride + 1, stride)
+                          if high > low else slice(0, 0))
+        position = cols[:, :, k]
+        position[(Ellipsis,) + tuple(target)] = x[(Ellipsis,) + tuple(source)]
+        for axis, sl in enumerate(target):   # the rest lies on padding
+            before = [slice(None)] * rank
+            after = [slice(None)] * rank
+            before[axis], after[axis] = slice(0, sl.start), slice(sl.stop, None)
+            if sl.start > 0:
+                position[(Ellipsis,) + tuple(before)] = value
+            if sl.stop < geometry.output[axis]:
+                position[(Ellipsis,) + tuple(after)] = value
     return cols
 
 

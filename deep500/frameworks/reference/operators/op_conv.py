@@ -3,8 +3,8 @@ window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inp
 https://onnx.ai/onnx/operators/onnx__Conv.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import (im2col, interior,
-                                                                       pad_spatial)
+from deep500.frameworks.reference.operators._op_common_im2col import (im2col_unpadded,
+                                                                       interior, pad_spatial)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import window_geometry
@@ -79,8 +79,7 @@ class Conv(ReferenceOp):
         if (geometry.kernel_size == 1 and geometry.output == geometry.input
                 and not any(geometry.pads_begin)):
             return np.ascontiguousarray(X).reshape(samples, X.shape[1], positions)
-        cols = im2col(pad_spatial(X, geometry), geometry)
-        return cols.reshape(samples, -1, positions)
+        return im2col_unpadded(X, geometry).reshape(samples, -1, positions)
 
     def forward(self, X, W, B=None):
         geometry, group = self._geometry(X, W, B)
@@ -91,7 +90,11 @@ class Conv(ReferenceOp):
             # products are as efficient for BLAS as one large product for all but tiny
             # windows counts, and save two full copies (see benchmarks/lv1_executors.py).
             cols = self._sample_columns(X, geometry)
-            Y = np.matmul(W.reshape(W.shape[0], -1), cols).reshape(output_shape)
+            # Into an array Y owns (not a reshaped view), which the next node may then
+            # overwrite in place (ReferenceGraphExecutor's in-place inference).
+            Y = np.empty(output_shape, dtype=np.result_type(W, cols))
+            np.matmul(W.reshape(W.shape[0], -1), cols, out=Y.reshape(cols.shape[0],
+                                                                     W.shape[0], -1))
         else:
             # Grouped (depthwise) convolutions: one product per group over all samples,
             # since per-sample products of a group would be too small for BLAS.

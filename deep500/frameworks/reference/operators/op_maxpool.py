@@ -3,8 +3,8 @@ Indices = the flat position in X of each maximum. Any spatial rank.
 https://onnx.ai/onnx/operators/onnx__MaxPool.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import (col2im, im2col,
-                                                                       pad_spatial)
+from deep500.frameworks.reference.operators._op_common_im2col import (col2im,
+                                                                       im2col_unpadded)
 from deep500.frameworks.reference.operators._op_common_pool import pooling_geometry
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import UnsupportedError
@@ -26,7 +26,7 @@ class MaxPool(ReferenceOp):
     def _argmax(self, X):
         """(geometry, windows as im2col columns (N, C, K, *output), argmax over K)."""
         geometry = pooling_geometry(self, X)
-        cols = im2col(pad_spatial(X, geometry, _lowest(X.dtype)), geometry)
+        cols = im2col_unpadded(X, geometry, _lowest(X.dtype))
         # Ties go to the first window position in row-major order, as in PyTorch.
         return geometry, cols, cols.argmax(axis=2)
 
