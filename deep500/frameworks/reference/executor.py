@@ -64,6 +64,11 @@ class ReferenceGraphExecutor(GraphExecutor):
     inputs, intermediate and output tensors, and gradients (a view counts its full size;
     operators' internal temporaries are not counted).
 
+    Operators may offer two faster forms that inference uses: ``forward_first_output``
+    for nodes that name only the first output (MaxPool without Indices), and
+    ``forward_inplace`` (Relu, BatchNormalization), which writes into the first input
+    when no later node reads it and no other array refers to it.
+
     Per-operator events (``wants_operator_events``) fire around each operation's forward;
     with ``events_in_backward = True`` also around each backward, in reverse order.
 
@@ -115,8 +120,12 @@ class ReferenceGraphExecutor(GraphExecutor):
                     available.add(tensor)
                     last_use.setdefault(tensor, index)
             operator = data["operator"]
-            steps.append(_Step(op, operator.forward, operator.backward,
-                               tuple(data["inputs"]), outputs))
+            forward = operator.forward
+            if len(outputs) == 1 and hasattr(operator, "forward_first_output"):
+                # The node asks for the first output only (MaxPool without Indices).
+                forward = operator.forward_first_output
+            steps.append(_Step(op, forward, operator.backward, tuple(data["inputs"]),
+                               outputs))
         missing = [o for o in network.outputs if o not in available]
         if missing:
             raise Deep500Error(f"Network '{network.name}': outputs {missing} are computed by "

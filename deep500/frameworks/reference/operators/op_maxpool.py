@@ -4,7 +4,8 @@ https://onnx.ai/onnx/operators/onnx__MaxPool.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_im2col import (col2im,
-                                                                       im2col_unpadded)
+                                                                       im2col_unpadded,
+                                                                       pad_spatial)
 from deep500.frameworks.reference.operators._op_common_pool import pooling_geometry
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import UnsupportedError
@@ -30,11 +31,31 @@ class MaxPool(ReferenceOp):
         # Ties go to the first window position in row-major order, as in PyTorch.
         return geometry, cols, cols.argmax(axis=2)
 
-    def forward(self, X):
+    def _storage_order(self) -> int:
         storage_order = int(self.attr("storage_order"))
         if storage_order not in (0, 1):
             raise UnsupportedError(f"MaxPool: storage_order={storage_order} must be 0 "
                                    f"(row major) or 1 (column major)")
+        return storage_order
+
+    def forward_first_output(self, X):
+        """Y alone (for a node that does not ask for Indices): a running maximum over
+        the kernel positions, without the windows' columns or their argmax. NaN
+        propagates as through the argmax of ``forward``."""
+        self._storage_order()
+        geometry = pooling_geometry(self, X)
+        padded = pad_spatial(X, geometry, _lowest(X.dtype))
+        Y = None
+        for _, slices in geometry.kernel_slices():
+            window = padded[(Ellipsis,) + slices]
+            if Y is None:
+                Y = window.copy()
+            else:
+                np.maximum(Y, window, out=Y)
+        return Y
+
+    def forward(self, X):
+        storage_order = self._storage_order()
         geometry, cols, argmax = self._argmax(X)
         Y = np.take_along_axis(cols, argmax[:, :, None], axis=2)[:, :, 0]
         return Y, self._indices(argmax, geometry, X.shape[:2], storage_order)
