@@ -517,19 +517,23 @@ def _pingpong_main(argv) -> int:
     return 0
 
 
-def read_pingpong_samples(path: str, phase: str = "pingpong") -> dict:
-    """{nbytes: samples} from the lines of ``phase`` ("pingpong" or "exchange") of a
-    samples file."""
-    samples = {}
+def read_sample_records(path: str, phase: str):
+    """The records of ``phase`` in a samples file, in order (a line cut by a kill is
+    passed over)."""
     with open(path) as f:
         for line in f:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                continue  # a line cut by a kill
+                continue
             if record.get("phase") == phase:
-                samples[int(record["nbytes"])] = record["seconds"]
-    return samples
+                yield record
+
+
+def read_pingpong_samples(path: str, phase: str = "pingpong") -> dict:
+    """{nbytes: samples} from the lines of ``phase`` ("pingpong" or "exchange") of a
+    samples file."""
+    return {int(r["nbytes"]): r["seconds"] for r in read_sample_records(path, phase)}
 
 
 def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,

@@ -32,7 +32,6 @@ call, which no α-β-γ term holds (see ``deep500.utils.machine``).
 from __future__ import annotations
 
 import gc
-import json
 import time
 
 import numpy as np
@@ -190,16 +189,11 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
 def read_in_context_samples(path: str) -> dict:
     """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
     samples file."""
+    from deep500.utils.calibration import read_sample_records
     samples = {}
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-            if record.get("phase") == "allreduce_in_context":
-                samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
-                    record["seconds"]
+    for record in read_sample_records(path, "allreduce_in_context"):
+        samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
+            record["seconds"]
     return samples
 
 
@@ -230,16 +224,11 @@ def in_context_table(samples: dict, ranks: int, machine) -> dict:
 def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
     """``({algorithm: samples}, ranks)`` from the ``allreduce_call`` lines of a samples
     file (ranks None when there are none)."""
+    from deep500.utils.calibration import read_sample_records
     samples, ranks = {}, None
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-            if record.get("phase") == "allreduce_call":
-                samples[record["algorithm"]] = record["seconds"]
-                ranks = int(record["ranks"])
+    for record in read_sample_records(path, "allreduce_call"):
+        samples[record["algorithm"]] = record["seconds"]
+        ranks = int(record["ranks"])
     return samples, ranks
 
 
