@@ -15,6 +15,10 @@ framework computed for that batch. The batch dimension of every file is symbolic
   traced graph and raises KeyError), so the model is wrapped in a ``tf.function`` and
   converted with ``from_function``; its output is then named by TensorFlow
   (``Identity:0``).
+* ``torch_sequence``/``keras_sequence`` (:data:`SEQUENCE_EXPORTERS`, issue 19): a
+  transformer encoder classifier with a padding mask, a decoder-only LM with a causal
+  mask, LSTM and GRU classifiers and an up-sampling CNN (ConvTranspose, bilinear
+  resize, instance and group normalisation), from PyTorch (both exporters) and Keras.
 
 Frameworks are imported inside the helpers so that importing this module is cheap;
 :data:`EXPORTERS` names every helper with the package it needs.
