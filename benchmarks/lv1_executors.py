@@ -291,7 +291,7 @@ def print_breakdown(row) -> None:
     b, floor = row.breakdown, row.floor[0]
     wall = b["wall"]
     matrix = sum(t for op, t in b["by_op_type"].items() if op in MATRIX_OPS)
-    other = b["operators"] - matrix
+    other = sum(t for op, t in b["by_op_type"].items() if op not in MATRIX_OPS)
     print(f"\n-- where d5ref's time goes: {row.model} batch {row.batch} (median run with "
           f"per-operator events: {_ms(wall)}; x floor = multiple of the floor) --",
           flush=True)
