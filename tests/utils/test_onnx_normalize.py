@@ -219,6 +219,28 @@ def test_executors_run_the_normalised_form(framework):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("framework", ["reference", "pytorch", "tensorflow"])
+def test_a_node_added_to_a_built_network_is_normalised(framework):
+    """network.add_node of an older opset's node (ReduceSum-11 with an ``axes``
+    attribute, Clip-6 with ``min``/``max``) runs in the normalised form."""
+    from deep500.frameworks import registry
+    entry = registry.get(framework)
+    if not entry.is_installed():
+        pytest.skip(entry.missing_dependency_message())
+    model = _model([helper.make_node("Relu", ["x"], ["r"])], [("x", [3, 3, 5])], ["r"],
+                   opset=17)
+    executor = entry.load().from_onnx(model)
+    network = executor.network
+    network.add_node(operator_class("ReduceSum", 11)("sum", ["r"], ["s"],
+                                                      {"axes": [2], "keepdims": 0}))
+    network.add_node(operator_class("Clip", 6)("clip", ["s"], ["c"],
+                                               {"min": 0.5, "max": 2.0}))
+    network.add_output("c")
+    got = executor.inference({"x": X})["c"]
+    np.testing.assert_allclose(got, np.clip(np.maximum(X, 0).sum(axis=2), 0.5, 2.0),
+                               rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("key,value,dtype", [("value_float", 2.5, np.float32),
                                              ("value_floats", [1.0, -2.0], np.float32),
                                              ("value_int", 7, np.int64),

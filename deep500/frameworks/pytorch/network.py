@@ -20,6 +20,7 @@ from deep500.lv1_network.network import GRADIENT_SUFFIX, Network
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 from deep500.utils.onnx_interop.carried_types import carriers, carry
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
+from deep500.utils.onnx_interop.normalize import normalize_operations
 from deep500.utils.onnx_interop.schemas import OnnxOperation
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -168,10 +169,14 @@ class PyTorchNetwork(_ParameterStore):
                                f"{type(op).__name__}")
         if any(existing.name == op.name for existing in self.operations):
             raise Deep500Error(f"Network '{self.name}' already has a node named {op.name!r}")
+        # The node of an older opset in the form every visitor reads (normalize.py).
+        nodes, constants = normalize_operations([op], self.name)
         visitor = PyTorchVisitor()
         visitor.model = self.model
-        visitor.visitor_for(op)  # an unsupported operator fails here, not at the next run
-        self._edit(self.operations + [op])
+        for node in nodes:
+            visitor.visitor_for(node)  # an unsupported operator fails here, not at the next run
+        self.model.constants.update(constants)
+        self._edit(self.operations + nodes)
 
     def remove_node(self, name: str) -> None:
         remaining = [op for op in self.operations if op.name != name]
@@ -184,7 +189,8 @@ class PyTorchNetwork(_ParameterStore):
     def _topological(self, operations: list) -> list:
         """The nodes in an order where each runs after the producers of its inputs
         (stable: already ordered nodes keep their order)."""
-        available = {i.name for i in self.model.inputs} | set(self.initializers) | {""}
+        available = ({i.name for i in self.model.inputs} | set(self.initializers)
+                     | set(self.model.constants) | {""})
         pending, ordered = list(operations), []
         while pending:
             waiting = []

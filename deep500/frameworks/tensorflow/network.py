@@ -17,6 +17,7 @@ from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
 from deep500.utils.framework_errors import tag_node
+from deep500.utils.onnx_interop.normalize import normalize_operations
 
 
 def to_numpy(value) -> np.ndarray:
@@ -133,11 +134,15 @@ class TensorFlowNetwork(Network):
     def add_node(self, op) -> None:
         """Add an ``OnnxOperation``; its inputs must be computed by other nodes, fed, or
         stored in the network by the next run."""
-        self.builder.visitor_for(op)   # raises for operators the executor lacks
         if any(existing.name == op.name for existing in self.operations):
             raise Deep500Error(f"Network '{self.name}' already has a node named "
                                f"'{op.name}'; remove it first or rename the new one")
-        self.operations.append(op)
+        # The node of an older opset in the form every visitor reads (normalize.py).
+        nodes, constants = normalize_operations([op], self.name)
+        for node in nodes:
+            self.builder.visitor_for(node)   # raises for operators the executor lacks
+        self.constants.update(constants)
+        self.operations.extend(nodes)
         self._changed()
 
     def remove_node(self, name: str) -> None:
