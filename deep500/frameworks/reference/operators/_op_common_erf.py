@@ -37,12 +37,25 @@ def _taylor_table() -> np.ndarray:
 _TABLE = _taylor_table()
 _COLUMNS = [np.ascontiguousarray(_TABLE[:, n]) for n in range(_DEGREE + 1)]
 _CENTRES = (np.arange(_TABLE.shape[0]) + 0.5) * _STEP
+try:
+    from scipy.special import erf as _scipy_erf
+except ImportError:  # SciPy is optional: the Taylor form serves without it
+    _scipy_erf = None
 _MACLAURIN = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8)]
 
 
 def erf(x) -> np.ndarray:
-    """erf(x), elementwise, computed in float64."""
+    """erf(x), elementwise, computed in float64: SciPy's ``scipy.special.erf`` (Cephes,
+    about 3x faster) when SciPy is installed, else the piecewise Taylor form below. Both
+    are within 2 ulp of ``math.erf``."""
     x = np.asarray(x, dtype=np.float64)
+    if _scipy_erf is not None:
+        return _scipy_erf(x)
+    return _taylor_erf(x)
+
+
+def _taylor_erf(x: np.ndarray) -> np.ndarray:
+    """erf(x) of a float64 array by the piecewise Taylor polynomials (module docstring)."""
     t = np.abs(x)
     # NaN and inf get index 0 (and a zero offset): their results are replaced below
     index = np.minimum(np.where(t < _LIMIT, t, 0.0) * (1 / _STEP),

@@ -1,0 +1,28 @@
+"""The vectorized erf the reference Erf and Gelu use: SciPy's when it is installed, and
+the piecewise Taylor form without it, both against the C library's ``math.erf``."""
+import math
+
+import numpy as np
+import pytest
+
+from deep500.frameworks.reference.operators import _op_common_erf as common
+
+POINTS = np.concatenate([np.linspace(-7.0, 7.0, 20001), [0.0, -0.0, 1e-300, -1e-20,
+                                                         0.0624, 0.0626, 5.999, 6.0]])
+
+
+@pytest.mark.parametrize("path", ["erf", "_taylor_erf"])
+def test_erf_is_within_a_few_ulp_of_math_erf(path):
+    got = getattr(common, path)(POINTS)
+    want = np.array([math.erf(v) for v in POINTS])
+    # double-precision erf: a few units in the last place (|erf| <= 1, so 4 * eps
+    # relative to max(|erf|, tiny))
+    error = np.abs(got - want) / np.maximum(np.abs(want), np.finfo(float).tiny)
+    assert error.max() <= 4 * np.finfo(float).eps, POINTS[np.argmax(error)]
+    assert np.signbit(getattr(common, path)(np.array([-0.0])))[0]
+
+
+@pytest.mark.parametrize("path", ["erf", "_taylor_erf"])
+def test_erf_special_values(path):
+    got = getattr(common, path)(np.array([np.inf, -np.inf, np.nan, 40.0]))
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2]) and got[3] == 1.0
