@@ -6,10 +6,37 @@ from __future__ import annotations
 import functools
 
 from deep500.frameworks.pytorch._torch_common import torch_dtype
+from deep500.frameworks.pytorch.ops_tensor import (_NARROW_UNSIGNED, _compare, _ordered,
+                                                   _unsigned_safe)
 from deep500.utils.errors import require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 F = torch.nn.functional
+
+
+# PyTorch has no CPU kernels for uint16/32/64 arithmetic, comparisons or extrema:
+# those types are computed as signed ones with the same results (ops_tensor's helpers).
+def _wrapping(fn):
+    """Add, Sub, Mul wrap modulo 2^bits for unsigned types, as ONNX's do: uint16/32 in
+    int64 then narrowed (the conversion keeps the low bits), uint64 on its bits read as
+    int64 (two's complement wraps the same)."""
+    def wrapped(a, b):
+        if a.dtype in _NARROW_UNSIGNED:
+            return fn(a.long(), b.long()).to(a.dtype)
+        if a.dtype == torch.uint64:
+            return fn(a.view(torch.int64), b.view(torch.int64)).view(torch.uint64)
+        return fn(a, b)
+    return wrapped
+
+
+def _extreme(before):
+    """Min (``before`` = lt) or Max (gt) of two tensors; unsigned ones by their order
+    (``_ordered``), others by torch.minimum/maximum (which propagate NaN as ONNX does)."""
+    def extreme(a, b):
+        if a.dtype in _NARROW_UNSIGNED or a.dtype == torch.uint64:
+            return torch.where(before(_ordered(a), _ordered(b)), a, b)
+        return (torch.minimum if before is torch.lt else torch.maximum)(a, b)
+    return extreme
 
 class ElementwiseOps:
     """``visit_<op>`` of the elementwise operators, mixed into
@@ -20,13 +47,13 @@ class ElementwiseOps:
         self._emit(op, fn)
 
     def visit_add(self, op, network):
-        self._elementwise(op, torch.add)
+        self._elementwise(op, _wrapping(torch.add))
 
     def visit_sub(self, op, network):
-        self._elementwise(op, torch.sub)
+        self._elementwise(op, _wrapping(torch.sub))
 
     def visit_mul(self, op, network):
-        self._elementwise(op, torch.mul)
+        self._elementwise(op, _wrapping(torch.mul))
 
     def visit_div(self, op, network):
         dtype = self._dtype(op.inputs[0])
@@ -37,7 +64,7 @@ class ElementwiseOps:
         def divide(a, b):  # ONNX integer division truncates
             return torch.div(a, b) if a.is_floating_point() else torch.div(
                 a, b, rounding_mode="trunc")
-        self._elementwise(op, divide)
+        self._elementwise(op, _unsigned_safe(divide))
 
     def visit_pow(self, op, network):
         exponent = self._known(op.inputs[1])
@@ -106,10 +133,10 @@ class ElementwiseOps:
         self._emit(op, torch.eq)
 
     def visit_less(self, op, network):
-        self._emit(op, torch.lt)
+        self._emit(op, _compare(torch.lt))
 
     def visit_greater(self, op, network):
-        self._emit(op, torch.gt)
+        self._emit(op, _compare(torch.gt))
 
     def visit_where(self, op, network):
         self._emit(op, torch.where)
@@ -123,10 +150,10 @@ class ElementwiseOps:
             self._emit(op, lambda *xs: functools.reduce(binary, xs))
 
     def visit_min(self, op, network):
-        self._variadic(op, torch.minimum)
+        self._variadic(op, _extreme(torch.lt))
 
     def visit_max(self, op, network):
-        self._variadic(op, torch.maximum)
+        self._variadic(op, _extreme(torch.gt))
 
     def visit_sum(self, op, network):
         self._variadic(op, torch.add)
