@@ -94,3 +94,13 @@ def check_vocab(model: str, vocab: int, **tokens) -> None:
         if token is not None and not 0 <= int(token) < vocab:
             raise Deep500Error(f"model {model!r}: {key}={token} is not a token id in "
                                f"[0, vocab={vocab})")
+
+
+def check_sizes(model: str, hidden: int, ffn, depth: int, classes: int) -> int:
+    """The feed-forward width (``ffn``, default 4·``hidden``), after checking that it,
+    ``depth`` and ``classes`` are positive."""
+    ffn = 4 * hidden if ffn is None else int(ffn)
+    if depth < 1 or ffn < 1 or classes < 1:
+        raise Deep500Error(f"model {model!r}: depth, ffn and classes must be positive, got "
+                           f"{depth}, {ffn}, {classes}")
+    return ffn

@@ -24,10 +24,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from deep500.networks._attention import check_heads, check_vocab, sequence_length, \
-    transformer_block
+from deep500.networks._attention import (check_heads, check_sizes, check_vocab,
+                                         sequence_length, transformer_block)
 from deep500.networks._builder import GraphBuilder
-from deep500.utils.errors import Deep500Error
 
 
 def gpt(input_shape=(32,), classes: int = 16, vocab: int | None = None, hidden: int = 32,
@@ -39,10 +38,7 @@ def gpt(input_shape=(32,), classes: int = 16, vocab: int | None = None, hidden: 
     vocab = classes if vocab is None else int(vocab)
     check_vocab(name, vocab)
     check_heads(name, hidden, heads)
-    ffn = 4 * hidden if ffn is None else int(ffn)
-    if depth < 1 or ffn < 1 or classes < 1:
-        raise Deep500Error(f"model {name!r}: depth, ffn and classes must be positive, got "
-                           f"{depth}, {ffn}, {classes}")
+    ffn = check_sizes(name, hidden, ffn, depth, classes)
     b = GraphBuilder(name, (steps,), batch_size, dtype, seed)
     tokens = b.token_input()
     x = b.positional_embedding(b.embedding(tokens, vocab, hidden, name="embed"))

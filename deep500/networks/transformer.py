@@ -18,10 +18,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from deep500.networks._attention import check_heads, check_vocab, sequence_length, \
-    transformer_block
+from deep500.networks._attention import (check_heads, check_sizes, check_vocab,
+                                         sequence_length, transformer_block)
 from deep500.networks._builder import GraphBuilder
-from deep500.utils.errors import Deep500Error
 
 
 def masked_mean(b: GraphBuilder, x: str, is_pad: str, name: str = "pool") -> str:
@@ -51,10 +50,7 @@ def transformer(input_shape=(32,), classes: int = 2, vocab: int = 16, hidden: in
     steps = sequence_length(name, input_shape)
     check_vocab(name, vocab, pad_token=pad_token)
     check_heads(name, hidden, heads)
-    ffn = 4 * hidden if ffn is None else int(ffn)
-    if depth < 1 or ffn < 1 or classes < 1:
-        raise Deep500Error(f"model {name!r}: depth, ffn and classes must be positive, got "
-                           f"{depth}, {ffn}, {classes}")
+    ffn = check_sizes(name, hidden, ffn, depth, classes)
     b = GraphBuilder(name, (steps,), batch_size, dtype, seed)
     tokens = b.token_input()
     x = b.positional_embedding(b.embedding(tokens, vocab, hidden, name="embed"))

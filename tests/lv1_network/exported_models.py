@@ -69,6 +69,22 @@ def _torch_mlp_module():
                                torch.nn.Linear(16, CLASSES))
 
 
+def _quiet_export(module, x, path, options) -> None:
+    """``torch.onnx.export`` of ``module`` on ``x`` to ``path``. The exporters report
+    progress, deprecations and missing torchvision kernels; the tests only need the
+    file."""
+    import torch
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, (torch.from_numpy(x),), str(path), **options)
+    finally:
+        logger.setLevel(level)
+
+
 def _torch_export(make_module, shape, folder, name: str, dynamo: bool, seed: int):
     import torch
     torch.manual_seed(seed)
@@ -83,17 +99,7 @@ def _torch_export(make_module, shape, folder, name: str, dynamo: bool, seed: int
                        verbose=False)
     else:
         options.update(dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
-    # The exporters report progress, deprecations and missing torchvision kernels; the
-    # tests only need the file.
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            torch.onnx.export(module, (torch.from_numpy(x),), str(path), **options)
-    finally:
-        logger.setLevel(level)
+    _quiet_export(module, x, path, options)
     return path, {"input": x}, {"output": expected}
 
 
@@ -307,15 +313,7 @@ def torch_sequence(folder, kind: str, dynamo: bool = False, seed: int = 0):
     else:
         options.update(opset_version=17,
                        dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            torch.onnx.export(module, (torch.from_numpy(x),), str(path), **options)
-    finally:
-        logger.setLevel(level)
+    _quiet_export(module, x, path, options)
     return path, {"input": x}, {"output": expected}
 
 
