@@ -39,7 +39,10 @@ class OnnxModel:
     """A parsed model. ``operations`` are in topological order, in the normalised form
     of ``normalize.py``; ``initializers`` (the parameters and constants stored in the
     file) are NumPy arrays; ``constants`` are the tensors normalisation made from
-    attributes of older opsets (never parameters)."""
+    attributes of older opsets (never parameters). A node with graph attributes
+    (Loop, If, Scan) holds their parsed bodies in ``op.subgraphs`` (attribute name ->
+    OnnxModel); a body's ``outer_inputs`` are the names it reads from enclosing
+    graphs."""
     name: str
     opset: int
     inputs: list[OnnxValueInfo]
@@ -50,6 +53,8 @@ class OnnxModel:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     proto: onnx.ModelProto | None = field(default=None, repr=False)
     source: str = "<in memory>"
+    # A control-flow body's reads from the enclosing graphs (empty for a main graph).
+    outer_inputs: list[str] = field(default_factory=list)
 
     @property
     def feed_inputs(self) -> list[OnnxValueInfo]:

@@ -134,9 +134,18 @@ def _default_opset(proto: onnx.ModelProto) -> int:
 
 
 def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
-    graph = proto.graph
     opset = _default_opset(proto)
     domains = {o.domain: o.version for o in proto.opset_import}
+    return graph_model(proto.graph, opset, domains, source, proto=proto)
+
+
+def graph_model(graph: onnx.GraphProto, opset: int, domains: dict, source: str,
+                proto: onnx.ModelProto | None = None, scope: str = "") -> OnnxModel:
+    """The :class:`OnnxModel` of one graph: the main graph, or (with ``scope``, the
+    enclosing node and attribute for messages) the body of a control-flow node. Every
+    node's graph attributes are parsed too (``OnnxOperation.subgraphs``), and a body's
+    ``outer_inputs`` lists the names it reads from the enclosing scopes."""
+    where = f"{source}{scope}"
     model_name = graph.name or os.path.basename(source)
     operations = []
     for index, node in enumerate(graph.node):
@@ -146,12 +155,12 @@ def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
             cls = operator_class(node.op_type, domains.get(node.domain, opset), domain)
             operations.append(cls.from_node(node, name))
         except UnsupportedError as exc:
-            raise UnsupportedError(f"{source}: node '{name}' ({node.op_type}): {exc}"
+            raise UnsupportedError(f"{where}: node '{name}' ({node.op_type}): {exc}"
                                    ) from exc
         except _NOT_THE_MODEL:
             raise
         except Exception as exc:  # attributes of an undefined type, non-UTF-8 strings
-            raise ModelError(f"{source}: node '{name}' ({node.op_type}) has attributes "
+            raise ModelError(f"{where}: node '{name}' ({node.op_type}) has attributes "
                              f"that cannot be read: {type(exc).__name__}: "
                              f"{_first_line(exc)}. Fix or re-export the model") from exc
     initializers = {}
@@ -161,21 +170,46 @@ def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
         except _NOT_THE_MODEL:
             raise
         except Exception as exc:  # data of another size than dims say, unknown types
-            raise ModelError(f"{source}: initializer {tensor.name!r} (element type "
+            raise ModelError(f"{where}: initializer {tensor.name!r} (element type "
                              f"{tensor.data_type}, dims {list(tensor.dims)}) cannot be read: "
                              f"{type(exc).__name__}: {_first_line(exc)}. Its stored data "
                              f"does not match its dims and element type; fix or re-export "
                              f"the model") from exc
     model = OnnxModel(
         name=model_name, opset=opset,
-        inputs=[_value_info(v, source) for v in graph.input],
-        outputs=[_value_info(v, source) for v in graph.output],
+        inputs=[_value_info(v, where) for v in graph.input],
+        outputs=[_value_info(v, where) for v in graph.output],
         initializers=initializers, operations=operations,
-        value_info={v.name: _value_info(v, source) for v in
+        value_info={v.name: _value_info(v, where) for v in
                     list(graph.value_info) + list(graph.input) + list(graph.output)},
         proto=proto, source=source)
     normalize_model(model)
+    for op in model.operations:
+        op.subgraphs = {
+            key: graph_model(value, opset, domains, source,
+                             scope=f"{scope}: body {key!r} of node '{op.name}' "
+                                   f"({op.op_type})")
+            for key, value in op.attributes.items() if isinstance(value, onnx.GraphProto)}
+    model.outer_inputs = _outer_inputs(model)
     return model
+
+
+def _outer_inputs(model: OnnxModel) -> list[str]:
+    """Names a graph's nodes (and their bodies) read that the graph neither takes as
+    input nor computes nor stores: ONNX's outer-scope references, resolved from the
+    enclosing graphs when the body runs."""
+    defined = {v.name for v in model.inputs} | set(model.initializers) | set(
+        model.constants)
+    outer = []
+    for op in model.operations:
+        read = list(op.present_inputs)
+        for body in getattr(op, "subgraphs", {}).values():
+            read.extend(body.outer_inputs)
+        for name in read:
+            if name and name not in defined and name not in outer:
+                outer.append(name)
+        defined.update(n for n in op.outputs if n)
+    return outer
 
 
 def _value_info(proto: onnx.ValueInfoProto, source: str) -> OnnxValueInfo:

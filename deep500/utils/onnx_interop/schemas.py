@@ -57,6 +57,9 @@ class OnnxOperation:
                            for k, v in self.attribute_defaults.items()}
         self.given_attributes = given
         self.original_version = self.since_version
+        # Parsed graph attributes (Loop/Scan ``body``, If's branches): attribute name ->
+        # OnnxModel, filled in by the parser.
+        self.subgraphs = {}
 
     @classmethod
     def from_node(cls, node: onnx.NodeProto, name: str) -> "OnnxOperation":
