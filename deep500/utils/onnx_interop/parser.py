@@ -144,7 +144,9 @@ def graph_model(graph: onnx.GraphProto, opset: int, domains: dict, source: str,
     """The :class:`OnnxModel` of one graph: the main graph, or (with ``scope``, the
     enclosing node and attribute for messages) the body of a control-flow node. Every
     node's graph attributes are parsed too (``OnnxOperation.subgraphs``), and a body's
-    ``outer_inputs`` lists the names it reads from the enclosing scopes."""
+    ``outer_inputs`` lists the names it reads from the enclosing scopes; the node's
+    ``implicit_inputs`` (the union over its bodies) are inputs for scheduling, freeing
+    and gradients like its explicit ones."""
     where = f"{source}{scope}"
     model_name = graph.name or os.path.basename(source)
     operations = []
@@ -190,6 +192,8 @@ def graph_model(graph: onnx.GraphProto, opset: int, domains: dict, source: str,
                              scope=f"{scope}: body {key!r} of node '{op.name}' "
                                    f"({op.op_type})")
             for key, value in op.attributes.items() if isinstance(value, onnx.GraphProto)}
+        op.implicit_inputs = [name for name in dict.fromkeys(
+            n for body in op.subgraphs.values() for n in body.outer_inputs)]
     model.outer_inputs = _outer_inputs(model)
     return model
 

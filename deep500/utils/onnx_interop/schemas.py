@@ -60,6 +60,9 @@ class OnnxOperation:
         # Parsed graph attributes (Loop/Scan ``body``, If's branches): attribute name ->
         # OnnxModel, filled in by the parser.
         self.subgraphs = {}
+        # Names its bodies read from the enclosing graphs (ONNX's outer-scope values):
+        # they are inputs of this node for scheduling, freeing and gradients.
+        self.implicit_inputs = []
 
     @classmethod
     def from_node(cls, node: onnx.NodeProto, name: str) -> "OnnxOperation":
