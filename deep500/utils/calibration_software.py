@@ -152,6 +152,7 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
     sources = {count: np.zeros(count, dtype=np.float32) for _, count in configurations}
     buffers = {count: np.empty_like(source) for count, source in sources.items()}
     spent = np.empty((int(repeats), len(configurations)))
+    last_arrival = np.empty_like(spent)
     bar = _progress(int(repeats), "allreduce in context", progress and rank == 0)
     clock = time.perf_counter
     try:
@@ -168,12 +169,18 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
                 if i >= 0:
                     spent[i, j] = clock() - start
             if i >= 0:
+                # Each round's samples reach the file at once (outside the timed
+                # calls), so a calibration killed halfway keeps the rounds it finished.
+                comm.Allreduce(spent[i], last_arrival[i], op=MPI.MIN)
+                if rank == 0 and log is not None:
+                    log.write({"phase": "allreduce_in_context_round", "round": i,
+                               "ranks": size, "burst_s": burst_s,
+                               "configurations": [[n, c * 4] for n, c in configurations],
+                               "seconds": last_arrival[i].tolist()})
                 bar.update(1)
     finally:
         bar.close()
         net.close()
-    last_arrival = np.empty_like(spent)
-    comm.Allreduce(spent, last_arrival, op=MPI.MIN)
     results = {}
     if rank == 0:
         for j, (name, count) in enumerate(configurations):
@@ -188,12 +195,18 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
 
 def read_in_context_samples(path: str) -> dict:
     """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
-    samples file."""
+    samples file; from its per-round lines where a killed calibration wrote no summary
+    lines."""
     from deep500.utils.calibration import read_sample_records
     samples = {}
     for record in read_sample_records(path, "allreduce_in_context"):
         samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
             record["seconds"]
+    if samples:
+        return samples
+    for record in read_sample_records(path, "allreduce_in_context_round"):
+        for (name, nbytes), seconds in zip(record["configurations"], record["seconds"]):
+            samples.setdefault(name, {}).setdefault(int(nbytes), []).append(seconds)
     return samples
 
 

@@ -115,6 +115,10 @@ def test_two_ranks_quick_calibration(tmp_path):
             # the same factor comes back out of the machine model at the measured size
             assert machine.allreduce_context_factor(name, row["nbytes"]) == \
                 pytest.approx(row["ratio"], rel=1e-9)
+    # every finished round is on disk as it ends (what a killed calibration keeps)
+    rounds = [r for r in records if r["phase"] == "allreduce_in_context_round"]
+    assert [r["round"] for r in rounds] == list(
+        range(calibration.Plan.make(quick=True).context_repeats))
     # the fusion copy: a per-tensor cost and a per-byte cost below 1 ns/B (> 1 GB/s)
     assert machine.fusion_copy is not None
     per_tensor, per_byte = machine.fusion_copy
@@ -140,3 +144,25 @@ def test_stopped_calibration_keeps_its_samples(tmp_path):
     lines = [json.loads(line) for line in samples.read_text().splitlines() if line.endswith("}")]
     assert len(lines) >= 3 and all(line["phase"] == "pingpong" for line in lines)
     assert calibration.read_pingpong_samples(str(samples))
+
+
+def test_in_context_samples_of_a_killed_calibration_come_from_its_rounds(tmp_path):
+    """A calibration killed in the in-context phase wrote round lines and no summary:
+    the samples are read back per (algorithm, size), in round order; a line the kill
+    cut is passed over."""
+    path = tmp_path / "m.samples.jsonl"
+    configurations = [["ring", 4], ["ring", 1024], ["mpi", 4]]
+    with open(path, "w") as f:
+        for i, seconds in enumerate([[1e-5, 2e-5, 3e-5], [4e-5, 5e-5, 6e-5]]):
+            f.write(json.dumps({"phase": "allreduce_in_context_round", "round": i,
+                                "ranks": 2, "burst_s": 5e-4,
+                                "configurations": configurations,
+                                "seconds": seconds}) + "\n")
+        f.write('{"phase": "allreduce_in_context_round", "round": 2, "sec')
+    samples = calibration_software.read_in_context_samples(str(path))
+    assert samples == {"ring": {4: [1e-5, 4e-5], 1024: [2e-5, 5e-5]}, "mpi": {4: [3e-5, 6e-5]}}
+    # summary lines, where present, are what counts
+    with open(path, "a") as f:
+        f.write("\n" + json.dumps({"phase": "allreduce_in_context", "algorithm": "ring",
+                                   "ranks": 2, "nbytes": 4, "seconds": [7e-5]}) + "\n")
+    assert calibration_software.read_in_context_samples(str(path)) == {"ring": {4: [7e-5]}}
