@@ -117,7 +117,9 @@ class ReferenceVisitor(OnnxBaseVisitor):
         if op.op_type == "Constant":
             self.visit_constant(op, network)
             return
-        network.add_node(op, self.convert(op), list(op.inputs))
+        # A control-flow node's outer-scope reads are inputs like its explicit ones.
+        network.add_node(op, self.convert(op),
+                         list(op.inputs) + list(getattr(op, "implicit_inputs", ())))
 
     def convert(self, op: OnnxOperation) -> ReferenceOp:
         """The reference operator computing ``op`` (a normalised node)."""
@@ -143,7 +145,10 @@ class ReferenceVisitor(OnnxBaseVisitor):
                         f"{allowed}. Re-export the model without it, or run it with another "
                         f"framework")
         try:
-            return cls(**attributes)
+            operator = cls(**attributes)
+            if getattr(op, "subgraphs", None):
+                operator.bind_node(op)   # Loop, If, Scan: their parsed bodies
+            return operator
         except UnsupportedError as exc:
             raise self._unsupported(op, str(exc)) from None
 
