@@ -50,9 +50,11 @@ class OnnxModule(nn.Module):
 
     # -- building ------------------------------------------------------------------
     def reset_graph(self) -> None:
-        """Forget the nodes, inputs, outputs and constants (parameters stay)."""
+        """Forget the nodes, inputs, outputs, constants and bodies (parameters stay)."""
         for attribute in self.constant_attributes.values():
             delattr(self, attribute)
+        for child in [n for n, m in self._modules.items() if isinstance(m, OnnxModule)]:
+            delattr(self, child)  # control-flow bodies and subgraphs: rebuilt with nodes
         self.constant_attributes = {}
         self.input_names, self.output_names = [], []
         self._slots: dict[str, int] = {"": _OMITTED}
@@ -99,6 +101,11 @@ class OnnxModule(nn.Module):
                              value.to(self.device))
         self.constant_attributes[onnx_name] = attribute
         self.slot(onnx_name)
+
+    def add_body(self, label: str, body: "OnnxModule") -> None:
+        """Register ``body`` (a control-flow node's body, built as a module of its own)
+        as a child, so that it moves with this module and shows in ``state_dict``."""
+        self.add_module(self._attribute_for("body_" + label), body)
 
     def add_input(self, name: str) -> None:
         self.input_names.append(name)

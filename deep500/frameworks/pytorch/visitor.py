@@ -14,8 +14,8 @@ the node runs once here, on the CPU, and its outputs become constants.
 This module holds what every operator uses (the hooks, what is known while building,
 ``_emit``); the ``visit_<op>`` methods live in one module per operator family
 (``ops_elementwise``, ``ops_conv``, ``ops_normalization``, ``ops_loss``, ``ops_shape``,
-``ops_reduce``, ``ops_tensor``, ``ops_sequence``), mixed into :class:`PyTorchVisitor`:
-adding a family is adding a module. The parser has normalised every node to the newest
+``ops_reduce``, ``ops_tensor``, ``ops_sequence``, ``ops_control``), mixed into
+:class:`PyTorchVisitor`: adding a family is adding a module. The parser has normalised every node to the newest
 opset's form (``deep500.utils.onnx_interop.normalize``).
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import onnx
 
 from deep500.frameworks.pytorch._torch_common import as_tensor, torch_dtype
+from deep500.frameworks.pytorch.ops_control import ControlFlowOps
 from deep500.frameworks.pytorch.ops_conv import ConvolutionOps
 from deep500.frameworks.pytorch.ops_elementwise import ElementwiseOps
 from deep500.frameworks.pytorch.ops_loss import LossOps
@@ -38,7 +39,7 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 
 
 class PyTorchVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, ShapeOps,
-                     ReduceOps, TensorOps, SequenceOps, OnnxBaseVisitor):
+                     ReduceOps, TensorOps, SequenceOps, ControlFlowOps, OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:

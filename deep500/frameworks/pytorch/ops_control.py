@@ -1,0 +1,353 @@
+"""PyTorchVisitor methods for ONNX control flow (Loop, If, Scan), mixed into
+:class:`deep500.frameworks.pytorch.visitor.PyTorchVisitor`.
+
+Each body (``op.subgraphs``, parsed like the main graph) is built once by a visitor of
+the same class into an :class:`OnnxModule` of its own, a child of the network's module
+(so it moves with ``.to(device)``). The body module's inputs are its formal inputs
+followed by the values it reads from the enclosing graphs (ONNX's outer scope): the node
+passes those as extra inputs, so an outer value lives until the node has run and an outer
+parameter (an RNN's weights read by a Loop body) gets its gradient through autograd like
+any input. Outer values known while building (constants) become constants of the body,
+where they fold. A body's own initializers are constants of the body, never parameters:
+ONNX has no way to train them apart from the node.
+
+The loops run in Python, one body call per iteration, from differentiable ``torch``
+operations, so autograd differentiates the unrolled iterations (backpropagation through
+time). Sequence-, map- and optional-typed values (``SequenceInsert`` in a Loop, ``If``
+returning a sequence) have no PyTorch representation here: such bodies are refused.
+Semantics: https://onnx.ai/onnx/operators/onnx__Loop.html,
+https://onnx.ai/onnx/operators/onnx__If.html,
+https://onnx.ai/onnx/operators/onnx__Scan.html (opset 8, batched, and opset 9+).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+
+from deep500.frameworks.pytorch._torch_common import torch_dtype
+from deep500.frameworks.pytorch.extension_dtypes import array_from_tensor
+from deep500.frameworks.pytorch.onnx_module import OnnxModule
+from deep500.utils.errors import ModelError, ShapeError, UnsupportedError, require
+from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
+
+torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+_TENSOR = "tensor_type"
+
+
+def outer_reads(body: OnnxModel) -> list[str]:
+    """The names ``body`` reads from its enclosing graphs: the parser's
+    ``outer_inputs`` plus graph outputs (its own or a nested body's) that name an outer
+    value directly, without a node in between (an If branch may return ``x`` itself)."""
+    defined = ({v.name for v in body.inputs} | set(body.initializers)
+               | set(body.constants))
+    for op in body.operations:
+        defined.update(n for n in op.outputs if n)
+    reads = list(body.outer_inputs)
+    reads += [o.name for o in body.outputs if o.name not in defined]
+    for op in body.operations:
+        for nested in getattr(op, "subgraphs", {}).values():
+            reads += [n for n in outer_reads(nested) if n not in defined]
+    return list(dict.fromkeys(reads))
+
+
+@dataclasses.dataclass
+class _BodyNetwork:
+    """What a body's visitor builds into (the parts of a ``PyTorchNetwork`` that the
+    visitor reads): the module, the body's outputs, and the outer parameters it reads
+    (so that their shapes are known inside)."""
+    module: OnnxModule
+    outputs: list
+    parameter_values: dict
+
+
+class Body:
+    """A built body: ``run(formal values, outer values)`` returns its outputs in the
+    body's order (a name may repeat)."""
+
+    def __init__(self, module: OnnxModule, formals: list, outer: list, outputs: list,
+                 output_info: list):
+        self.module, self.formals, self.outer = module, formals, outer
+        self.outputs, self.output_info = outputs, output_info
+
+    def run(self, formal_values, outer_values) -> list:
+        feeds = dict(zip(self.formals, formal_values))
+        feeds.update(zip(self.outer, outer_values))
+        result = self.module(**feeds)
+        return [result[name] for name in self.outputs]
+
+
+class ControlFlowOps:
+    """Mixin of ``visit_<op>`` methods (see the module docstring)."""
+
+    # -- bodies --------------------------------------------------------------------
+    def _body(self, op, key: str) -> Body:
+        """Build body ``key`` of ``op`` into a child module of the network's module."""
+        body = op.subgraphs.get(key)
+        if body is None:
+            raise self._fail(op, f"has no {key!r} graph attribute", ModelError)
+        _refuse_non_tensors(self, op, key, op.attributes.get(key))
+        reads = outer_reads(body)
+        known = {n: array_from_tensor(self.known[n]) for n in reads if n in self.known}
+        fed = [n for n in reads if n not in known]
+        formals = [OnnxValueInfo(v.name, v.dtype, _rank_only(v.shape))
+                   for v in body.inputs]
+        inputs = formals + [self._outer_info(n) for n in fed]
+        model = dataclasses.replace(
+            body, name=f"{self.model.name}/{op.name}/{key}", inputs=inputs,
+            value_info={**body.value_info, **{v.name: v for v in inputs}},
+            initializers={}, constants={**body.constants, **body.initializers, **known})
+        module = OnnxModule(model.name)
+        module.device = self.module.device
+        outputs = [o.name for o in body.outputs]
+        parameters = {n: self.parameters[n] for n in fed if n in self.parameters}
+        type(self)(static_shapes=self.static_shapes).visit_model(
+            model, _BodyNetwork(module, outputs, parameters))
+        self.module.add_body(f"{op.name}_{key}", module)
+        output_info = [body.value_info.get(name) for name in outputs]
+        return Body(module, [v.name for v in body.inputs], fed, outputs, output_info)
+
+    def _outer_info(self, name: str) -> OnnxValueInfo:
+        """What the enclosing graph knows of outer value ``name``: its element type, its
+        shape where the enclosing graph fixes it, else its rank."""
+        info = self.info.get(name)
+        shape = self._shape(name)
+        if shape is None and info is not None:
+            shape = _rank_only(info.shape)
+        return OnnxValueInfo(name, info.dtype if info is not None else None, shape)
+
+    # -- operators -----------------------------------------------------------------
+    def visit_loop(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Loop.html: ``for (i = 0; i < M && cond;
+        ++i) (cond, carried..., scans...) = body(i, cond, carried...)``; M and cond are
+        optional (a missing M is no limit; a missing cond is true, and the body's cond
+        output is then ignored). Outputs: the final carried values, then each scan
+        output stacked along a new first axis."""
+        body = self._body(op, "body")
+        carried = len(op.inputs) - 2
+        scans = len(body.outputs) - 1 - carried
+        if len(body.formals) != carried + 2 or scans < 0:
+            raise self._fail(op, f"its body takes {len(body.formals)} inputs and returns "
+                                 f"{len(body.outputs)} outputs for {carried} loop-carried "
+                                 f"values; it must take 2 + {carried} (iteration number, "
+                                 f"condition, carried values) and return 1 + {carried} + "
+                                 f"K (condition, carried values, scan outputs)", ModelError)
+        if not op.inputs[0] and not op.inputs[1]:
+            raise self._fail(op, "has neither a trip count M nor a condition: ONNX "
+                                 "defines it as a loop that never ends", ModelError)
+        has_cond = bool(op.inputs[1])
+        explicit = len(op.inputs)
+        scan_info = body.output_info[1 + carried:]
+        outputs = len(op.outputs)
+        name = op.name
+
+        def loop(*values):
+            values = values + (None,) * (explicit + len(body.outer) - len(values))
+            trip, cond = values[0], values[1]
+            state = list(values[2:explicit])
+            outer = values[explicit:]
+            limit = None if trip is None else int(trip)
+            keep_going = True if cond is None else bool(cond)
+            device = _device(values)
+            condition = cond if cond is not None else torch.ones((), dtype=torch.bool,
+                                                                 device=device)
+            stacks = [[] for _ in range(scans)]
+            i = 0
+            while keep_going and (limit is None or i < limit):
+                iteration = torch.tensor(i, dtype=torch.int64, device=device)
+                results = body.run([iteration, condition, *state], outer)
+                condition = results[0]
+                state = results[1:1 + carried]
+                for stack, value in zip(stacks, results[1 + carried:]):
+                    stack.append(value)
+                if has_cond:
+                    keep_going = bool(condition)
+                i += 1
+            final = state + [_stack(stack, 0, info, name, device)
+                             for stack, info in zip(stacks, scan_info)]
+            return tuple(final[:outputs]) if outputs > 1 else final[0]
+        self._emit(op, loop, list(op.inputs) + body.outer)
+
+    def visit_if(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__If.html: runs ``then_branch`` if the
+        one-element ``cond`` is true, else ``else_branch``. A condition known while
+        building (a shape check of an exported model) builds only the branch taken."""
+        outputs = len(op.outputs)
+        chosen = self._known(op.inputs[0])
+        if chosen is not None:
+            if chosen.numel() != 1:
+                raise self._fail(op, f"the condition has {chosen.numel()} elements; it "
+                                     f"must have one", ShapeError)
+            branch = self._body(op, "then_branch" if bool(chosen) else "else_branch")
+            self._check_branch(op, branch, outputs)
+
+            def taken(*outer):
+                results = branch.run([], outer)
+                return tuple(results) if outputs > 1 else results[0]
+            self._emit(op, taken, branch.outer)
+            return
+        then_branch = self._body(op, "then_branch")
+        else_branch = self._body(op, "else_branch")
+        for branch in (then_branch, else_branch):
+            self._check_branch(op, branch, outputs)
+        outer = list(dict.fromkeys(then_branch.outer + else_branch.outer))
+        picks = [[outer.index(n) for n in b.outer] for b in (then_branch, else_branch)]
+
+        def if_(cond, *values):
+            if cond.numel() != 1:
+                raise ShapeError(f"If node '{op.name}': the condition has {cond.numel()} "
+                                 f"elements; it must have one")
+            which = 0 if bool(cond) else 1
+            branch = (then_branch, else_branch)[which]
+            results = branch.run([], [values[k] for k in picks[which]])
+            return tuple(results) if outputs > 1 else results[0]
+        self._emit(op, if_, [op.inputs[0]] + outer)
+
+    def _check_branch(self, op, branch: Body, outputs: int) -> None:
+        if branch.formals or len(branch.outputs) != outputs:
+            raise self._fail(op, f"a branch takes {len(branch.formals)} inputs and returns "
+                                 f"{len(branch.outputs)} outputs; it must take none and "
+                                 f"return the node's {outputs}", ModelError)
+
+    def visit_scan(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Scan.html: ``(states..., scan output
+        elements...) = body(states..., one slice of each scan input)`` over the scan
+        inputs' ``scan_input_axes`` (each forward or, by ``scan_input_directions``,
+        reversed); scan outputs are stacked along ``scan_output_axes`` (reversed by
+        ``scan_output_directions``). Opset 8's Scan has a batch axis 0, scans axis 1,
+        takes optional ``sequence_lens`` first and ``directions`` for its inputs; scan
+        outputs of shorter sequences are padded with zeros to the longest."""
+        a = op.attributes
+        body = self._body(op, "body")
+        scanned = a["num_scan_inputs"]
+        batched = op.original_version < 9
+        explicit = list(op.inputs)
+        states = len(explicit) - scanned - (1 if batched else 0)
+        outs = len(body.outputs) - states
+        if states < 0 or len(body.formals) != states + scanned or outs < 0:
+            raise self._fail(op, f"its body takes {len(body.formals)} inputs and returns "
+                                 f"{len(body.outputs)} outputs for {max(states, 0)} states "
+                                 f"and {scanned} scan inputs", ModelError)
+        if batched:
+            in_dirs = list(a.get("directions") or [0] * scanned)
+            in_axes, out_axes, out_dirs = [0] * scanned, [0] * outs, [0] * outs
+        else:
+            in_axes = list(a.get("scan_input_axes") or [0] * scanned)
+            in_dirs = list(a.get("scan_input_directions") or [0] * scanned)
+            out_axes = list(a.get("scan_output_axes") or [0] * outs)
+            out_dirs = list(a.get("scan_output_directions") or [0] * outs)
+        for attribute, values, count in (("scan input axes/directions", in_axes, scanned),
+                                         ("scan input directions", in_dirs, scanned),
+                                         ("scan output axes", out_axes, outs),
+                                         ("scan output directions", out_dirs, outs)):
+            if len(values) != count:
+                raise self._fail(op, f"has {len(values)} {attribute} for {count} "
+                                     f"values", ModelError)
+        scan_info = body.output_info[states:]
+        outputs = len(op.outputs)
+        name = op.name
+
+        def scan(xs_states, xs, outer, device):
+            """Scan-9 on one (unbatched) set of states and scan inputs."""
+            axes = [axis % x.dim() for axis, x in zip(in_axes, xs)]
+            lengths = {x.shape[axis] for x, axis in zip(xs, axes)}
+            if len(lengths) != 1:
+                raise ShapeError(f"Scan node '{name}': the scan inputs have different "
+                                 f"lengths {sorted(lengths)} along their scan axes")
+            slices = [x.unbind(axis) for x, axis in zip(xs, axes)]
+            slices = [s[::-1] if d else s for s, d in zip(slices, in_dirs)]
+            stacks = [[] for _ in range(outs)]
+            state = list(xs_states)
+            for t in range(lengths.pop()):
+                results = body.run(state + [s[t] for s in slices], outer)
+                state = results[:states]
+                for stack, value in zip(stacks, results[states:]):
+                    stack.append(value)
+            return state, [_stack(s[::-1] if d else s, axis, info, name, device)
+                           for s, d, axis, info in zip(stacks, out_dirs, out_axes,
+                                                       scan_info)]
+
+        def finish(values):
+            return tuple(values[:outputs]) if outputs > 1 else values[0]
+
+        if not batched:
+            def scan9(*values):
+                outer = values[len(explicit):]
+                state, stacked = scan(values[:states], values[states:len(explicit)],
+                                      outer, _device(values))
+                return finish(state + stacked)
+            self._emit(op, scan9, explicit + body.outer)
+            return
+
+        def scan8(*values):
+            values = values + (None,) * (len(explicit) + len(body.outer) - len(values))
+            lens, initial = values[0], values[1:1 + states]
+            xs = values[1 + states:len(explicit)]
+            outer = values[len(explicit):]
+            batch, longest = xs[0].shape[0], xs[0].shape[1]
+            lengths = [longest] * batch if lens is None else [int(n) for n in lens.tolist()]
+            if len(lengths) != batch or any(not 0 <= n <= longest for n in lengths):
+                raise ShapeError(f"Scan node '{name}': sequence_lens {lengths} must give "
+                                 f"one length in [0, {longest}] per batch entry ({batch})")
+            device = _device(values)
+            finals, stacked = [], []
+            for b, length in enumerate(lengths):
+                state, results = scan([s[b] for s in initial],
+                                      [x[b, :length] for x in xs], outer, device)
+                finals.append(state)
+                stacked.append([_pad(r, longest) for r in results])
+            state = [torch.stack(column) for column in zip(*finals)]
+            return finish(state + [torch.stack(column) for column in zip(*stacked)])
+        self._emit(op, scan8, explicit + body.outer)
+
+
+def _rank_only(shape):
+    """A declared shape with its dims forgotten: a body's inputs take whatever values
+    the node passes, so only the rank is relied on."""
+    return None if shape is None else (None,) * len(shape)
+
+
+def _device(values):
+    return next((v.device for v in values if isinstance(v, torch.Tensor)), None)
+
+
+def _stack(values: list, axis: int, info, node: str, device):
+    """The per-iteration ``values`` stacked along a new ``axis``; with no iteration,
+    an empty tensor of the shape the body declares for them."""
+    if values:
+        return torch.stack(values, axis % (values[0].dim() + 1))
+    if info is None or not info.is_static or info.dtype is None:
+        raise UnsupportedError(
+            f"Control-flow node '{node}' ran no iteration, and its body does not declare "
+            f"a static shape and element type for the scan output "
+            f"{getattr(info, 'name', '')!r}: the empty result's shape is unknown. Declare "
+            f"it in the body's outputs")
+    shape = list(info.shape)
+    shape.insert(axis % (len(shape) + 1), 0)
+    dtype = torch_dtype(onnx.helper.np_dtype_to_tensor_dtype(info.dtype))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _pad(value, length: int):
+    """``value`` padded with zeros along axis 0 to ``length``."""
+    missing = length - value.shape[0]
+    if not missing:
+        return value
+    return torch.cat([value, value.new_zeros((missing, *value.shape[1:]))])
+
+
+def _refuse_non_tensors(visitor, op, key: str, graph) -> None:
+    """Bodies whose inputs or outputs are sequences, maps or optionals have no PyTorch
+    representation in this executor."""
+    if not isinstance(graph, onnx.GraphProto):
+        return
+    for kind, values in (("input", graph.input), ("output", graph.output)):
+        for value in values:
+            which = value.type.WhichOneof("value")
+            if which not in (None, _TENSOR):
+                raise visitor._fail(
+                    op, f"body {key!r} has the {which.replace('_type', '')}-typed "
+                        f"{kind} {value.name!r}; the PyTorch executor runs control flow "
+                        f"over tensors only (sequence, map and optional values are not "
+                        f"supported)")
