@@ -39,10 +39,10 @@ _LOOP = (UnsupportedError,
          "node '<sequential>/gru_1/while_loop' (opset 16) instead of a GRU node; the "
          "executor raises UnsupportedError: 'does not support operator Loop'")
 KNOWN_FAILURES: dict[tuple[str, str], tuple[type, str]] = {
-    ("keras_gru", executor): _LOOP for executor in ("reference", "pytorch", "tensorflow")}
+    ("keras_gru", executor): _LOOP for executor in ("reference", "tensorflow")}
 """(file name, executor) → (exception type, reason) of Deep500 failures found by these
 tests: each combination is ``xfail(strict=True)``, so the mark fails once fixed."""
-KNOWN_BACKPROP_FAILURES: dict[str, tuple[type, str]] = {"keras_gru": _LOOP}
+KNOWN_BACKPROP_FAILURES: dict[str, tuple[type, str]] = {}
 """file name → (exception type, reason) for the reference-vs-PyTorch gradient test."""
 
 

@@ -36,22 +36,6 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 _TENSOR = "tensor_type"
 
 
-def outer_reads(body: OnnxModel) -> list[str]:
-    """The names ``body`` reads from its enclosing graphs: the parser's
-    ``outer_inputs`` plus graph outputs (its own or a nested body's) that name an outer
-    value directly, without a node in between (an If branch may return ``x`` itself)."""
-    defined = ({v.name for v in body.inputs} | set(body.initializers)
-               | set(body.constants))
-    for op in body.operations:
-        defined.update(n for n in op.outputs if n)
-    reads = list(body.outer_inputs)
-    reads += [o.name for o in body.outputs if o.name not in defined]
-    for op in body.operations:
-        for nested in getattr(op, "subgraphs", {}).values():
-            reads += [n for n in outer_reads(nested) if n not in defined]
-    return list(dict.fromkeys(reads))
-
-
 @dataclasses.dataclass
 class _BodyNetwork:
     """What a body's visitor builds into (the parts of a ``PyTorchNetwork`` that the
@@ -88,7 +72,7 @@ class ControlFlowOps:
         if body is None:
             raise self._fail(op, f"has no {key!r} graph attribute", ModelError)
         _refuse_non_tensors(self, op, key, op.attributes.get(key))
-        reads = outer_reads(body)
+        reads = body.outer_inputs
         known = {n: array_from_tensor(self.known[n]) for n in reads if n in self.known}
         fed = [n for n in reads if n not in known]
         formals = [OnnxValueInfo(v.name, v.dtype, _rank_only(v.shape))
