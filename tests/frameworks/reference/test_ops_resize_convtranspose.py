@@ -115,7 +115,7 @@ def test_convtranspose_bad_input():
         create_operator("ConvTranspose").forward(X, rand((2, 2, 3, 3)))
     with pytest.raises(ShapeError, match="strides"):
         create_operator("ConvTranspose", strides=[2]).forward(X, W)
-    with pytest.raises(ShapeError, match="make pads smaller"):
+    with pytest.raises(ShapeError, match="leave no output"):
         create_operator("ConvTranspose", pads=[3, 3, 3, 3]).forward(X, W)
     with pytest.raises(UnsupportedError, match="auto_pad"):
         create_operator("ConvTranspose", auto_pad="SAME").forward(X, W)

@@ -1,6 +1,6 @@
 """ConvTranspose: the adjoint of Conv with respect to its input, for 1-, 2- and 3-D (any
 spatial rank) inputs, with groups, strides, dilations, pads, output_padding, output_shape
-and auto_pad. Each input element x[n, c, i] adds x·W[c, m, k] to the full output at
+and auto_pad (the geometry: ``utils/onnx_interop/window.py``). Each input element x[n, c, i] adds x·W[c, m, k] to the full output at
 i·stride + k·dilation; the full output has (in - 1)·stride + (kernel - 1)·dilation + 1 +
 output_padding elements per axis and loses pads[begin] and pads[end] at its ends.
 https://onnx.ai/onnx/operators/onnx__ConvTranspose.html"""
@@ -9,22 +9,8 @@ import itertools
 import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
-from deep500.utils.errors import ShapeError, UnsupportedError
-
-AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-
-
-def _ints(name, value, rank, default, minimum):
-    if value is None:
-        return (default,) * rank
-    value = tuple(int(v) for v in value)
-    if len(value) != rank:
-        raise ShapeError(f"ConvTranspose: attribute {name}={list(value)} must have {rank} "
-                         f"values, one per spatial axis of the input")
-    if any(v < minimum for v in value):
-        raise ShapeError(f"ConvTranspose: attribute {name}={list(value)} must be >= {minimum}")
-    return value
-
+from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.window import conv_transpose_geometry
 
 def _overlap(pads_begin, full, output):
     """(index into the full output, index into the output) of the elements they share;
@@ -65,51 +51,20 @@ class ConvTranspose(ReferenceOp):
         if B is not None and np.shape(B) != (filters,):
             raise ShapeError(f"ConvTranspose: bias B must have shape ({filters},), got "
                              f"{np.shape(B)}")
-        rank = X.ndim - 2
         kernel = W.shape[2:]
         if self.attr("kernel_shape") is not None and tuple(self.attr("kernel_shape")) != kernel:
             raise ShapeError(f"ConvTranspose: kernel_shape={list(self.attr('kernel_shape'))} "
                              f"does not match W's spatial shape {kernel}")
-        strides = _ints("strides", self.attr("strides"), rank, 1, 1)
-        dilations = _ints("dilations", self.attr("dilations"), rank, 1, 1)
-        extra = _ints("output_padding", self.attr("output_padding"), rank, 0, 0)
         auto_pad = self.attr("auto_pad")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-        if auto_pad not in AUTO_PADS:
-            raise UnsupportedError(f"ConvTranspose: auto_pad={auto_pad!r} is not one of "
-                                   f"{AUTO_PADS}")
-        spatial = X.shape[2:]
-        full = tuple((n - 1) * s + (k - 1) * d + 1 + e for n, s, k, d, e in
-                     zip(spatial, strides, kernel, dilations, extra))
-        wanted = self.attr("output_shape")
-        if wanted is not None:
-            wanted = tuple(int(v) for v in wanted)
-            if len(wanted) == rank + 2:
-                wanted = wanted[2:]
-            if len(wanted) != rank:
-                raise ShapeError(f"ConvTranspose: output_shape={list(wanted)} must have "
-                                 f"{rank} values (one per spatial axis)")
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            wanted = tuple(n * s for n, s in zip(spatial, strides))
-        if wanted is not None:
-            totals = [f - o for f, o in zip(full, wanted)]
-            if auto_pad == "SAME_UPPER":
-                begin = [t // 2 for t in totals]
-            else:
-                begin = [t - t // 2 for t in totals]
-            end = [t - b for t, b in zip(totals, begin)]
-        elif auto_pad == "VALID":
-            begin = end = [0] * rank
-        else:
-            pads = _ints("pads", self.attr("pads"), 2 * rank, 0, 0)
-            begin, end = list(pads[:rank]), list(pads[rank:])
-        output = tuple(f - b - e for f, b, e in zip(full, begin, end))
-        if any(o < 1 for o in output):
-            raise ShapeError(f"ConvTranspose: the output would have spatial shape "
-                             f"{list(output)} (input {list(spatial)}, kernel {list(kernel)}, "
-                             f"pads {begin + end}); make pads smaller")
-        return dict(group=group, kernel=kernel, strides=strides, dilations=dilations,
-                    full=full, begin=tuple(begin), output=output, filters=filters)
+        g = conv_transpose_geometry(
+            "ConvTranspose", X.shape[2:], kernel, strides=self.attr("strides"),
+            dilations=self.attr("dilations"), pads=self.attr("pads"), auto_pad=auto_pad,
+            output_padding=self.attr("output_padding"),
+            output_shape=self.attr("output_shape"))
+        return dict(group=group, kernel=kernel, strides=g.strides, dilations=g.dilations,
+                    full=g.full, begin=tuple(g.pads_begin), output=g.output,
+                    filters=filters)
 
     @staticmethod
     def _kernel_slices(g):
