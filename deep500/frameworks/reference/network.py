@@ -107,7 +107,7 @@ class ReferenceNetwork(Network):
     def add_node(self, op, operator=None, inputs=None) -> None:
         """Add ONNX operation ``op``, computed by reference operator ``operator`` (by
         default the one the ReferenceVisitor chooses) from tensors ``inputs`` (by default
-        ``op.inputs``)."""
+        ``op.inputs`` and then ``op.implicit_inputs``)."""
         if operator is None:
             from deep500.frameworks.reference.visitor import ReferenceVisitor
             ReferenceVisitor(self.name).add_operation(op, self)
@@ -115,7 +115,10 @@ class ReferenceNetwork(Network):
         key = op_key(op.name)
         if self.graph.has_node(key):
             raise Deep500Error(f"Network '{self.name}' already has a node named '{op.name}'")
-        inputs = [name or None for name in (op.inputs if inputs is None else inputs)]
+        if inputs is None:
+            # A control-flow node's outer-scope reads (its bodies') are inputs too.
+            inputs = list(op.inputs) + list(getattr(op, "implicit_inputs", ()))
+        inputs = [name or None for name in inputs]
         while inputs and inputs[-1] is None:
             inputs.pop()
         for output in op.outputs:

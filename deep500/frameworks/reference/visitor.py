@@ -117,9 +117,8 @@ class ReferenceVisitor(OnnxBaseVisitor):
         if op.op_type == "Constant":
             self.visit_constant(op, network)
             return
-        # A control-flow node's outer-scope reads are inputs like its explicit ones.
-        network.add_node(op, self.convert(op),
-                         list(op.inputs) + list(getattr(op, "implicit_inputs", ())))
+        # Inputs: op.inputs, then a control-flow node's outer-scope reads.
+        network.add_node(op, self.convert(op))
 
     def convert(self, op: OnnxOperation) -> ReferenceOp:
         """The reference operator computing ``op`` (a normalised node)."""
