@@ -26,3 +26,26 @@ def test_erf_is_within_a_few_ulp_of_math_erf(path):
 def test_erf_special_values(path):
     got = getattr(common, path)(np.array([np.inf, -np.inf, np.nan, 40.0]))
     assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2]) and got[3] == 1.0
+
+
+POINTS_32 = np.concatenate([np.linspace(-6.0, 6.0, 200001), np.logspace(-44, 0.7, 5000),
+                            -np.logspace(-44, 0.7, 5000), [3.92, 3.999, 4.0, 4.001]]
+                           ).astype(np.float32)
+
+
+def test_float32_erf_is_within_four_eps_of_erf():
+    got = common.erf_float32(POINTS_32)
+    assert got.dtype == np.float32
+    want = np.array([math.erf(v) for v in POINTS_32.astype(np.float64)])
+    # float32 evaluation of the rational form: a few roundings of eps(float32)/2 each
+    # (module docstring); relative to max(|erf|, the smallest normal float32)
+    error = np.abs(got.astype(np.float64) - want) / np.maximum(
+        np.abs(want), np.finfo(np.float32).tiny)
+    assert error.max() <= 4 * np.finfo(np.float32).eps, POINTS_32[np.argmax(error)]
+    assert np.abs(got).max() <= 1.0
+
+
+def test_float32_erf_special_values():
+    got = common.erf_float32(np.array([np.inf, -np.inf, np.nan, 40.0, -0.0], np.float32))
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2]) and got[3] == 1.0
+    assert got[4] == 0.0 and np.signbit(got[4])

@@ -9,6 +9,16 @@ polynomials; Abramowitz & Stegun 7.1.19), and erf(centre) from ``math.erf``. The
 remainder is below |erf⁽¹⁰⁾|·(1/32)¹⁰/10! < 1e-17. Near 0 the Maclaurin series
 erf(x) = (2/√π) Σ (-1)ⁿ x²ⁿ⁺¹ / (n!(2n+1)) keeps the relative accuracy of tiny
 arguments, and erf(x) rounds to 1 in double precision from x = 6 on.
+
+Float32 (:func:`erf_float32`): a rational approximation evaluated in float32, about six
+times faster than the double-precision paths, which spend most of their time outside
+NumPy's SIMD loops. erf(x) = x·P(x²)/Q(x²) on |x| <= 4 (P, Q of degree 5 in x², Q(0) = 1),
+with |x| clamped to 4 beyond, where erf rounds to 1 in float32 (1 - erf(3.92) < 2⁻²⁵).
+The coefficients are a relative-error minimax fit to ``math.erf`` on [0, 4] (linearised
+least squares on 4000 Chebyshev nodes, Sanathanan–Koerner reweighting by 1/Q, then Lawson
+iterations towards equal ripple): the rational form itself is within 2.5e-8 relative of
+erf, a fifth of float32's machine epsilon, so what remains is the round-off of the 25
+float32 operations that evaluate it, within 4 eps(float32) relative.
 """
 import math
 
@@ -43,6 +53,15 @@ except ImportError:  # SciPy is optional: the Taylor form serves without it
     _scipy_erf = None
 _MACLAURIN = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8)]
 
+# erf(x) ≈ x·P(x²)/Q(x²) on |x| <= _LIMIT_32, lowest degree first (module docstring)
+_LIMIT_32 = np.float32(4.0)
+_P_32 = [np.float32(c) for c in (1.1283791394426244, 0.19354259867672344,
+                                 0.053101417800175015, 0.003883237091434925,
+                                 0.00028456327649043677, 1.9867988326520622e-06)]
+_Q_32 = [np.float32(c) for c in (1.0, 0.5048552188363439, 0.11534897900329433,
+                                 0.015207038303050152, 0.001185544747160203,
+                                 3.742020747695868e-05)]
+
 
 def erf(x) -> np.ndarray:
     """erf(x), elementwise, computed in float64: SciPy's ``scipy.special.erf`` (Cephes,
@@ -52,6 +71,32 @@ def erf(x) -> np.ndarray:
     if _scipy_erf is not None:
         return _scipy_erf(x)
     return _taylor_erf(x)
+
+
+def erf_float32(x) -> np.ndarray:
+    """erf(x), elementwise, of a float32 array in float32: within 4 eps(float32) relative
+    of the exact erf, |erf| <= 1, ±1 at ±inf, NaN at NaN (rational form, module
+    docstring). Works in place on two fresh arrays, the first of them the result."""
+    x = np.asarray(x, dtype=np.float32)
+    shape = x.shape
+    # 1-D: NumPy hands back scalars, not arrays, for 0-d operands
+    clamped = np.clip(x.reshape(-1), -_LIMIT_32, _LIMIT_32)   # NaN stays NaN
+    t = np.multiply(clamped, clamped)
+    result = _horner_32(t, _P_32)
+    np.multiply(result, clamped, out=result)
+    clamped = _horner_32(t, _Q_32, out=clamped)       # clamped is no longer needed
+    np.divide(result, clamped, out=result)
+    # Round-off can carry x·P/Q a few units past 1 near the clamp
+    return np.clip(result, np.float32(-1), np.float32(1), out=result).reshape(shape)
+
+
+def _horner_32(t: np.ndarray, coefficients: list, out=None) -> np.ndarray:
+    """Σ coefficients[n]·tⁿ by Horner's rule, in place in ``out`` (default: a new array)."""
+    out = np.multiply(t, coefficients[-1], out=out)
+    for c in coefficients[-2:0:-1]:
+        np.add(out, c, out=out)
+        np.multiply(out, t, out=out)
+    return np.add(out, coefficients[0], out=out)
 
 
 def _taylor_erf(x: np.ndarray) -> np.ndarray:

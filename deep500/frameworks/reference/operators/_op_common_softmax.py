@@ -3,6 +3,8 @@ numerically stable (max-subtracted) softmax and log-softmax along one axis.
 https://onnx.ai/onnx/operators/onnx__Softmax.html"""
 import numpy as np
 
+from deep500.frameworks.reference.operators._op_common_rows import (as_rows, row_maxima,
+                                                                     row_sums)
 from deep500.utils.errors import ShapeError
 
 
@@ -20,8 +22,20 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if axis == x.ndim - 1 and x.size and x.dtype in (np.float32, np.float64):
+        return _softmax_last_axis(x)
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_last_axis(x: np.ndarray) -> np.ndarray:
+    """softmax along the last axis in one fresh array, with the row reductions of
+    ``_op_common_rows`` (same formula as the general path: max-subtracted)."""
+    rows = as_rows(x)
+    e = np.subtract(rows, row_maxima(rows)[:, np.newaxis])
+    np.exp(e, out=e)
+    np.divide(e, row_sums(e)[:, np.newaxis], out=e)
+    return e.reshape(x.shape)
 
 
 def softmax_backward(dy: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
