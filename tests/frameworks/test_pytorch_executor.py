@@ -564,10 +564,13 @@ CASES = _cases()
 
 def test_cases_cover_every_supported_operator():
     # The operator families of the mixin modules have their own test files
-    # (tests/frameworks/test_pytorch_ops_tensor.py, test_pytorch_ops_sequence.py).
+    # (tests/frameworks/test_pytorch_ops_tensor.py, test_pytorch_ops_sequence.py,
+    # test_pytorch_control_flow.py).
+    from deep500.frameworks.pytorch.ops_control import ControlFlowOps
     from deep500.frameworks.pytorch.ops_sequence import SequenceOps
     from deep500.frameworks.pytorch.ops_tensor import TensorOps
-    elsewhere = {name[len("visit_"):] for family in (TensorOps, SequenceOps)
+    elsewhere = {name[len("visit_"):]
+                 for family in (TensorOps, SequenceOps, ControlFlowOps)
                  for name in vars(family) if name.startswith("visit_")}
     used = set()
     for build in CASES.values():
