@@ -21,6 +21,7 @@ import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork, to_numpy
+from deep500.frameworks.tensorflow.node_backward import NodeBackward
 from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
@@ -185,7 +186,11 @@ class _TensorFlowExecutorBase(GraphExecutor):
 
     def _gradients(self, tape, loss) -> list:
         parameters = self._parameters()
-        grads = tape.gradient(loss, parameters)
+        return self._completed(parameters, tape.gradient(loss, parameters))
+
+    def _completed(self, parameters: list, grads: list) -> list:
+        """Dense gradients, zeros for parameters ``y`` does not depend on; the fused
+        update applied, if any."""
         grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
                  for p, g in zip(parameters, grads)]
         if self.fused_update is not None:
@@ -223,8 +228,12 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
         mode: ``"eager"`` or ``"function"``. Per-operator events (events whose
             ``wants_operator_events`` is true) need ``"eager"``: a traced function runs
             as one TensorFlow call. They bracket each ONNX node of the forward pass
-            (with the layout conversions it needs); the backward pass is one
-            ``tape.gradient`` call.
+            (with the layout conversions it needs). The backward pass is one
+            ``tape.gradient`` call, except when an event asks for per-node backward
+            times (``wants_backward_times``: ``OperatorTimes``) or
+            ``events_in_backward`` is set: then each node is recorded on a tape of its
+            own and differentiated on its own, in reverse order (see
+            ``node_backward``), with the same gradients.
         jit_compile: compile the traced functions with XLA (mode="function" only).
     """
 
@@ -238,6 +247,10 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
         for name in self.input_specs:
             if name not in network.inputs:
                 network.inputs.append(name)
+        #: With per-operator events: fire them around each node's backward too, in
+        #: reverse order (the gradients are then computed node by node).
+        self.events_in_backward = False
+        self._by_node: NodeBackward | None = None
         self._check_operator_events()
 
     def _check_operator_events(self) -> list:
@@ -313,12 +326,36 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
                 outputs, grads = self._runs()(y, feeds, frozen, self.fused_update)
                 network.keep(outputs)
                 return self._finish(outputs, grads)
+            if self.events and (self.events_in_backward and operator_events or any(
+                    getattr(e, "wants_backward_times", False) for e in self.events)):
+                return self._backprop_by_node(feeds, y, operator_events)
             with tf.GradientTape() as tape:
                 env = self._run_eager(feeds, operator_events)
             outputs = {name: env[key] for name, key in zip(network.outputs, plan.outputs)}
             loss = tf.convert_to_tensor(outputs[y])
             self._check_loss(loss, y)
             grads = self._gradients(tape, loss)
+        network.keep(env)
+        return self._finish(outputs, grads)
+
+    def _backprop_by_node(self, feeds: dict, y: str, operator_events) -> dict:
+        """Backprop with each node's backward pass a call of its own (see
+        ``node_backward``), for events that time them."""
+        network = self.network
+        plan = network.plan
+        by_node = self._by_node
+        if by_node is None or by_node.plan is not plan:
+            by_node = self._by_node = NodeBackward(plan, network.get_params())
+        sync = self.device.synchronize if self.device.is_gpu else None
+        env = network.environment(feeds)
+        records = by_node.forward(env, operator_events, sync)
+        outputs = {name: env[key] for name, key in zip(network.outputs, plan.outputs)}
+        self._check_loss(tf.convert_to_tensor(outputs[y]), y)
+        timed = [e for e in self.events if getattr(e, "wants_backward_times", False)]
+        grads = by_node.backward(env, records, dict(zip(network.outputs, plan.outputs))[y],
+                                 network.get_params(), timed,
+                                 operator_events if self.events_in_backward else (), sync)
+        grads = self._completed(self._parameters(), grads)
         network.keep(env)
         return self._finish(outputs, grads)
 
