@@ -174,6 +174,14 @@ class TensorFlowNetwork(Network):
         initial.update(self.variables)
         self._initial = initial
 
+    def environment(self, feeds: dict) -> dict:
+        """The tensors a run of the plan starts from, by key: build-time constants,
+        stored tensors and ``feeds``."""
+        self.plan   # builds the plan, and the stored tensors with it, if needed
+        env = dict(self._initial)
+        env.update(feeds)
+        return env
+
     def run(self, feeds: dict, operator_events=(), device=None) -> dict:
         """Run the plan on ``feeds`` (``{name: tensor}``); returns every tensor by key.
 
