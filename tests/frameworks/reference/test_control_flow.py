@@ -45,9 +45,8 @@ def _model(nodes, inputs, outputs, initializers, opset=17):
         inits.append(numpy_helper.from_array(rng.standard_normal(shape), f"C_{name}"))
         terms.append(f"S_{name}")
     nodes.append(helper.make_node("Sum", terms, ["loss"]))
-    graph = helper.make_graph(nodes, "control_flow", inputs,
-                              [_info(n, DOUBLE, s) for n, s in outputs] + [_info("loss", DOUBLE, [])],
-                              inits)
+    graph_outputs = [_info(n, DOUBLE, s) for n, s in outputs] + [_info("loss", DOUBLE, [])]
+    graph = helper.make_graph(nodes, "control_flow", inputs, graph_outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     onnx.checker.check_model(model)
     return model
@@ -121,8 +120,10 @@ def test_loop_carried_state_scan_output_and_outer_scope_weights_match_finite_dif
     executor, grads = _check(model, feed, ["hT", "hs"], ["W", "U", "h0"])
     executor.network.add_output("kT")
     assert executor.inference(feed)["kT"] == 4
-    loop = next(s for s in executor.plan().steps if s.op.op_type == "Loop")
-    assert set(loop.inputs) == {"M", "true", "h0", "k0", "Xs", "W", "U"}
+    plan = executor.plan()
+    index = next(i for i, s in enumerate(plan.steps) if s.op.op_type == "Loop")
+    assert set(plan.steps[index].inputs) == {"M", "true", "h0", "k0", "Xs", "W", "U"}
+    assert "Xs" in plan.frees[index]   # freed after the Loop, its last reader
 
 
 def test_loop_stops_when_the_body_condition_fails():

@@ -23,6 +23,11 @@ def _axis(axis: int, rank: int, what: str) -> int:
     return axis % rank
 
 
+def _element(values: list, b: int) -> list:
+    """Batch element ``b`` of each tensor (None stays None)."""
+    return [None if v is None else v[b] for v in values]
+
+
 @register("Scan")
 class Scan(ControlFlowOp):
     defaults = {"body": None, "num_scan_inputs": None, "scan_input_axes": None,
@@ -169,9 +174,8 @@ class Scan(ControlFlowOp):
         g_all = [np.zeros_like(v) if is_float(v) else None for v in states + xs]
         outer_grads = {}
         for b in range(batch):
-            pick = lambda values: [None if v is None else v[b] for v in values]  # noqa: E731
-            gs, gx, go = self._scan_backward(pick(states), pick(xs), outer, pick(g_states),
-                                             pick(g_outs))
+            gs, gx, go = self._scan_backward(_element(states, b), _element(xs, b), outer,
+                                             _element(g_states, b), _element(g_outs, b))
             for total, g in zip(g_all, gs + gx):
                 if total is not None and g is not None:
                     total[b] += g
