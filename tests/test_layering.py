@@ -98,3 +98,22 @@ def test_no_cycle_between_datasets_and_level_2():
 def test_a_level_uses_only_the_levels_below_it(lower, upper):
     found = violations(modules(lower), (f"deep500.{upper}",))
     assert not found, "\n".join(found)
+
+
+# A framework may reuse another's custom-operator machinery (TensorFlow runs a Python
+# custom operator's reference form), never its operators: ONNX semantics shared by
+# executors live in deep500.utils.onnx_interop (window geometry, Resize plans,
+# recurrent activations), below every framework.
+FRAMEWORKS = ("reference", "pytorch", "tensorflow", "onnxruntime")
+SHARED_BETWEEN_FRAMEWORKS = ("deep500.frameworks.reference.custom_ops",)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_framework_uses_no_other_frameworks_operators(framework):
+    others = tuple(f"deep500.frameworks.{other}" for other in FRAMEWORKS
+                   if other != framework)
+    found = [f"{module_name(path)} (line {line}) imports {name}"
+             for path in modules(f"frameworks/{framework}")
+             for line, name in imports(path)
+             if within(name, others) and not within(name, SHARED_BETWEEN_FRAMEWORKS)]
+    assert not found, "\n".join(found)

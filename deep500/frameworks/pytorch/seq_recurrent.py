@@ -8,54 +8,34 @@ https://onnx.ai/onnx/operators/onnx__RNN.html.
 """
 from __future__ import annotations
 
-from deep500.utils.errors import UnsupportedError, require
+from deep500.utils.errors import require
+from deep500.utils.onnx_interop.recurrent import activation_specs
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 F = torch.nn.functional
 
-# name -> (function of (x, alpha, beta), default alpha, default beta); None: not used.
+# name -> function of (x, alpha, beta); which alpha and beta: onnx_interop.recurrent.
 ACTIVATIONS = {
-    "relu": (lambda x, a, b: torch.relu(x), None, None),
-    "tanh": (lambda x, a, b: torch.tanh(x), None, None),
-    "sigmoid": (lambda x, a, b: torch.sigmoid(x), None, None),
-    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
-    "leakyrelu": (lambda x, a, b: F.leaky_relu(x, a), 0.01, None),
-    "thresholdedrelu": (lambda x, a, b: torch.where(x > a, x, torch.zeros_like(x)), 1.0,
-                        None),
-    "scaledtanh": (lambda x, a, b: a * torch.tanh(b * x), 1.0, 1.0),
-    "hardsigmoid": (lambda x, a, b: torch.clamp(a * x + b, 0.0, 1.0), 0.2, 0.5),
-    "elu": (lambda x, a, b: F.elu(x, a), 1.0, None),
-    "softsign": (lambda x, a, b: F.softsign(x), None, None),
-    "softplus": (lambda x, a, b: F.softplus(x), None, None),
+    "relu": lambda x, a, b: torch.relu(x),
+    "tanh": lambda x, a, b: torch.tanh(x),
+    "sigmoid": lambda x, a, b: torch.sigmoid(x),
+    "affine": lambda x, a, b: a * x + b,
+    "leakyrelu": lambda x, a, b: F.leaky_relu(x, a),
+    "thresholdedrelu": lambda x, a, b: torch.where(x > a, x, torch.zeros_like(x)),
+    "scaledtanh": lambda x, a, b: a * torch.tanh(b * x),
+    "hardsigmoid": lambda x, a, b: torch.clamp(a * x + b, 0.0, 1.0),
+    "elu": lambda x, a, b: F.elu(x, a),
+    "softsign": lambda x, a, b: F.softsign(x),
+    "softplus": lambda x, a, b: F.softplus(x),
 }
-DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"],
-                       "RNN": ["Tanh"]}
 
 
 def activation_functions(op_type: str, names, alphas, betas, directions: int) -> list:
-    """One list of activation functions per direction. ``activation_alpha`` and
-    ``activation_beta`` are consumed in order by the activations that take them."""
-    per_direction = len(DEFAULT_ACTIVATIONS[op_type])
-    names = list(names or DEFAULT_ACTIVATIONS[op_type] * directions)
-    if len(names) == per_direction and directions == 2:
-        names = names * 2
-    if len(names) != per_direction * directions:
-        raise UnsupportedError(f"{op_type}: activations {names} must name {per_direction} "
-                               f"functions per direction ({directions} directions)")
-    alphas, betas = list(alphas or []), list(betas or [])
-    functions = []
-    for name in names:
-        key = name.lower()
-        if key not in ACTIVATIONS:
-            raise UnsupportedError(f"{op_type}: activation {name!r} is not one of "
-                                   f"{sorted(ACTIVATIONS)}")
-        fn, alpha, beta = ACTIVATIONS[key]
-        if alpha is not None and alphas:
-            alpha = alphas.pop(0)
-        if beta is not None and betas:
-            beta = betas.pop(0)
-        functions.append(lambda x, fn=fn, a=alpha, b=beta: fn(x, a, b))
-    return [functions[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
+    """One list of activation functions per direction, as
+    ``onnx_interop.recurrent.activation_specs`` reads the node's attributes."""
+    return [[lambda x, fn=ACTIVATIONS[s.key], a=s.alpha, b=s.beta: fn(x, a, b)
+             for s in per]
+            for per in activation_specs(op_type, names, alphas, betas, directions)]
 
 
 def _reverse_index(steps: int, lengths, batch: int, device):

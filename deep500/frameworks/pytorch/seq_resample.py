@@ -3,10 +3,10 @@ autograd): Resize, LpPool, Col2Im and CenterCropPad.
 
 Resize reads its interpolation plans (per resized axis, an index for nearest or an
 (output, input) weight matrix for linear and cubic, with every coordinate mode,
-exclude_outside, antialias and tf_crop_and_resize extrapolation) from the reference
-executor's Resize, so ONNX's Resize semantics are written once; they depend only on the
-input's shape and the constant roi/scales/sizes, and are applied here with
-``index_select`` and ``tensordot``. https://onnx.ai/onnx/operators/onnx__Resize.html
+exclude_outside, antialias and tf_crop_and_resize extrapolation) from
+``deep500/utils/onnx_interop/resize.py``, where ONNX's Resize semantics are written once
+for every executor; they depend only on the input's shape and the constant
+roi/scales/sizes, and are applied here with ``index_select`` and ``tensordot``. https://onnx.ai/onnx/operators/onnx__Resize.html
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from deep500.frameworks.reference.operators import create_operator
 from deep500.utils.errors import ShapeError, require
+from deep500.utils.onnx_interop.resize import RESIZE_DEFAULTS, plans_from
 from deep500.utils.onnx_interop.window import window_geometry
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -27,16 +27,16 @@ class ResizePlans:
     inputs."""
 
     def __init__(self, attributes: dict, op_type: str = "Resize"):
-        reference = create_operator(op_type)
-        known = {k: v for k, v in attributes.items()
-                 if v is not None and k in reference.defaults}
-        self.operator = create_operator(op_type, **known)   # Resize, or Upsample
-        self.extrapolation = float(self.operator.attr("extrapolation_value"))
+        self.op_type = op_type
+        self.attributes = {k: v for k, v in attributes.items()
+                           if v is not None and (k in RESIZE_DEFAULTS or k == "mode")}
+        self.extrapolation = float(self.attributes.get(
+            "extrapolation_value", RESIZE_DEFAULTS["extrapolation_value"]))
         self._cache: dict = {}
 
     def plans(self, shape, inputs):
         """The plans for X of ``shape`` and the (roi, scales, sizes) ``inputs`` (arrays,
-        tensors or None), as the reference executor's Resize computes them."""
+        tensors or None), as ``onnx_interop.resize.plans_from`` computes them."""
         arrays = [None if v is None else
                   np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v)
                   for v in inputs]
@@ -45,15 +45,14 @@ class ResizePlans:
                                       for a in arrays)
         plans = self._cache.get(key)
         if plans is None:
-            probe = np.broadcast_to(np.zeros((), np.float32), tuple(shape))  # shape only
-            plans = self.operator._plans_from(probe, arrays)
+            plans = plans_from(self.op_type, self.attributes, tuple(shape), arrays)
             if len(self._cache) < 64:
                 self._cache[key] = plans
         return plans
 
 
 def apply_resize(x, plans, extrapolation_value: float):
-    """Y from X by ``plans`` (see ``_op_common_resize.AxisPlan``)."""
+    """Y from X by ``plans`` (see ``onnx_interop.resize.AxisPlan``)."""
     integer = not x.is_floating_point()
     y = x.double() if integer else x
     outside = None

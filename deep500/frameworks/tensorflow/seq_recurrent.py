@@ -17,8 +17,7 @@ class RecurrentOps(NodeOps):
         .../onnx__LSTM.html. The time loop is unrolled with TensorFlow operations, so
         GradientTape backpropagates through time. ``cell(xa, h, c, R, Rb, P, fns)``
         returns (h, c) from the step's X-projection ``xa`` (with W's bias)."""
-        from deep500.frameworks.reference.operators._op_common_recurrent import (
-            DIRECTIONS, parse_activations)
+        from deep500.utils.onnx_interop.recurrent import DIRECTIONS, activation_specs
         a = op.attributes
         direction = _text(a.get("direction"), "forward")
         if direction not in DIRECTIONS:
@@ -32,9 +31,9 @@ class RecurrentOps(NodeOps):
         clip = a.get("clip")
         if clip is not None and clip <= 0:
             raise self._node_error(op, f"clip={clip} must be positive", Deep500Error)
-        activations = parse_activations(op.op_type, a.get("activations"),
-                                        a.get("activation_alpha"), a.get("activation_beta"),
-                                        defaults, nd)
+        activations = activation_specs(op.op_type, a.get("activations"),
+                                       a.get("activation_alpha"), a.get("activation_beta"),
+                                       nd, defaults)
         fns = [[_tf_activation(f.name, f.alpha, f.beta) for f in per] for per in activations]
         n_out = len(op.outputs)
         hidden_attr = a.get("hidden_size")

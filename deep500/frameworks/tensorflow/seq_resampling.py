@@ -23,7 +23,7 @@ class ResamplingOps(NodeOps):
         keep_aspect_ratio_policy and extrapolation_value. The interpolation is separable:
         each resized axis is an index (nearest) or an (output, input) weight matrix
         computed once per input shape by the ONNX semantics the reference executor
-        implements (``_op_common_resize``), then a gather or a tensordot here."""
+        every executor shares (``utils/onnx_interop/resize.py``), then a gather or a tensordot here."""
         self._resample(op, "Resize")
 
     def visit_upsample(self, op, network) -> None:
@@ -33,8 +33,8 @@ class ResamplingOps(NodeOps):
         self._resample(op, "Upsample")
 
     def _resample(self, op, op_type: str) -> None:
-        from deep500.frameworks.reference.operators.registry import create_operator
-        reference = create_operator(op_type, **dict(op.given_attributes))
+        from deep500.utils.onnx_interop.resize import outside_mask, plans_from
+        attributes = dict(op.given_attributes)
         extrapolation = float(op.attributes.get("extrapolation_value") or 0.0)
         plans_cache: dict = {}
 
@@ -48,12 +48,10 @@ class ResamplingOps(NodeOps):
             key = (tuple(x.shape), tuple(None if v is None else (v.dtype.str, v.tobytes())
                                          for v in values))
             if key not in plans_cache:
-                shape_only = np.broadcast_to(np.zeros((), np.float32), tuple(x.shape))
-                plans_cache[key] = reference._plans_from(shape_only, values)
+                plans_cache[key] = plans_from(op_type, attributes, tuple(x.shape), values)
             return plans_cache[key]
 
         def resize(x, *rest):
-            from deep500.frameworks.reference.operators._op_common_resize import _outside_mask
             plans = plans_of(x, rest)
             integer = not x.dtype.is_floating
             y = tf.cast(x, tf.float64) if integer else _wide(x)
@@ -70,7 +68,7 @@ class ResamplingOps(NodeOps):
                 y = tf.saturate_cast(tf.round(y), x.dtype)
             else:
                 y = tf.cast(y, x.dtype)
-            outside = _outside_mask(plans, tuple(y.shape))
+            outside = outside_mask(plans, tuple(y.shape))
             if outside is not None:
                 y = tf.where(outside, tf.constant(extrapolation, y.dtype), y)
             return y

@@ -1,8 +1,11 @@
-"""What Resize and Upsample share: per-axis interpolation plans. ONNX's N-D interpolation
-is separable (a tensor product of 1-D interpolations), so each resized axis becomes an
-index (nearest) or an (output, input) weight matrix (linear, cubic, with antialias and
-exclude_outside), applied axis by axis; the backward pass applies the transposes.
-https://onnx.ai/onnx/operators/onnx__Resize.html"""
+"""ONNX's Resize and Upsample semantics, once for every executor: per-axis interpolation
+plans. ONNX's N-D interpolation is separable (a tensor product of 1-D interpolations), so
+each resized axis becomes an index (nearest) or an (output, input) weight matrix (linear,
+cubic, with antialias and exclude_outside). :func:`plans_from` computes them from a
+node's attributes, the input's shape and its constant roi/scales/sizes; the reference
+executor applies them with NumPy (:func:`apply_forward`, and the transposes in
+:func:`apply_backward`), PyTorch and TensorFlow with a gather or a tensordot.
+https://onnx.ai/onnx/operators/onnx__Resize.html, .../onnx__Upsample.html"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -122,7 +125,9 @@ def _cast(values: np.ndarray, dtype) -> np.ndarray:
     return values.astype(dtype, copy=False)
 
 
-def _outside_mask(plans, shape) -> np.ndarray | None:
+def outside_mask(plans, shape) -> np.ndarray | None:
+    """Where the output takes the extrapolation value (tf_crop_and_resize outside the
+    roi), broadcast to ``shape``; None where nothing does."""
     mask = None
     for plan in plans:
         if plan.outside is None:
@@ -148,14 +153,14 @@ def apply_forward(X: np.ndarray, plans, extrapolation_value: float) -> np.ndarra
                             plan.axis)
     if interpolated:
         Y = _cast(Y, X.dtype)
-    mask = _outside_mask(plans, Y.shape)
+    mask = outside_mask(plans, Y.shape)
     if mask is not None:
         Y = np.where(mask, np.asarray(extrapolation_value).astype(X.dtype), Y)
     return np.ascontiguousarray(Y)
 
 
 def apply_backward(dY: np.ndarray, plans, dtype) -> np.ndarray:
-    mask = _outside_mask(plans, dY.shape)
+    mask = outside_mask(plans, dY.shape)
     dX = np.where(mask, 0, dY) if mask is not None else dY
     for plan in reversed(plans):
         dX = np.moveaxis(np.tensordot(plan.matrix.T.astype(dtype), dX,
@@ -201,3 +206,117 @@ def output_scales_and_sizes(op: str, shape: tuple, axes: list, scales, sizes,
     scale = min(scales) if policy == "not_larger" else max(scales)
     # Rounded half up, as the spec's round() of the output size.
     return [scale] * len(axes), [int(np.floor(scale * shape[a] + 0.5)) for a in axes]
+
+
+POLICIES = ("stretch", "not_larger", "not_smaller")
+RESIZE_DEFAULTS = {"antialias": 0, "axes": None,
+                   "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75,
+                   "exclude_outside": 0, "extrapolation_value": 0.0,
+                   "keep_aspect_ratio_policy": "stretch", "mode": "nearest",
+                   "nearest_mode": "round_prefer_floor"}
+
+
+def given(value):
+    """An optional input, None when omitted or empty (older exporters pass empty ones)."""
+    return None if value is None or np.size(value) == 0 else np.asarray(value)
+
+
+def upsample_mode(mode) -> str:
+    """Upsample's mode in Resize's words ('bilinear', opset 1's name, is 'linear')."""
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        raise UnsupportedError(f"Upsample: mode={mode!r} must be 'nearest' or 'linear'")
+    return mode
+
+
+def plans_from(op_type: str, attributes: dict, shape, inputs) -> list:
+    """The plans of a Resize or Upsample node with ``attributes`` (missing ones take
+    ONNX's defaults) for an input X of ``shape`` and its other inputs (roi, scales,
+    sizes for Resize-11+; scales for Resize-10 and Upsample), as arrays or None.
+    Axes that stay as they are get no plan."""
+    attributes = {k: v for k, v in attributes.items() if v is not None}
+    if op_type == "Upsample":
+        attributes = {**RESIZE_DEFAULTS, "mode": upsample_mode(attributes.get("mode",
+                                                                              "nearest"))}
+        if not inputs or inputs[0] is None:
+            raise ShapeError("Upsample: the input scales is required")
+        scales = np.asarray(inputs[0], np.float64).ravel()
+        if scales.size != len(shape):
+            raise ShapeError(f"Upsample: scales has {scales.size} values; X of shape "
+                             f"{list(shape)} needs {len(shape)}")
+        if np.any(scales < 1):
+            raise ShapeError(f"Upsample: scales {scales.tolist()} must all be >= 1")
+        return resize_plans(op_type, attributes, shape, scales=scales, legacy=True)
+    attributes = {**RESIZE_DEFAULTS, **attributes}
+    # Resize-10 took (X, scales); from opset 11 the second input is roi, and scales or
+    # sizes follow it, so one input after X, non-empty, means Resize-10.
+    if len(inputs) == 1 and given(inputs[0]) is not None:
+        return resize_plans(op_type, attributes, shape, scales=inputs[0], legacy=True)
+    return resize_plans(op_type, attributes, shape, *inputs)
+
+
+def resize_plans(name: str, attributes: dict, shape, roi=None, scales=None, sizes=None,
+                 legacy: bool = False) -> list:
+    """The per-axis plans of Resize (every attribute in ``attributes``); ``legacy``:
+    Resize-10 and Upsample, asymmetric coordinates and 'simple' nearest rounding."""
+    shape = tuple(int(n) for n in shape)
+    rank = len(shape)
+    if rank < 1:
+        raise ShapeError(f"{name}: X must have at least one axis, got a scalar")
+    mode = check_choice(name, "mode", attributes["mode"], MODES)
+    coordinate_mode = check_choice(name, "coordinate_transformation_mode",
+                                   attributes["coordinate_transformation_mode"],
+                                   COORDINATE_MODES)
+    nearest_mode = check_choice(name, "nearest_mode", attributes["nearest_mode"],
+                                NEAREST_MODES)
+    policy = check_choice(name, "keep_aspect_ratio_policy",
+                          attributes["keep_aspect_ratio_policy"], POLICIES)
+    if legacy:
+        coordinate_mode, nearest_mode = "asymmetric", "simple"
+    axes = attributes["axes"]
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        axes = [int(a) for a in axes]
+        if any(not -rank <= a < rank for a in axes):
+            raise ShapeError(f"{name}: axes {axes} must lie in [{-rank}, {rank - 1}] for "
+                             f"X of shape {list(shape)}")
+        axes = [a % rank for a in axes]
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"{name}: axes {attributes['axes']} repeat an axis")
+    scales, sizes = given(scales), given(sizes)
+    scale_list, lengths = output_scales_and_sizes(name, shape, axes, scales, sizes,
+                                                  policy if sizes is not None else "stretch")
+    roi = given(roi)
+    if coordinate_mode == "tf_crop_and_resize":
+        if roi is None:
+            roi = np.concatenate([np.zeros(len(axes)), np.ones(len(axes))])
+        roi = np.asarray(roi, np.float64).ravel()
+        if roi.size != 2 * len(axes):
+            raise ShapeError(f"{name}: roi has {roi.size} values; it needs "
+                             f"{2 * len(axes)} (starts then ends of each resized axis)")
+    plans = []
+    for i, (axis, scale, length) in enumerate(zip(axes, scale_list, lengths)):
+        axis_roi = (0.0, 1.0) if roi is None or coordinate_mode != "tf_crop_and_resize" \
+            else (roi[i], roi[i + len(axes)])
+        if np.isclose(scale, 1.0) and length == shape[axis] and axis_roi == (0.0, 1.0):
+            continue   # an axis kept as it is (even where a mode would shift it)
+        plan = plan_axis(axis, shape[axis], length, scale, mode=mode,
+                         coordinate_mode=coordinate_mode, nearest_mode=nearest_mode,
+                         cubic_a=float(attributes["cubic_coeff_a"]),
+                         exclude_outside=bool(attributes["exclude_outside"]),
+                         antialias=bool(attributes["antialias"]), roi=axis_roi)
+        if not _identity(plan, shape[axis]):
+            plans.append(plan)
+    return plans
+
+
+def _identity(plan, in_len) -> bool:
+    if plan.outside is not None:
+        return False
+    if plan.index is not None:
+        return len(plan.index) == in_len and np.array_equal(plan.index, np.arange(in_len))
+    return plan.weights.shape == (in_len, in_len) and np.array_equal(plan.weights,
+                                                                    np.eye(in_len))

@@ -11,8 +11,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import ShapeError, UnsupportedError
-
-DIRECTIONS = ("forward", "reverse", "bidirectional")
+from deep500.utils.onnx_interop.recurrent import DIRECTIONS, activation_specs  # noqa: F401
 
 
 def _sigmoid(x):
@@ -33,8 +32,8 @@ _ACTIVATIONS = {
                lambda x, y, a, b: np.full_like(x, a)),
     "leakyrelu": (0.01, None, lambda x, a, b: np.where(x >= 0, x, a * x),
                   lambda x, y, a, b: np.where(x >= 0, 1, a).astype(x.dtype)),
-    "thresholdedrelu": (1.0, None, lambda x, a, b: np.where(x >= a, x, 0).astype(x.dtype),
-                        lambda x, y, a, b: (x >= a).astype(x.dtype)),
+    "thresholdedrelu": (1.0, None, lambda x, a, b: np.where(x > a, x, 0).astype(x.dtype),
+                        lambda x, y, a, b: (x > a).astype(x.dtype)),
     "scaledtanh": (1.0, 1.0, lambda x, a, b: a * np.tanh(b * x),
                    lambda x, y, a, b: a * b * (1 - np.tanh(b * x) ** 2)),
     "hardsigmoid": (0.2, 0.5, lambda x, a, b: np.clip(a * x + b, 0, 1),
@@ -70,35 +69,9 @@ class Activation:
 def parse_activations(op_type: str, names, alphas, betas, defaults: tuple,
                       num_directions: int) -> list[list[Activation]]:
     """Per direction, the activations of attribute ``activations`` (``defaults`` per
-    direction when absent). ``activation_alpha``/``activation_beta`` values are consumed
-    in order by the functions that take an alpha (resp. beta), as onnxruntime does; the
-    others keep their ONNX defaults."""
-    per_direction = len(defaults)
-    names = list(defaults) * num_directions if names is None else [
-        n.decode() if isinstance(n, bytes) else str(n) for n in names]
-    if len(names) == per_direction and num_directions == 2:
-        names = names * 2      # one list for both directions
-    elif len(names) == 2 * per_direction and num_directions == 1:
-        # RNN's schema default ["Tanh", "Tanh"] names both possible directions.
-        names = names[:per_direction]
-    if len(names) != per_direction * num_directions:
-        raise ShapeError(f"{op_type}: activations={names} must name {per_direction} "
-                         f"function(s) per direction ({per_direction * num_directions} for "
-                         f"{num_directions} direction(s))")
-    unknown = [n for n in names if n.lower() not in _ACTIVATIONS]
-    if unknown:
-        raise UnsupportedError(f"{op_type}: unknown activation function(s) {unknown}; "
-                               f"ONNX allows {sorted(_ACTIVATIONS)} (case-insensitive)")
-    alphas = list(alphas or ())
-    betas = list(betas or ())
-    activations = []
-    for name in names:
-        default_alpha, default_beta = _ACTIVATIONS[name.lower()][:2]
-        alpha = alphas.pop(0) if default_alpha is not None and alphas else None
-        beta = betas.pop(0) if default_beta is not None and betas else None
-        activations.append(Activation(name, alpha, beta))
-    return [activations[d * per_direction:(d + 1) * per_direction]
-            for d in range(num_directions)]
+    direction when absent), as ``onnx_interop.recurrent.activation_specs`` reads them."""
+    return [[Activation(s.name, s.alpha, s.beta) for s in per] for per in
+            activation_specs(op_type, names, alphas, betas, num_directions, defaults)]
 
 
 def clip_mask(a, clip):
