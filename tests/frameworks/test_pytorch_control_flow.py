@@ -380,3 +380,20 @@ def test_rebuilding_replaces_the_bodies():
     bodies = [m for m in network.module.children() if isinstance(m, OnnxModule)]
     assert len(bodies) == 1
     np.testing.assert_array_equal(executor.inference(feed)["loss"], before)
+
+
+def test_graph_edits_schedule_a_loop_after_its_outer_scope_reads():
+    """Removing the producer of x (read only by the Loop's body) and adding it back
+    appends it after the Loop; the rebuilt order must run it first."""
+    from deep500.utils.onnx_interop.schemas import operator_class
+    proto, feed = rnn_loop()
+    executor = d5pt.from_onnx(proto)
+    before = executor.inference(feed)["loss"]
+    network = executor.network
+    producer = next(op for op in network.operations if op.outputs == ["x"])
+    network.remove_node(producer.name)
+    network.add_node(operator_class("Mul")("rescale", ["x_in", "scale"], ["x"]))
+    order = [op.name for op in network.operations]
+    loop = next(op.name for op in network.operations if op.op_type == "Loop")
+    assert order.index("rescale") < order.index(loop)
+    np.testing.assert_array_equal(executor.inference(feed)["loss"], before)

@@ -187,22 +187,23 @@ class PyTorchNetwork(_ParameterStore):
         self._edit(remaining)
 
     def _topological(self, operations: list) -> list:
-        """The nodes in an order where each runs after the producers of its inputs
-        (stable: already ordered nodes keep their order)."""
+        """The nodes in an order where each runs after the producers of its inputs,
+        the outer-scope values its bodies read included (stable: already ordered nodes
+        keep their order)."""
         available = ({i.name for i in self.model.inputs} | set(self.initializers)
                      | set(self.model.constants) | {""})
         pending, ordered = list(operations), []
         while pending:
             waiting = []
             for op in pending:
-                if all(n in available for n in op.inputs):
+                if all(n in available for n in op.inputs + op.implicit_inputs):
                     ordered.append(op)
                     available.update(op.outputs)
                 else:
                     waiting.append(op)
             if len(waiting) == len(pending):
                 op = waiting[0]
-                missing = [n for n in op.inputs if n not in available]
+                missing = [n for n in op.inputs + op.implicit_inputs if n not in available]
                 raise Deep500Error(f"Network '{self.name}': node '{op.name}' "
                                    f"({op.op_type}) reads {missing}, which no node, input "
                                    f"or initializer provides (or the nodes form a cycle)")

@@ -70,6 +70,11 @@ class ControlFlowOps:
         """Build body ``key`` of ``op`` into a child module of the network's module."""
         body = op.subgraphs.get(key)
         if body is None:
+            if isinstance(op.attributes.get(key), onnx.GraphProto):
+                raise self._fail(op, f"its {key!r} body was not parsed; build the node "
+                                     f"from an ONNX model (deep500.utils.onnx_interop."
+                                     f"parser), which parses bodies and their outer-scope "
+                                     f"reads")
             raise self._fail(op, f"has no {key!r} graph attribute", ModelError)
         _refuse_non_tensors(self, op, key, op.attributes.get(key))
         reads = body.outer_inputs
