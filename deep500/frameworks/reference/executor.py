@@ -33,6 +33,8 @@ class _Step:
     outputs: tuple             # tensor names, None for omitted optional outputs
     inplace: object = None     # the ReferenceOp's forward_inplace where inference may
     # overwrite the first input (it dies at this step), else None
+    taped: object = None       # the ReferenceOp's forward_taped (control flow): its
+    # outputs and one more, what its backward needs, used where a backward pass follows
 
 
 @dataclass
@@ -67,7 +69,10 @@ class ReferenceGraphExecutor(GraphExecutor):
     Operators may offer two faster forms that inference uses: ``forward_first_output``
     for nodes that name only the first output (MaxPool without Indices), and
     ``forward_inplace`` (Relu, BatchNormalization), which writes into the first input
-    when no later node reads it and no other array refers to it.
+    when no later node reads it and no other array refers to it. Control-flow operators
+    (Loop, If, Scan) offer ``forward_taped``, used where a backward pass follows: it
+    returns one more, unnamed output, what their backward needs (their bodies' kept
+    intermediates, not counted in ``last_peak_bytes``).
 
     Per-operator events (``wants_operator_events``) fire around each operation's forward;
     with ``events_in_backward = True`` also around each backward, in reverse order.
@@ -125,7 +130,7 @@ class ReferenceGraphExecutor(GraphExecutor):
                 # The node asks for the first output only (MaxPool without Indices).
                 forward = operator.forward_first_output
             steps.append(_Step(op, forward, operator.backward, tuple(data["inputs"]),
-                               outputs))
+                               outputs, taped=getattr(operator, "forward_taped", None)))
         missing = [o for o in network.outputs if o not in available]
         if missing:
             raise Deep500Error(f"Network '{network.name}': outputs {missing} are computed by "
@@ -251,6 +256,8 @@ class ReferenceGraphExecutor(GraphExecutor):
                             getrefcount(x) <= 4 + (result is x)):
                         forward, inplace = step.inplace, True
                     x = None
+                elif step.taped is not None and saved is not None and index in saved:
+                    forward = step.taped
                 if op_events:
                     for event in op_events:
                         event.before_operator(step.op)

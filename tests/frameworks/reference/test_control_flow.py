@@ -126,6 +126,53 @@ def test_loop_carried_state_scan_output_and_outer_scope_weights_match_finite_dif
     assert "Xs" in plan.frees[index]   # freed after the Loop, its last reader
 
 
+def test_loop_backward_without_tapes_recomputes_the_same_gradients():
+    rng = np.random.default_rng(7)
+    params = _rnn_params(rng)
+    nodes = [helper.make_node("Sin", ["X"], ["Xs"]),
+             helper.make_node("Loop", ["M", "true", "h0", "k0"], ["hT", "kT", "hs"],
+                              body=_rnn_body())]
+    model = _model(nodes, [_info("X", DOUBLE, [4, 2, 3])], [("hT", [2, 3]), ("hs", [4, 2, 3])],
+                   params)
+    step = next(s for s in d5ref.from_onnx(model).plan().steps if s.op.op_type == "Loop")
+    values = {**params, "Xs": np.sin(rng.standard_normal((4, 2, 3)))}
+    args = [values[name] for name in step.inputs]
+    loop = step.forward.__self__
+    outputs = list(loop.forward(*args))
+    upstream = [rng.standard_normal((2, 3)), None, rng.standard_normal((4, 2, 3))]
+    taped = list(loop.forward_taped(*args))
+    for got, want in zip(taped, outputs):
+        np.testing.assert_array_equal(got, want)
+    recomputed = loop.backward(upstream, args, outputs)
+    kept = loop.backward(upstream + [None], args, taped)
+    assert [name for name, g in zip(step.inputs, kept) if g is not None] == \
+        ["h0", "Xs", "W", "U"]
+    for a, b in zip(recomputed, kept):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+
+
+def test_loop_backward_uses_the_forward_pass_it_follows():
+    # Dropout without a seed draws a new mask on every call: the gradient must use the
+    # mask of the forward pass whose loss it differentiates, not a recomputed one.
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Dropout", ["h_in", "ratio", "true"], ["h_out"])], "body",
+        [_info("i", TensorProto.INT64, []), _info("cond_in", TensorProto.BOOL, []),
+         _info("h_in", DOUBLE, [64])],
+        [_info("cond_out", TensorProto.BOOL, []), _info("h_out", DOUBLE, [64])])
+    params = {"h0": np.ones(64), "M": np.array(1, np.int64), "true": np.array(True),
+              "ratio": np.array(0.5)}
+    model = _model([helper.make_node("Loop", ["M", "true", "h0"], ["Y"], body=body)], [],
+                   [("Y", [64])], params)
+    executor = d5ref.from_onnx(model)
+    weights = executor.network.fetch_tensor("C_Y")
+    for _ in range(3):
+        out = executor.inference_and_backprop({}, "loss")
+        np.testing.assert_array_equal(out[d5.gradient_name("h0")], weights * out["Y"])
+
+
 def test_loop_stops_when_the_body_condition_fails():
     rng = np.random.default_rng(1)
     params = _rnn_params(rng, T=10)

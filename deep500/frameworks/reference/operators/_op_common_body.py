@@ -7,10 +7,13 @@ the enclosing graphs; the parser lists them (``OnnxModel.outer_inputs``) and mak
 the node's ``implicit_inputs``, which the reference network appends to the node's
 inputs, so that they are scheduled, freed and differentiated like explicit inputs.
 
-Backward passes recompute the forward iterations with every intermediate kept (one
-body tape per iteration), then run the bodies' backward in reverse order: inference
-keeps no tape, and an operator holds no state between forward and backward, so nested
-control flow (a Loop in a Loop body) is differentiated correctly.
+Where a backward pass follows, the executor calls ``forward_taped``: the bodies run
+keeping every intermediate (one tape per iteration), and the tapes travel to
+``backward`` as one extra, unnamed output; inference keeps none. The operator holds no
+state between forward and backward, so nested control flow (a Loop in a Loop body, whose
+tapes sit in the outer body's tape) is differentiated exactly. Called without a tape
+(``backward`` on outputs of ``forward``), backward first recomputes the forward keeping
+the intermediates.
 """
 from __future__ import annotations
 
@@ -196,6 +199,32 @@ class ControlFlowOp(ReferenceOp):
         grads = list(explicit_grads) + [outer_grads.get(name) for name in self.implicit]
         grads = grads[:len(args)]
         return [g if g is not None and is_float(a) else None for g, a in zip(grads, args)]
+
+
+class _Tapes:
+    """What a control-flow operator's backward reads, passed as its last output."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def with_tapes(outputs: tuple, tapes) -> tuple:
+    """``outputs`` and ``tapes`` as one more output (a 0-d object array, so that the
+    executor stores it like any output)."""
+    holder = np.empty((), dtype=object)
+    holder[()] = _Tapes(tapes)
+    return tuple(outputs) + (holder,)
+
+
+def read_tapes(fwd_outputs, count: int):
+    """The tapes ``forward_taped`` appended after ``count`` outputs, or None."""
+    if len(fwd_outputs) > count:
+        holder = fwd_outputs[count]
+        if isinstance(holder, np.ndarray) and holder.dtype == object and holder.ndim == 0 \
+                and isinstance(holder[()], _Tapes):
+            return holder[()].value
+    return None
 
 
 def own(outputs, args, persistent: dict) -> tuple:

@@ -12,7 +12,9 @@ gradient.
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_body import (ControlFlowOp, add,
-                                                                     is_float, own, scalar)
+                                                                     is_float, own,
+                                                                     read_tapes, scalar,
+                                                                     with_tapes)
 from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import Deep500Error
 
@@ -57,24 +59,33 @@ class Loop(ControlFlowOp):
             i += 1
         return carried, scans, i
 
-    def forward(self, *args):
-        carried, scans, _ = self._iterate(args)
+    def _outputs(self, args, tapes=None) -> tuple:
+        carried, scans, _ = self._iterate(args, tapes)
         body = self.bodies["body"]
         stacked = [np.stack(s) if s else body.empty_output(1 + len(carried) + k)
                    for k, s in enumerate(scans)]
         return own(carried + stacked, args, body.network.persistent_tensors)
 
-    def backward(self, grads, fwd_inputs, fwd_outputs):
+    def forward(self, *args):
+        return self._outputs(args)
+
+    def forward_taped(self, *args):
         tapes = []
-        carried, scans, iterations = self._iterate(fwd_inputs, tapes)
+        return with_tapes(self._outputs(args, tapes), tapes)
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
         body = self.bodies["body"]
+        count = len(body.outputs) - 1
+        tapes = read_tapes(fwd_outputs, count)
+        if tapes is None:
+            tapes = []
+            self._iterate(fwd_inputs, tapes)
+        carried = fwd_outputs[:len(body.inputs) - 2]
         n = len(carried)
-        carried_names = body.inputs[2:]
-        g_carried = list(grads[:n]) + [None] * (n - len(grads[:n]))
-        g_scans = list(grads[n:n + len(scans)])
-        g_scans += [None] * (len(scans) - len(g_scans))
+        grads = list(grads[:count]) + [None] * (count - len(grads[:count]))
+        g_carried, g_scans = grads[:n], grads[n:]
         outer = {}
-        for i in reversed(range(iterations)):
+        for i in reversed(range(len(tapes))):
             output_grads = ([None] + [g if is_float(v) else None
                                       for g, v in zip(g_carried, carried)] +
                             [None if g is None else g[i] for g in g_scans])
@@ -82,7 +93,6 @@ class Loop(ControlFlowOp):
                 g_carried = [None] * n
                 continue
             body_grads = body.backward(tapes[i], output_grads)
-            tapes[i] = None
-            g_carried = [body_grads.get(name) for name in carried_names]
+            g_carried = [body_grads.get(name) for name in body.inputs[2:]]
             add(outer, body_grads, self.implicit)
         return self.input_grads(fwd_inputs, [None, None] + g_carried, outer)

@@ -12,7 +12,8 @@ reads.
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_body import (ControlFlowOp, add,
-                                                                     is_float, own)
+                                                                     is_float, own,
+                                                                     read_tapes, with_tapes)
 from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 
@@ -110,11 +111,13 @@ class Scan(ControlFlowOp):
             stacked.append(np.stack(collected[::-1] if d else collected, axis=axis))
         return states, stacked
 
-    def _scan_backward(self, states, xs, outer, g_states, g_outs):
-        """Gradients (states, scan inputs, outer names) of one scan."""
+    def _scan_backward(self, states, xs, outer, g_states, g_outs, tapes):
+        """Gradients (states, scan inputs, outer names) of one scan, from its body
+        tapes (recomputed where None)."""
         body = self.bodies["body"]
-        tapes = []
-        final, stacked = self._scan(states, xs, outer, tapes)
+        if tapes is None:
+            tapes = []
+            self._scan(states, xs, outer, tapes)
         ins, outs, length = self._layout(xs)
         n = len(states)
         g_xs = [np.zeros_like(x) if is_float(x) else None for x in xs]
@@ -123,14 +126,13 @@ class Scan(ControlFlowOp):
                   for g, (a, _) in zip(g_outs, outs)]
         outer_grads = {}
         for t in reversed(range(length)):
-            output_grads = ([g if is_float(v) else None for g, v in zip(g_states, final)] +
+            output_grads = ([g if is_float(v) else None for g, v in zip(g_states, states)] +
                             [None if g is None else g[length - 1 - t if d else t]
                              for g, (_, d) in zip(g_outs, outs)])
             if all(g is None for g in output_grads):
                 g_states = [None] * n
                 continue
             body_grads = body.backward(tapes[t], output_grads)
-            tapes[t] = None
             g_states = [body_grads.get(name) for name in body.inputs[:n]]
             for g_view, name, (_, d) in zip(g_views, body.inputs[n:], ins):
                 g = body_grads.get(name)
@@ -148,34 +150,53 @@ class Scan(ControlFlowOp):
                                    f"{np.asarray(lengths).tolist()} shorter than the scanned "
                                    f"axis ({full}) are not supported by the reference operator")
 
-    def forward(self, *args):
+    def _outputs(self, args, tapes=None) -> tuple:
+        """The outputs; with ``tapes`` (a list), the body tapes of the scan (of each batch
+        element in opset 8's form) are appended to it."""
         lengths, states, xs, outer = self._inputs(args)
         body = self.bodies["body"]
         if not self.batched:
-            states, stacked = self._scan(states, xs, outer)
+            states, stacked = self._scan(states, xs, outer, tapes)
         else:
             self._full_lengths(lengths, xs)
-            runs = [self._scan([s[b] for s in states], [x[b] for x in xs], outer)
-                    for b in range(np.shape((states + xs)[0])[0])]
+            runs = []
+            for b in range(np.shape((states + xs)[0])[0]):
+                element = None if tapes is None else []
+                runs.append(self._scan(_element(states, b), _element(xs, b), outer, element))
+                if tapes is not None:
+                    tapes.append(element)
+            if not runs:
+                raise ShapeError(f"{self.op_type} (opset 8): the batch is empty")
             states = [np.stack([r[0][i] for r in runs]) for i in range(len(states))]
             stacked = [np.stack([r[1][k] for r in runs]) for k in range(len(runs[0][1]))]
         return own(states + stacked, args, body.network.persistent_tensors)
 
+    def forward(self, *args):
+        return self._outputs(args)
+
+    def forward_taped(self, *args):
+        tapes = []
+        return with_tapes(self._outputs(args, tapes), tapes)
+
     def backward(self, grads, fwd_inputs, fwd_outputs):
         lengths, states, xs, outer = self._inputs(fwd_inputs)
+        body = self.bodies["body"]
         n = len(states)
-        grads = list(grads) + [None] * (len(fwd_outputs) - len(grads))
+        count = len(body.outputs)
+        tapes = read_tapes(fwd_outputs, count)
+        grads = list(grads[:count]) + [None] * (count - len(grads[:count]))
         g_states, g_outs = grads[:n], grads[n:]
         if not self.batched:
             g_states, g_xs, outer_grads = self._scan_backward(states, xs, outer, g_states,
-                                                              g_outs)
+                                                              g_outs, tapes)
             return self.input_grads(fwd_inputs, g_states + g_xs, outer_grads)
         batch = np.shape((states + xs)[0])[0]
         g_all = [np.zeros_like(v) if is_float(v) else None for v in states + xs]
         outer_grads = {}
         for b in range(batch):
             gs, gx, go = self._scan_backward(_element(states, b), _element(xs, b), outer,
-                                             _element(g_states, b), _element(g_outs, b))
+                                             _element(g_states, b), _element(g_outs, b),
+                                             None if tapes is None else tapes[b])
             for total, g in zip(g_all, gs + gx):
                 if total is not None and g is not None:
                     total[b] += g
