@@ -179,6 +179,18 @@ def test_loop_of_zero_iterations_has_empty_scan_outputs_of_the_declared_shape():
     check_forward(proto, feed, ["y", "ys"], {"y": [5.0], "ys": np.zeros((0, 1))})
 
 
+def test_loop_with_only_a_trip_count_has_only_scan_outputs():
+    """Loop(M, "") with no carried values."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c2"]),
+         helper.make_node("Mul", ["i", "i"], ["square"])], "body",
+        [value("i", [], TP.INT64), value("c", [], TP.BOOL)],
+        [value("c2", [], TP.BOOL), value("square", [], TP.INT64)])
+    proto = model([helper.make_node("Loop", ["M", ""], ["squares"], body=body)],
+                  [value("M", [], TP.INT64)], [value("squares", [None], TP.INT64)], {})
+    check_forward(proto, {"M": np.array(4)}, ["squares"], {"squares": [0, 1, 4, 9]})
+
+
 def test_loop_without_trip_count_or_condition_is_refused():
     below = helper.make_node("Less", ["y2", "limit"], ["c2"])
     proto, _ = counting_loop(None, None, below)
@@ -397,3 +409,13 @@ def test_graph_edits_schedule_a_loop_after_its_outer_scope_reads():
     loop = next(op.name for op in network.operations if op.op_type == "Loop")
     assert order.index("rescale") < order.index(loop)
     np.testing.assert_array_equal(executor.inference(feed)["loss"], before)
+
+
+@pytest.mark.slow
+def test_compiled_module_runs_the_loop_eagerly_between_compiled_regions():
+    proto, feed = rnn_loop()
+    eager = d5pt.from_onnx(proto).inference_and_backprop(feed, "loss")
+    compiled = d5pt.from_onnx(proto, compile=True).inference_and_backprop(feed, "loss")
+    for name in ("loss", gradient_name("W"), gradient_name("U")):
+        np.testing.assert_allclose(compiled[name], eager[name], err_msg=name,
+                                   **FORWARD_TOL)

@@ -29,7 +29,7 @@ from deep500.frameworks.pytorch._torch_common import torch_dtype
 from deep500.frameworks.pytorch.extension_dtypes import array_from_tensor
 from deep500.frameworks.pytorch.onnx_module import OnnxModule
 from deep500.utils.errors import ModelError, ShapeError, UnsupportedError, require
-from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
+from deep500.utils.onnx_interop.onnx_objects import OnnxValueInfo
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
@@ -64,6 +64,12 @@ class Body:
 
 class ControlFlowOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring)."""
+
+    def _emit_control(self, op, fn, inputs) -> None:
+        """``_emit`` for a control-flow node. Under ``torch.compile`` the node runs
+        eagerly between compiled regions: tracing its Python loop would specialise (and
+        recompile) on every trip count and iteration number."""
+        self._emit(op, torch.compiler.disable(fn, recursive=True), inputs)
 
     # -- bodies --------------------------------------------------------------------
     def _body(self, op, key: str) -> Body:
@@ -114,7 +120,8 @@ class ControlFlowOps:
         output is then ignored). Outputs: the final carried values, then each scan
         output stacked along a new first axis."""
         body = self._body(op, "body")
-        carried = len(op.inputs) - 2
+        names = list(op.inputs)
+        carried = len(names) - 2
         scans = len(body.outputs) - 1 - carried
         if len(body.formals) != carried + 2 or scans < 0:
             raise self._fail(op, f"its body takes {len(body.formals)} inputs and returns "
@@ -122,11 +129,11 @@ class ControlFlowOps:
                                  f"values; it must take 2 + {carried} (iteration number, "
                                  f"condition, carried values) and return 1 + {carried} + "
                                  f"K (condition, carried values, scan outputs)", ModelError)
-        if not op.inputs[0] and not op.inputs[1]:
+        if not names[0] and not names[1]:
             raise self._fail(op, "has neither a trip count M nor a condition: ONNX "
                                  "defines it as a loop that never ends", ModelError)
-        has_cond = bool(op.inputs[1])
-        explicit = len(op.inputs)
+        has_cond = bool(names[1])
+        explicit = len(names)
         scan_info = body.output_info[1 + carried:]
         outputs = len(op.outputs)
         name = op.name
@@ -156,7 +163,7 @@ class ControlFlowOps:
             final = state + [_stack(stack, 0, info, name, device)
                              for stack, info in zip(stacks, scan_info)]
             return tuple(final[:outputs]) if outputs > 1 else final[0]
-        self._emit(op, loop, list(op.inputs) + body.outer)
+        self._emit_control(op, loop, names + body.outer)
 
     def visit_if(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__If.html: runs ``then_branch`` if the
@@ -174,7 +181,7 @@ class ControlFlowOps:
             def taken(*outer):
                 results = branch.run([], outer)
                 return tuple(results) if outputs > 1 else results[0]
-            self._emit(op, taken, branch.outer)
+            self._emit_control(op, taken, branch.outer)
             return
         then_branch = self._body(op, "then_branch")
         else_branch = self._body(op, "else_branch")
@@ -191,7 +198,7 @@ class ControlFlowOps:
             branch = (then_branch, else_branch)[which]
             results = branch.run([], [values[k] for k in picks[which]])
             return tuple(results) if outputs > 1 else results[0]
-        self._emit(op, if_, [op.inputs[0]] + outer)
+        self._emit_control(op, if_, [op.inputs[0]] + outer)
 
     def _check_branch(self, op, branch: Body, outputs: int) -> None:
         if branch.formals or len(branch.outputs) != outputs:
@@ -266,7 +273,7 @@ class ControlFlowOps:
                 state, stacked = scan(values[:states], values[states:len(explicit)],
                                       outer, _device(values))
                 return finish(state + stacked)
-            self._emit(op, scan9, explicit + body.outer)
+            self._emit_control(op, scan9, explicit + body.outer)
             return
 
         def scan8(*values):
@@ -288,7 +295,7 @@ class ControlFlowOps:
                 stacked.append([_pad(r, longest) for r in results])
             state = [torch.stack(column) for column in zip(*finals)]
             return finish(state + [torch.stack(column) for column in zip(*stacked)])
-        self._emit(op, scan8, explicit + body.outer)
+        self._emit_control(op, scan8, explicit + body.outer)
 
 
 def _rank_only(shape):
