@@ -39,7 +39,7 @@ _LOOP = (UnsupportedError,
          "node '<sequential>/gru_1/while_loop' (opset 16) instead of a GRU node; the "
          "executor raises UnsupportedError: 'does not support operator Loop'")
 KNOWN_FAILURES: dict[tuple[str, str], tuple[type, str]] = {
-    ("keras_gru", executor): _LOOP for executor in ("reference", "tensorflow")}
+    ("keras_gru", executor): _LOOP for executor in ("reference",)}
 """(file name, executor) → (exception type, reason) of Deep500 failures found by these
 tests: each combination is ``xfail(strict=True)``, so the mark fails once fixed."""
 KNOWN_BACKPROP_FAILURES: dict[str, tuple[type, str]] = {}

@@ -290,7 +290,8 @@ class TensorFlowNetwork(Network):
         while pending:
             remaining = []
             for op in pending:
-                needs = {produced_by[i] for i in op.inputs if i in produced_by}
+                needs = {produced_by[i] for i in op.inputs + op.implicit_inputs
+                         if i in produced_by}
                 needs.discard(op.name)
                 if needs <= done:
                     order.append(op)

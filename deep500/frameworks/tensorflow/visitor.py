@@ -32,8 +32,8 @@ so that shape arithmetic costs no TensorFlow operations and yields static shapes
 This module holds what every operator uses (the hooks, the plan being built, layouts of
 tensors while building); the ``visit_<op>`` methods live in one module per operator
 family (``ops_elementwise``, ``ops_conv``, ``ops_normalization``, ``ops_loss``,
-``ops_shape``, ``ops_reduce``, ``ops_tensor``, ``ops_sequence``), mixed into
-:class:`TensorFlowVisitor`: adding a family is adding a module. Layouts, helpers and the
+``ops_shape``, ``ops_reduce``, ``ops_tensor``, ``ops_sequence``, ``ops_control``), mixed
+into :class:`TensorFlowVisitor`: adding a family is adding a module. Layouts, helpers and the
 plan are in ``_tf_common``. The parser has normalised every node to the newest opset's
 form (``deep500.utils.onnx_interop.normalize``).
 """
@@ -48,6 +48,7 @@ from deep500.frameworks.tensorflow._tf_common import (_aligned_channels_last,
                                                       tf_supports_dtype, to_channels_last,
                                                       to_channels_last_perm,
                                                       to_onnx_layout, UNUSED)
+from deep500.frameworks.tensorflow.ops_control import ControlFlowOps
 from deep500.frameworks.tensorflow.ops_conv import ConvolutionOps
 from deep500.frameworks.tensorflow.ops_elementwise import ElementwiseOps
 from deep500.frameworks.tensorflow.ops_loss import LossOps
@@ -63,7 +64,7 @@ __all__ = ["ParameterLayout", "Plan", "TensorFlowVisitor", "tf_supports_dtype"]
 
 
 class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, ShapeOps,
-                        ReduceOps, TensorOps, SequenceOps, OnnxBaseVisitor):
+                        ReduceOps, TensorOps, SequenceOps, ControlFlowOps, OnnxBaseVisitor):
     """Builds a :class:`~deep500.frameworks.tensorflow.network.TensorFlowNetwork`'s plan.
 
     Args:
@@ -134,6 +135,8 @@ class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOp
             for index, name in enumerate(op.inputs):
                 if name:
                     self.consumers.setdefault(name, []).append((op, index))
+            for name in op.implicit_inputs:   # read by a body: in ONNX's layout
+                self.consumers.setdefault(name, []).append((op, None))
             for name in op.outputs:
                 self.producers[name] = op
 
@@ -269,7 +272,7 @@ class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOp
                 self.plan.static_inputs.add(tensor)
             producer = self.producers.get(tensor)
             if producer is not None and producer.op_type not in ("Shape", "Size"):
-                pending.extend(producer.inputs)
+                pending.extend(producer.inputs + producer.implicit_inputs)
         return self.key(name)
 
     def _dynamic_error(self, what: str) -> UnsupportedError:

@@ -89,13 +89,28 @@ class UnaryElementwise(ReferenceOp):
 
 class BinaryElementwise(ReferenceOp):
     """C = f(A, B) with broadcasting. Subclasses implement ``_forward(A, B)`` and
-    ``_backward(dC, A, B, C)``, which returns the gradients at the broadcast shape."""
+    ``_backward(dC, A, B, C)``, which returns the gradients at the broadcast shape, and
+    may name ``float_ufunc``, the ufunc ``_forward`` is on floating-point inputs, for
+    ``forward_inplace``."""
+    float_ufunc = None
 
     def forward(self, A, B):
         check_same_dtype(self.op_type, A, B)
         broadcast_shape(self.op_type, A, B)
         # np.asarray: NumPy returns scalars, not arrays, for 0-d operands.
         return np.asarray(self._forward(A, B))
+
+    def forward_inplace(self, A, B):
+        """``forward`` writing into A, which the caller no longer needs (see
+        ``ReferenceGraphExecutor``: it passes only arrays nothing else refers to), where C
+        has A's shape and dtype, a float type; else ``forward``. Saves a fresh output per
+        call (a bias Add, GELU's Mul and Add chain)."""
+        ufunc = self.float_ufunc
+        if (ufunc is None or A.dtype not in (np.float32, np.float64)
+                or getattr(B, "dtype", None) != A.dtype
+                or broadcast_shape(self.op_type, A, B) != A.shape):
+            return self.forward(A, B)
+        return ufunc(A, B, out=A)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
         A, B = fwd_inputs

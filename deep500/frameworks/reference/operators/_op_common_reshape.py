@@ -16,6 +16,13 @@ class ShapeChange(ReferenceOp):
         # A copy, so that the output never aliases the input.
         return data.reshape(self.output_shape(data.shape, *shape_inputs)).copy()
 
+    def forward_inplace(self, data, *shape_inputs):
+        """``forward`` without the copy: a view of ``data``, which the caller no longer
+        needs (see ``ReferenceGraphExecutor``: it passes only arrays nothing else refers
+        to), so nothing else can see the sharing."""
+        data = np.asarray(data)
+        return data.reshape(self.output_shape(data.shape, *shape_inputs))
+
     def backward(self, grads, fwd_inputs, fwd_outputs):
         data = fwd_inputs[0]
         d_data = (np.zeros_like(data) if grads[0] is None

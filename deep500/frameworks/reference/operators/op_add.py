@@ -8,6 +8,8 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("Add")
 class Add(BinaryElementwise):
+    float_ufunc = np.add
+
     def _forward(self, A, B):
         return np.add(A, B)
 

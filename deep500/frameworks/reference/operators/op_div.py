@@ -8,6 +8,8 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("Div")
 class Div(BinaryElementwise):
+    float_ufunc = np.divide
+
     def _forward(self, A, B):
         if np.issubdtype(A.dtype, np.integer):
             # ONNX integer Div truncates toward zero; floor_divide would round down.

@@ -8,6 +8,8 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("Mul")
 class Mul(BinaryElementwise):
+    float_ufunc = np.multiply
+
     def _forward(self, A, B):
         return np.multiply(A, B)
 

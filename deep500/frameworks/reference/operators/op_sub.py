@@ -8,6 +8,8 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("Sub")
 class Sub(BinaryElementwise):
+    float_ufunc = np.subtract
+
     def _forward(self, A, B):
         return np.subtract(A, B)
 
