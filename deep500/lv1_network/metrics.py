@@ -27,9 +27,12 @@ class OperatorTimes(ExecutorEvent, TestMetric):
     (events with ``wants_backward_times``): the reference executor times each node's
     backward function; the PyTorch executor stamps the time at which autograd produces
     the gradient of each node's outputs (tensor hooks) and gives the node the time up
-    to the next such stamp (see ``OnnxModule.forward_with_events``). Executors without
-    per-node backward times (onnxruntime: inference only; TensorFlow) leave
-    ``backward_operators`` empty and the summary says so in ``backward_note``.
+    to the next such stamp (see ``OnnxModule.forward_with_events``); the TensorFlow
+    executor (mode='eager') records each node on a tape of its own and times each
+    node's gradient call (see ``deep500.frameworks.tensorflow.node_backward``).
+    Executors without per-node backward times (onnxruntime runs inference only; an
+    executor that never calls ``record_backward_time``) leave ``backward_operators``
+    empty and the summary says so in ``backward_note``.
 
     Executors that cannot call back per operator (onnxruntime) report their own
     profiler's per-node times in ``executor.last_operator_times`` after each run; the
@@ -155,11 +158,12 @@ class FrameworkOverhead(TestMetric):
     spends outside both (planning, gradient bookkeeping and accumulation between nodes,
     conversions of inputs and gradients). What a node's backward time covers is the
     executor's (see ``OperatorTimes``): the reference executor times each node's
-    backward function alone, so gradient accumulation counts as overhead; PyTorch
+    backward function alone, so gradient accumulation counts as overhead, and so does
+    TensorFlow's, which times each node's gradient call on the node's own tape; PyTorch
     gives each node the time from its mark to the next one, so autograd's engine
     counts as operator time there. An executor that reports no per-node backward times
-    (TensorFlow's ``tape.gradient`` is one call) gets ``overhead`` None and a warning:
-    its backward pass cannot be split into operators and overhead.
+    gets ``overhead`` None and a warning: its backward pass cannot be split into
+    operators and overhead.
     """
     measures_time = True
     # the summary's keys; "backward_operators" is None for inference

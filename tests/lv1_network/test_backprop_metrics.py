@@ -1,5 +1,6 @@
 """FrameworkOverhead and OperatorTimes measured on backprop steps (test_executor_backprop),
-on the zoo's transformer (int64 token input) and LSTM."""
+on the zoo's transformer (int64 token input) and LSTM, by the reference, PyTorch and
+TensorFlow executors."""
 import importlib.util
 
 import numpy as np
@@ -29,12 +30,17 @@ def _executors():
     names = ["reference"]
     if importlib.util.find_spec("torch") is not None:
         names.append("pytorch")
+    if importlib.util.find_spec("tensorflow") is not None:
+        names.append("tensorflow")
     return names
 
 
 def _executor(name, model):
     if name == "reference":
         return d5ref.from_onnx(model)
+    if name == "tensorflow":
+        import deep500.frameworks.tensorflow as d5tf
+        return d5tf.from_onnx(model)
     import deep500.frameworks.pytorch as d5pt
     return d5pt.from_onnx(model)
 
@@ -89,9 +95,10 @@ def test_backprop_overhead_of_the_reference_executor_matches_its_parts(transform
     np.testing.assert_allclose(result["FrameworkOverhead"].samples, expected, rtol=1e-12)
 
 
-def test_lstm_backward_is_timed_per_node():
+@pytest.mark.parametrize("framework", _executors())
+def test_lstm_backward_is_timed_per_node(framework):
     model, inputs = _model("lstm")
-    result = d5.test_executor_backprop(d5ref.from_onnx(model), inputs,
+    result = d5.test_executor_backprop(_executor(framework, model), inputs,
                                        metrics=[d5.OperatorTimes(),
                                                 d5.FrameworkOverhead(2, 0)])
     backward = {o["op_type"]: o["median"]
