@@ -15,7 +15,6 @@ import onnx
 import pytest
 
 import deep500 as d5
-from deep500.utils.errors import UnsupportedError
 from deep500.utils.onnx_interop.losses import add_loss
 from tests.lv1_network.exported_models import SEQUENCE_EXPORTERS
 
@@ -34,12 +33,7 @@ VANISHING = 1e-6
 # The dynamo exporter and tf2onnx take a few seconds per file.
 SLOW = {name for name in SEQUENCE_EXPORTERS if name.endswith("_dynamo")}
 
-_LOOP = (UnsupportedError,
-         "tf2onnx 1.17 converts Keras 3's GRU (reset_after=True or False) to an ONNX Loop "
-         "node '<sequential>/gru_1/while_loop' (opset 16) instead of a GRU node; the "
-         "executor raises UnsupportedError: 'does not support operator Loop'")
-KNOWN_FAILURES: dict[tuple[str, str], tuple[type, str]] = {
-    ("keras_gru", executor): _LOOP for executor in ("reference",)}
+KNOWN_FAILURES: dict[tuple[str, str], tuple[type, str]] = {}
 """(file name, executor) → (exception type, reason) of Deep500 failures found by these
 tests: each combination is ``xfail(strict=True)``, so the mark fails once fixed."""
 KNOWN_BACKPROP_FAILURES: dict[str, tuple[type, str]] = {}
