@@ -404,9 +404,12 @@ class ShapeOps:
     def visit_range(self, op, network) -> None:
         """Range: start, start + delta, ... below (above, if delta < 0) limit."""
         def range_(start, limit, delta):
+            # The spec's operands are scalars; one-element tensors (ONNX's own expanded
+            # AffineGrid passes (1,)-shaped ones, as onnxruntime accepts) are read as such.
             if _is_np(start, limit, delta):
+                start, limit, delta = (np.reshape(v, ()) for v in (start, limit, delta))
                 return np.arange(start, limit, delta, dtype=start.dtype)
-            return tf.range(start, limit, delta)
+            return tf.range(*(tf.reshape(v, []) for v in (start, limit, delta)))
         self.emit(range_, [self.key(n) for n in op.inputs], op.outputs[0], rank=1)
 
     def visit_pad(self, op, network) -> None:
