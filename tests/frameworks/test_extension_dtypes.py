@@ -90,6 +90,15 @@ def test_identity_round_trips_every_bit_pattern(framework, onnx_name):
 
 
 @pytest.mark.parametrize("framework", RUNS)
+def test_a_scalar_keeps_its_shape(framework):
+    """A 0-d bfloat16 feed stays 0-d (np.ascontiguousarray would make it 1-d)."""
+    x = np.array(1.5, dtype=ml_dtypes.bfloat16)
+    proto = model("Cast", TensorProto.BFLOAT16, TensorProto.FLOAT, [], to=TensorProto.FLOAT)
+    y = RUNS[framework](proto, {"x": x})["y"]
+    assert y.shape == () and y == np.float32(1.5)
+
+
+@pytest.mark.parametrize("framework", RUNS)
 @pytest.mark.parametrize("onnx_name", sorted(TYPES))
 def test_cast_to_float_is_exact(framework, onnx_name):
     """Widening to float32 is exact for every type here (ONNX Cast,

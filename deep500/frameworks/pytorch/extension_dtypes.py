@@ -91,7 +91,8 @@ def tensor_from_array(array: np.ndarray, name: str = "") -> "torch.Tensor":
     dtype = array.dtype
     same = _NUMPY_TO_TORCH.get(dtype)
     if same is not None:
-        bits = np.ascontiguousarray(array).view(_BITS_NUMPY[dtype.itemsize])
+        # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+        bits = np.require(array, requirements="C").view(_BITS_NUMPY[dtype.itemsize])
         return torch.from_numpy(bits).view(same)
     carrier = _CARRIERS.get(dtype)
     if carrier is not None:

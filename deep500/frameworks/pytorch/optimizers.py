@@ -180,7 +180,7 @@ class TorchOptimizer(Optimizer):
                     raise Deep500Error(f"{self.name}: a gradient modifier returned shape "
                                        f"{array.shape} for parameter {name!r} of shape "
                                        f"{tuple(grad.shape)}")
-                grad.copy_(torch.from_numpy(np.ascontiguousarray(array)))
+                grad.copy_(torch.from_numpy(np.require(array, requirements="C")))
 
     # -- state ---------------------------------------------------------------------
     def _ordered_names(self) -> list[str]:

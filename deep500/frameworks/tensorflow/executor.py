@@ -154,7 +154,7 @@ class _TensorFlowExecutorBase(GraphExecutor):
                 elif self.mode == "eager":
                     feeds[name] = np.asarray(value)
                 else:
-                    value = np.ascontiguousarray(value)
+                    value = np.require(value, requirements="C")  # a 0-d input stays 0-d
                     frozen[name] = (value.dtype.str, value.shape, value.tobytes())
         return feeds, frozen
 

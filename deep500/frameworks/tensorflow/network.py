@@ -255,7 +255,7 @@ class TensorFlowNetwork(Network):
             if want == have:
                 continue
             value = self.to_onnx(name, variable.numpy())
-            stored = want.to_stored(value) if want is not None else np.ascontiguousarray(value)
+            stored = want.to_stored(value) if want is not None else np.require(value, requirements="C")
             with tf.device(self.device.tf_device()):
                 self.variables[name] = tf.Variable(stored, trainable=variable.trainable,
                                                    name=_variable_name(name))
