@@ -10,15 +10,16 @@ remainder is below |erf⁽¹⁰⁾|·(1/32)¹⁰/10! < 1e-17. Near 0 the Maclaur
 erf(x) = (2/√π) Σ (-1)ⁿ x²ⁿ⁺¹ / (n!(2n+1)) keeps the relative accuracy of tiny
 arguments, and erf(x) rounds to 1 in double precision from x = 6 on.
 
-Float32 (:func:`erf_float32`): a rational approximation evaluated in float32, about six
+Float32 (:func:`erf_float32`): a rational approximation evaluated in float32, about four
 times faster than the double-precision paths, which spend most of their time outside
 NumPy's SIMD loops. erf(x) = x·P(x²)/Q(x²) on |x| <= 4 (P, Q of degree 5 in x², Q(0) = 1),
 with |x| clamped to 4 beyond, where erf rounds to 1 in float32 (1 - erf(3.92) < 2⁻²⁵).
 The coefficients are a relative-error minimax fit to ``math.erf`` on [0, 4] (linearised
 least squares on 4000 Chebyshev nodes, Sanathanan–Koerner reweighting by 1/Q, then Lawson
-iterations towards equal ripple): the rational form itself is within 2.5e-8 relative of
-erf, a fifth of float32's machine epsilon, so what remains is the round-off of the 25
-float32 operations that evaluate it, within 4 eps(float32) relative.
+iterations towards equal ripple): the rational form is within 2.5e-8 relative of erf,
+5.4e-8 with its coefficients rounded to float32, under half of float32's machine epsilon;
+with the round-off of the 25 float32 operations that evaluate it, within 4 eps(float32)
+relative (2.9 eps measured).
 """
 import math
 

@@ -41,7 +41,7 @@ def _where_sparse(condition, X, Y, shape) -> np.ndarray:
     (at least 4x smaller than the output) and is mostly false (an attention mask over padding): Y copied out, then X
     written at the true positions only, each a slice along the broadcast axes.
     np.where's inner loop runs along the last axis, one call per row of the short rows a
-    broadcast condition leaves (~100 µs for 32 x 4 x 32 x 32 float32 against ~25)."""
+    broadcast condition leaves (~100 µs for 32 x 4 x 32 x 32 float32 against ~30)."""
     out = np.empty(shape, X.dtype)
     np.copyto(out, Y)
     condition = condition.reshape((1,) * (len(shape) - condition.ndim) + condition.shape)
