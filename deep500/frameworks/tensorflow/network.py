@@ -205,26 +205,7 @@ class TensorFlowNetwork(Network):
             return env
         sync = device.synchronize if device is not None and device.is_gpu else None
         for op, steps in plan.node_steps:
-            if op is not None:
-                if sync:
-                    sync()
-                for event in operator_events:
-                    event.before_operator(op)
-            try:
-                for fn, inputs, output in steps:
-                    if output.__class__ is str:
-                        env[output] = fn(*[env[k] for k in inputs])
-                    else:
-                        env.update(zip(output, fn(*[env[k] for k in inputs])))
-            except Exception as exc:
-                if op is not None:
-                    tag_node(exc, op)
-                raise
-            if op is not None:
-                if sync:
-                    sync()
-                for event in operator_events:
-                    event.after_operator(op)
+            run_node(op, steps, env, operator_events, sync)
         return env
 
     def _tag_failing(self, exc: Exception, fn) -> None:
@@ -303,6 +284,33 @@ class TensorFlowNetwork(Network):
                                    f"{[op.name for op in remaining][:10]} form a cycle")
             pending = remaining
         return order
+
+
+def run_node(op, steps, env: dict, operator_events=(), sync=None) -> None:
+    """Run one ONNX node's plan steps on ``env`` (tensors by key, updated in place),
+    bracketed by the events' ``before_operator``/``after_operator`` (after ``sync()``
+    where given: a GPU's synchronisation). ``op`` is None for steps that belong to no
+    node (feeds' conversions); a failure names the node."""
+    if op is not None:
+        if sync:
+            sync()
+        for event in operator_events:
+            event.before_operator(op)
+    try:
+        for fn, inputs, output in steps:
+            if output.__class__ is str:
+                env[output] = fn(*[env[k] for k in inputs])
+            else:
+                env.update(zip(output, fn(*[env[k] for k in inputs])))
+    except Exception as exc:
+        if op is not None:
+            tag_node(exc, op)
+        raise
+    if op is not None:
+        if sync:
+            sync()
+        for event in operator_events:
+            event.after_operator(op)
 
 
 def _variable_name(name: str) -> str:

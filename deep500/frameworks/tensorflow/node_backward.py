@@ -23,6 +23,7 @@ from __future__ import annotations
 from time import perf_counter_ns
 
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow.network import run_node
 from deep500.utils.framework_errors import tag_node
 
 try:
@@ -82,10 +83,10 @@ class NodeBackward:
                 tape = tf.GradientTape(watch_accessed_variables=False)
                 with tape:
                     tape.watch([env[key] for key in watched])
-                    _run_node(op, steps, env, operator_events, sync)
+                    run_node(op, steps, env, operator_events, sync)
                 records.append((op, tape, watched, written))
             else:
-                _run_node(op, steps, env, operator_events, sync)
+                run_node(op, steps, env, operator_events, sync)
         return records
 
     @staticmethod
@@ -148,29 +149,6 @@ class NodeBackward:
             gradients.append(None if not contributions else contributions[0]
                              if len(contributions) == 1 else tf.add_n(contributions))
         return gradients
-
-
-def _run_node(op, steps, env: dict, operator_events, sync) -> None:
-    if op is not None and operator_events:
-        if sync:
-            sync()
-        for event in operator_events:
-            event.before_operator(op)
-    try:
-        for fn, inputs, output in steps:
-            if output.__class__ is str:
-                env[output] = fn(*[env[k] for k in inputs])
-            else:
-                env.update(zip(output, fn(*[env[k] for k in inputs])))
-    except Exception as exc:
-        if op is not None:
-            tag_node(exc, op)
-        raise
-    if op is not None and operator_events:
-        if sync:
-            sync()
-        for event in operator_events:
-            event.after_operator(op)
 
 
 def _gradient(tape, targets: list, sources: list, upstream: list) -> list:
