@@ -244,7 +244,8 @@ def _torch_modules():
             return self.head(self.norm(h))
 
     class RecurrentClassifier(nn.Module):
-        """Embedding → LSTM or GRU (batch first) → last hidden state → Linear."""
+        """Embedding → LSTM, GRU or RNN (tanh; batch first) → last hidden state →
+        Linear."""
         def __init__(self, cell):
             super().__init__()
             self.embed = nn.Embedding(VOCAB, WIDTH)
@@ -282,10 +283,11 @@ def _torch_modules():
     return dict(encoder=EncoderClassifier, decoder=DecoderLM,
                 lstm=functools.partial(RecurrentClassifier, "LSTM"),
                 gru=functools.partial(RecurrentClassifier, "GRU"),
+                rnn=functools.partial(RecurrentClassifier, "RNN"),
                 upsample=UpsamplingCNN)
 
 
-TORCH_SEQUENCE_MODELS = ("encoder", "decoder", "lstm", "gru", "upsample")
+TORCH_SEQUENCE_MODELS = ("encoder", "decoder", "lstm", "gru", "rnn", "upsample")
 
 
 def _torch_sequence_example(kind: str, seed: int) -> np.ndarray:
@@ -368,6 +370,7 @@ KERAS_SEQUENCE_MODELS = {
     "attention": (_keras_attention, (SEQUENCE, WIDTH)),
     "lstm": (_keras_recurrent("LSTM"), (SEQUENCE, WIDTH)),
     "gru": (_keras_recurrent("GRU"), (SEQUENCE, WIDTH)),
+    "rnn": (_keras_recurrent("SimpleRNN"), (SEQUENCE, WIDTH)),
     "upsample": (_keras_upsample, (UPSAMPLE_IMAGE[1], UPSAMPLE_IMAGE[2], UPSAMPLE_IMAGE[0])),
 }
 """Keras model kind → (builder(keras) -> model, input shape without the batch)."""
@@ -376,7 +379,7 @@ KERAS_SEQUENCE_MODELS = {
 def keras_sequence(folder, kind: str, seed: int = 0):
     """One of :data:`KERAS_SEQUENCE_MODELS` converted by tf2onnx (opset 17):
     ``attention`` is MultiHeadAttention with a causal mask, LayerNormalization, a ReLU
-    Dense and mean pooling on (N, 6, 8); ``lstm``/``gru`` classify (N, 6, 8);
+    Dense and mean pooling on (N, 6, 8); ``lstm``/``gru``/``rnn`` (SimpleRNN) classify (N, 6, 8);
     ``upsample`` is Conv2D → Conv2DTranspose → GroupNormalization → bilinear
     UpSampling2D → Conv2D on channels-last (N, 6, 6, 2)."""
     make, shape = KERAS_SEQUENCE_MODELS[kind]
