@@ -3,6 +3,8 @@ https://onnx.ai/onnx/operators/onnx__ReduceSum.html
 """
 from __future__ import annotations
 
+import math
+
 from deep500.utils.errors import require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -43,4 +45,17 @@ class ReduceOps:
         self._reduce(op, torch.sum)
 
     def visit_reducemax(self, op, network):
-        self._reduce(op, torch.amax)
+        self._reduce(op, _amax)
+
+
+def _amax(x, dims, keepdim):
+    """torch.amax, and over an empty set (which torch.amax refuses) the identity of
+    max, the type's lowest value (ONNX: https://onnx.ai/onnx/operators/onnx__ReduceMax.html)."""
+    dims = tuple(d % x.dim() for d in dims) if x.dim() else ()
+    if any(x.shape[d] == 0 for d in dims):
+        shape = tuple(1 if i in dims else n for i, n in enumerate(x.shape)
+                      if keepdim or i not in dims)
+        lowest = (False if x.dtype == torch.bool else -math.inf if x.is_floating_point()
+                  else torch.iinfo(x.dtype).min)
+        return torch.full(shape, lowest, dtype=x.dtype, device=x.device)
+    return torch.amax(x, dims, keepdim)
