@@ -187,15 +187,21 @@ def graph_model(graph: onnx.GraphProto, opset: int, domains: dict, source: str,
         proto=proto, source=source)
     normalize_model(model)
     for op in model.operations:
-        op.subgraphs = {
-            key: graph_model(value, opset, domains, source,
-                             scope=f"{scope}: body {key!r} of node '{op.name}' "
-                                   f"({op.op_type})")
-            for key, value in op.attributes.items() if isinstance(value, onnx.GraphProto)}
-        op.implicit_inputs = [name for name in dict.fromkeys(
-            n for body in op.subgraphs.values() for n in body.outer_inputs)]
+        parse_bodies(op, opset, domains, source, scope)
     model.outer_inputs = _outer_inputs(model)
     return model
+
+
+def parse_bodies(op, opset: int, domains: dict | None = None, source: str = "<in memory>",
+                 scope: str = "") -> None:
+    """Parse a node's graph attributes into ``op.subgraphs`` and set its
+    ``implicit_inputs`` (a node added to a built network gets them here too)."""
+    op.subgraphs = {
+        key: graph_model(value, opset, domains or {"": opset}, source,
+                         scope=f"{scope}: body {key!r} of node '{op.name}' ({op.op_type})")
+        for key, value in op.attributes.items() if isinstance(value, onnx.GraphProto)}
+    op.implicit_inputs = [name for name in dict.fromkeys(
+        n for body in op.subgraphs.values() for n in body.outer_inputs)]
 
 
 def _outer_inputs(model: OnnxModel) -> list[str]:
