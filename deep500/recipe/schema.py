@@ -160,7 +160,12 @@ def _read_yaml(path: str):
     try:
         loader = _RecipeLoader(text)  # reads the first characters already
         loader.name = where  # marks in messages say 'in "recipe.yaml", line 3, column 1'
-        return loader.get_single_data()
+        data = loader.get_single_data()
+        if _nesting(data) > _MAX_NESTING:
+            # PyYAML's own limit is Python's recursion limit, which other libraries
+            # raise (torch.compile sets 2000): one rule whatever was imported before.
+            raise RecursionError
+        return data
     except yaml.YAMLError as exc:
         raise RecipeError(f"{where}: not valid YAML: {exc}") from None
     except RecursionError:
@@ -174,6 +179,23 @@ def _read_yaml(path: str):
 
 
 _MAX_NESTING = 64
+
+
+def _nesting(data) -> int:
+    """How deeply mappings and lists nest in loaded YAML (iteratively: no recursion)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= _MAX_NESTING:
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _too_deep(text: str) -> int | None:

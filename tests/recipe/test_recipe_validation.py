@@ -371,3 +371,19 @@ def test_training_recipes_check_dataset_options_and_default_to_training_metrics(
     raw["fixed"]["optimizer"]["learning_rate"] = 0.1
     assert list(parse_recipe(raw, "t.yaml").metric_params) == [
         "TrainingAccuracy", "TestAccuracy", "LossCurve"]
+
+
+def test_deep_block_nesting_is_refused_whatever_the_recursion_limit(tmp_path):
+    """torch.compile raises Python's recursion limit to 2000, where PyYAML reads 600
+    levels of block nesting: the recipe is refused the same way."""
+    import sys
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: x\nfixed:\n" + "".join(f"{' ' * i}a{i}:\n"
+                                                   for i in range(1, 600)) + " " * 600 + "1\n")
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 5000))
+    try:
+        with pytest.raises(RecipeError, match="deep.yaml: not valid YAML: nested too deeply"):
+            load_recipe(str(deep))
+    finally:
+        sys.setrecursionlimit(old)
