@@ -203,26 +203,57 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
     was measuring becomes an error record (``error``, plus ``record_fields``) in
     ``results.jsonl``, and a manifest still ``running`` gets ``status``, a ``failure``
     entry (rank, error, configuration, traceback, note) and the counts of the records
-    on disk. A manifest no longer "running" is left as it is (the first failure is the
-    one reported)."""
+    on disk. A manifest that already failed keeps its first failure (the one reported)
+    and gets the counts brought up to date; one that finished otherwise is left as it
+    is."""
     in_progress = _IN_PROGRESS.get(os.path.abspath(output_dir))
-    if in_progress is not None:
-        append_record(output_dir, {**in_progress, "kind": "error", "error": error,
-                                   "rank": rank, **(record_fields or {})})
-    manifest = read_manifest(output_dir)
-    if manifest.get("status") != "running":
+    # Ranks that fail together (both watchdogs of a hung collective) serialise here, so
+    # the manifest's counts include every rank's error record.
+    with _failure_lock(output_dir):
+        if in_progress is not None:
+            append_record(output_dir, {**in_progress, "kind": "error", "error": error,
+                                       "rank": rank, **(record_fields or {})})
+        manifest = read_manifest(output_dir)
+        if not manifest:
+            return
+        counts = record_counts(session_records(output_dir, manifest.get("session", 0)))
+        if manifest.get("status") != "running":
+            if manifest.get("status") in ("failed", "timed_out", "interrupted"):
+                manifest.update(**counts)   # the first failure stays the one reported
+                write_manifest(output_dir, manifest)
+            return
+        failure = {"rank": rank, "error": error}
+        if in_progress is not None:
+            failure["index"] = in_progress.get("index")
+            failure["configuration"] = in_progress.get("label")
+        if traceback_text:
+            failure["traceback"] = traceback_text
+        if note:
+            failure["note"] = note
+        manifest.update(status=status, failure=failure, **counts)
+        write_manifest(output_dir, manifest)
+
+
+@contextlib.contextmanager
+def _failure_lock(output_dir: str):
+    """An exclusive lock between the processes recording failures in ``output_dir``:
+    ``fcntl.flock`` on the folder itself, which adds no file to it (where there is no
+    flock, no lock)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
         return
-    failure = {"rank": rank, "error": error}
-    if in_progress is not None:
-        failure["index"] = in_progress.get("index")
-        failure["configuration"] = in_progress.get("label")
-    if traceback_text:
-        failure["traceback"] = traceback_text
-    if note:
-        failure["note"] = note
-    manifest.update(status=status, failure=failure,
-                    **record_counts(session_records(output_dir, manifest.get("session", 0))))
-    write_manifest(output_dir, manifest)
+    try:
+        fd = os.open(output_dir, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
 
 
 def mark_run_failed(output_dir: str, rank: int, message: str) -> None:

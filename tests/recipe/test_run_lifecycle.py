@@ -398,3 +398,21 @@ def test_version(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"deep500 {deep500.__version__}"
+
+
+def test_the_second_rank_failing_brings_the_manifest_counts_up_to_date(tmp_path):
+    """Both ranks of a hung collective time out: each writes its error record; the
+    manifest keeps the first failure and counts both records (as the disk holds them)."""
+    from deep500.recipe.results import (configuration_in_progress, read_results,
+                                        record_failure, write_manifest)
+    out = str(tmp_path)
+    write_manifest(out, {"status": "running", "session": 0})
+    append_record(out, {"kind": "measurement", "index": 0, "rank": 0, "session": 0})
+    header = {"index": 1, "label": "Hangs | reference", "session": 0}
+    with configuration_in_progress(out, header):
+        record_failure(out, 1, "TimeoutError: rank 1", status="timed_out")
+        record_failure(out, 0, "TimeoutError: rank 0", status="timed_out")
+    manifest = read_manifest(out)
+    assert manifest["status"] == "timed_out" and manifest["failure"]["rank"] == 1
+    assert manifest["records"] == len(read_results(out)) == 3
+    assert manifest["records_by_kind"] == {"measurement": 1, "error": 2}
