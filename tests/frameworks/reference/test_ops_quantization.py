@@ -139,6 +139,36 @@ def test_quantize_precision_and_scale_types():
     assert_same(run("QuantizeLinear", ints), onnx_run("QuantizeLinear", ints)[0])
 
 
+def test_quantize_division_in_the_scale_type():
+    """The page: the scale's type sets the division's precision unless ``precision``
+    does. onnx's evaluator divides in NumPy's promoted type (float32 for a float32 x and
+    a bfloat16 scale), which ``precision=FLOAT`` reproduces."""
+    rng = np.random.default_rng(19)
+    x = rng.normal(0, 20, 200).astype(np.float32)
+    scale = np.array(0.37, ml_dtypes.bfloat16)
+    inputs = [x, scale, np.int8(0)]
+    in_bfloat16 = (x.astype(ml_dtypes.bfloat16) / scale).astype(np.float64)
+    expected = np.clip(np.rint(in_bfloat16), -128, 127).astype(np.int8)
+    assert_same(run("QuantizeLinear", inputs), expected)
+    assert_same(run("QuantizeLinear", inputs, precision=TP.FLOAT),
+                onnx_run("QuantizeLinear", inputs, {"precision": TP.FLOAT})[0])
+    powers = [x, np.array(0.25, ml_dtypes.float8_e8m0fnu), np.int8(0)]   # exact: 2^-2
+    assert_same(run("QuantizeLinear", powers), onnx_run("QuantizeLinear", powers)[0])
+
+
+@pytest.mark.parametrize("to", [TP.FLOAT6E2M3, TP.FLOAT6E3M2])
+def test_quantize_and_dequantize_float6(to):
+    x = np.concatenate([np.random.default_rng(20).normal(0, 4, 40),
+                        [1e9, -1e9, np.inf]]).astype(np.float32)
+    inputs = [x, np.float32(0.5)]
+    got = run("QuantizeLinear", inputs, output_dtype=to)
+    assert_same(got, onnx_run("QuantizeLinear", inputs, {"output_dtype": to})[0])
+    limit = float(ml_dtypes.finfo(got.dtype).max)
+    assert got.astype(np.float64)[-3:].tolist() == [limit, -limit, limit]
+    back = [got, np.float32(0.5)]
+    assert_same(run("DequantizeLinear", back), onnx_run("DequantizeLinear", back)[0])
+
+
 def test_quantize_has_no_gradient():
     op = create_operator("QuantizeLinear")
     x = np.ones(3, np.float32)
@@ -162,6 +192,8 @@ def test_quantize_has_no_gradient():
 def test_quantize_bad_input(inputs, attributes, error, match):
     with pytest.raises(error, match=match):
         run("QuantizeLinear", inputs, **attributes)
+    with pytest.raises(Deep500Error, match="saturate"):
+        create_operator("QuantizeLinear", saturate=2)
 
 
 # DequantizeLinear -------------------------------------------------------------------------
@@ -199,6 +231,18 @@ def test_dequantize_per_axis_and_blocked(axis, block):
     inputs = [x, scale, zero]
     assert_same(run("DequantizeLinear", inputs, **attributes),
                 onnx_run("DequantizeLinear", inputs, attributes)[0])
+
+
+def test_dequantize_bfloat16_and_e8m0_scales():
+    x = np.random.default_rng(21).integers(-128, 128, 30).astype(np.int8)
+    for inputs, attributes in (([x, np.array(0.37, ml_dtypes.bfloat16)], {}),
+                               ([x, np.array(0.25, ml_dtypes.float8_e8m0fnu)],
+                                {"output_dtype": TP.FLOAT}),
+                               ([x, np.float32(0.37)], {"output_dtype": TP.BFLOAT16})):
+        assert_same(run("DequantizeLinear", inputs, **attributes),
+                    onnx_run("DequantizeLinear", inputs, attributes)[0])
+    with pytest.raises(ShapeError, match="output_dtype"):
+        run("DequantizeLinear", [x, np.array(0.25, ml_dtypes.float8_e8m0fnu)])
 
 
 def test_dequantize_output_dtype():
@@ -442,3 +486,31 @@ def test_bitcast_bad_input(x, to, error):
         run("BitCast", [x], to=to)
     with pytest.raises(Deep500Error):
         create_operator("BitCast")
+
+
+def test_dequantize_scale_learns_through_the_executor():
+    """A graph DequantizeLinear(int8 weights, per-channel scale) -> MatMul -> ReduceSum:
+    the executor gives the scale's gradient (the loss is linear in it, so central
+    differences are exact up to float32 rounding) and none for the int8 weights."""
+    import deep500.frameworks.reference as d5ref
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(22)
+    weights = {"q": rng.integers(-128, 128, (4, 3)).astype(np.int8),
+               "s": rng.uniform(0.01, 0.1, 3).astype(np.float32),
+               "z": rng.integers(-3, 3, 3).astype(np.int8)}
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["w"], axis=1),
+             helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "dq", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("loss", TP.FLOAT, [])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()])
+    executor = d5ref.from_onnx(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21)]))
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    result = executor.inference_and_backprop({"x": x}, "loss")
+    assert "q.grad" not in result and "z.grad" not in result
+    gradient = result["s.grad"]
+    expected = x.sum(0).astype(np.float64) @ (weights["q"].astype(np.float64) - weights["z"])
+    np.testing.assert_allclose(gradient, expected, rtol=1e-5)

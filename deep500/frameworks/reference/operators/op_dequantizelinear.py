@@ -1,5 +1,5 @@
 """DequantizeLinear: ``y = (x - x_zero_point) * x_scale``, per tensor, per axis or in
-blocks (opsets 10 ... 25). https://onnx.ai/onnx/operators/onnx__DequantizeLinear.html
+blocks (opsets 10 to 28). https://onnx.ai/onnx/operators/onnx__DequantizeLinear.html
 
 x is int8, uint8, int16, uint16, int32 (no zero point), int4, uint4, int2, uint2, a float8
 type, FLOAT4E2M1 or a float6 type; the zero point has x's type. The output type is
@@ -81,9 +81,10 @@ class DequantizeLinear(ReferenceOp):
             return [None, np.zeros_like(x_scale)] + rest
         axis, block = int(self.attr("axis")), int(self.attr("block_size"))
         dy = widen(grads[0])
-        d_scale = None if x_scale.dtype == E8M0 else reduce_to(self.op_type, dy * self._shifted(x, x_zero_point),
-                            x_scale.shape, axis, block)
-        d_scale = None if d_scale is None else d_scale.astype(x_scale.dtype)
+        d_scale = None
+        if x_scale.dtype != E8M0:
+            d_scale = reduce_to(self.op_type, dy * self._shifted(x, x_zero_point),
+                                x_scale.shape, axis, block).astype(x_scale.dtype)
         d_x = None
         if is_floating(x.dtype):
             scale = expand(self.op_type, "x_scale", x_scale, x.shape, axis, block)
