@@ -80,7 +80,8 @@ class DFT(ReferenceOp):
         rest = [None] * (len(fwd_inputs) - 1)
         if grads[0] is None:
             return [np.zeros_like(input)] + rest
-        axis, n = self._plan(input, *(list(fwd_inputs[1:3]) + [None, None])[:2])
+        dft_length = fwd_inputs[1] if len(fwd_inputs) > 1 else None
+        axis, n = self._plan(input, dft_length, fwd_inputs[2] if len(fwd_inputs) > 2 else None)
         grad = np.asarray(grads[0], np.float64)
         if self.attr("inverse") and self.attr("onesided"):
             weights = np.full(n // 2 + 1, 2.0)
