@@ -201,6 +201,21 @@ class ControlFlowOp(ReferenceOp):
         return [g if g is not None and is_float(a) else None for g, a in zip(grads, args)]
 
 
+class IteratingOp(ControlFlowOp):
+    """Loop and Scan: ``_outputs(args, tapes)`` runs every iteration, appending one
+    tape per iteration to ``tapes`` when it is a list."""
+
+    def _outputs(self, args, tapes=None) -> list:
+        raise NotImplementedError
+
+    def forward(self, *args):
+        return self._outputs(args)
+
+    def forward_taped(self, *args):
+        tapes = []
+        return with_tapes(self._outputs(args, tapes), tapes)
+
+
 class _Tapes:
     """What a control-flow operator's backward reads, passed as its last output."""
     __slots__ = ("value",)

@@ -11,16 +11,15 @@ gradient.
 """
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_body import (ControlFlowOp, add,
+from deep500.frameworks.reference.operators._op_common_body import (IteratingOp, add,
                                                                      is_float, own,
-                                                                     read_tapes, scalar,
-                                                                     with_tapes)
+                                                                     read_tapes, scalar)
 from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import Deep500Error
 
 
 @register("Loop")
-class Loop(ControlFlowOp):
+class Loop(IteratingOp):
     defaults = {"body": None}
     graph_attributes = ("body",)
 
@@ -65,13 +64,6 @@ class Loop(ControlFlowOp):
         stacked = [np.stack(s) if s else body.empty_output(1 + len(carried) + k)
                    for k, s in enumerate(scans)]
         return own(carried + stacked, args, body.network.persistent_tensors)
-
-    def forward(self, *args):
-        return self._outputs(args)
-
-    def forward_taped(self, *args):
-        tapes = []
-        return with_tapes(self._outputs(args, tapes), tapes)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
         body = self.bodies["body"]

@@ -11,9 +11,9 @@ reads.
 """
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_body import (ControlFlowOp, add,
+from deep500.frameworks.reference.operators._op_common_body import (IteratingOp, add,
                                                                      is_float, own,
-                                                                     read_tapes, with_tapes)
+                                                                     read_tapes)
 from deep500.frameworks.reference.operators.registry import register
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 
@@ -30,7 +30,7 @@ def _element(values: list, b: int) -> list:
 
 
 @register("Scan")
-class Scan(ControlFlowOp):
+class Scan(IteratingOp):
     defaults = {"body": None, "num_scan_inputs": None, "scan_input_axes": None,
                 "scan_input_directions": None, "scan_output_axes": None,
                 "scan_output_directions": None, "directions": None}
@@ -170,13 +170,6 @@ class Scan(ControlFlowOp):
             states = [np.stack([r[0][i] for r in runs]) for i in range(len(states))]
             stacked = [np.stack([r[1][k] for r in runs]) for k in range(len(runs[0][1]))]
         return own(states + stacked, args, body.network.persistent_tensors)
-
-    def forward(self, *args):
-        return self._outputs(args)
-
-    def forward_taped(self, *args):
-        tapes = []
-        return with_tapes(self._outputs(args, tapes), tapes)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):
         lengths, states, xs, outer = self._inputs(fwd_inputs)
