@@ -134,7 +134,8 @@ class OnnxRuntimeNetwork(Network):
 
     def get_params(self) -> list[str]:
         return [name for name, value in self.initializers.items()
-                if np.issubdtype(value.dtype, np.floating)]
+                if np.issubdtype(value.dtype, np.floating)
+                and name not in self.model.frozen]
 
     # -- graph ---------------------------------------------------------------------------
     def add_output(self, name: str) -> None:

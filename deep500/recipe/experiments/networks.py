@@ -28,10 +28,13 @@ LABELS = "labels"
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    """A zoo model by name with its options, or an ONNX file."""
+    """A zoo model by name with its options, or an ONNX file; ``frozen``: regular
+    expressions naming floating initializers kept constant in training
+    (``OnnxModel.freeze``; an exporter's folded constants, say)."""
     model: str | None = None
     file: str | None = None
     options: tuple = field(default=())
+    frozen: tuple = field(default=())
 
     @property
     def label(self) -> str:
@@ -47,14 +50,21 @@ class NetworkSpec:
             if loss:
                 from deep500.utils.onnx_interop.losses import add_loss
                 model = add_loss(model, loss)
-            return model
-        from deep500.networks import create_model
-        return create_model(self.model, batch_size=batch_size, loss=loss, seed=seed,
-                            dtype=dtype, **dict(self.options))
+        else:
+            from deep500.networks import create_model
+            model = create_model(self.model, batch_size=batch_size, loss=loss, seed=seed,
+                                 dtype=dtype, **dict(self.options))
+        if self.frozen:
+            import json
+            from deep500.utils.onnx_interop.parser import FROZEN_METADATA
+            onnx.helper.set_model_props(model, {
+                **{p.key: p.value for p in model.metadata_props},
+                FROZEN_METADATA: json.dumps(list(self.frozen))})
+        return model
 
     def to_dict(self) -> dict:
         return {"model": self.model, "file": self.file, "options": dict(self.options),
-                "label": self.label}
+                "frozen": list(self.frozen), "label": self.label}
 
 
 def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
@@ -67,6 +77,7 @@ def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
     keys = [k for k in entry if not isinstance(k, str)]
     if keys:
         raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
+    frozen = _frozen(entry.pop("frozen", ()), f"{where}.frozen")
     if "file" in entry:
         path = entry.pop("file")
         if not isinstance(path, str) or not path:
@@ -77,13 +88,30 @@ def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
         if entry:
             raise RecipeError(f"{where}: unexpected keys {sorted(entry)} next to 'file'")
         check_onnx_file(path, f"{where}.file")
-        return NetworkSpec(file=path)
+        return NetworkSpec(file=path, frozen=frozen)
     name = entry.pop("model", None)
     from deep500.networks import model_names
     if not isinstance(name, str) or name not in model_names():
         raise RecipeError(f"{where}.model: unknown model {show(name)}; the zoo has "
                           f"{model_names()}")
-    return NetworkSpec(model=name, options=tuple(sorted(entry.items())))
+    return NetworkSpec(model=name, options=tuple(sorted(entry.items())), frozen=frozen)
+
+
+def _frozen(value, where: str) -> tuple:
+    """The ``frozen`` regular expressions of a network entry (a string or a list)."""
+    import re
+    patterns = [value] if isinstance(value, str) else value
+    if not isinstance(patterns, (list, tuple)) or not all(isinstance(p, str)
+                                                         for p in patterns):
+        raise RecipeError(f"{where}: regular expressions naming initializers to keep "
+                          f"constant (a string or a list of strings), got {describe(value)}")
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise RecipeError(f"{where}: {pattern!r} is not a regular expression: {exc}"
+                              ) from None
+    return tuple(patterns)
 
 
 def check_onnx_file(path: str, where: str) -> None:

@@ -273,5 +273,6 @@ def build_network(configuration: dict, train):
         options.setdefault("input_shape", tuple(train.sample_shape))
         if train.classes:
             options.setdefault("classes", int(train.classes))
-        spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())))
+        spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())),
+                           frozen=spec.frozen)
     return spec.build("N", "float32", configuration["seed"], configuration["loss"])

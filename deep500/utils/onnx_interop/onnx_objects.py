@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from deep500.utils.errors import Deep500Error
 from deep500.utils.onnx_interop.schemas import OnnxOperation
 
 
@@ -55,6 +56,8 @@ class OnnxModel:
     source: str = "<in memory>"
     # A control-flow body's reads from the enclosing graphs (empty for a main graph).
     outer_inputs: list[str] = field(default_factory=list)
+    # Floating initializers kept constant in training (see ``freeze``).
+    frozen: set = field(default_factory=set)
 
     @property
     def feed_inputs(self) -> list[OnnxValueInfo]:
@@ -65,13 +68,43 @@ class OnnxModel:
     def parameters(self) -> list[str]:
         """Trainable tensors: floating-point initializers, except batch-norm running
         statistics (BatchNormalization's ``input_mean`` and ``input_var``), which are
-        estimated from data rather than learned by gradient descent."""
+        estimated from data rather than learned by gradient descent, and the ones
+        ``freeze`` named."""
         statistics = set()
         for op in self.operations:
             if op.op_type == "BatchNormalization":
                 statistics.update(op.inputs[3:5])
         return [name for name, value in self.initializers.items()
-                if np.issubdtype(value.dtype, np.floating) and name not in statistics]
+                if np.issubdtype(value.dtype, np.floating) and name not in statistics
+                and name not in self.frozen]
+
+    def freeze(self, *patterns: str) -> list[str]:
+        """Keep the floating initializers whose names fully match any of the regular
+        expressions ``patterns`` constant in training; returns their names.
+
+        ONNX marks no initializer as a constant, so exporters' folded constants (tf2onnx's
+        ``const_fold_opt__12``, a mask's fill value) count as parameters and would train,
+        which the source framework's model does not do: ``model.freeze(r"const_fold_.*")``
+        and build executors from ``model``. A pattern that matches no floating
+        initializer is an error that lists them."""
+        import re
+        floating = [name for name, value in self.initializers.items()
+                    if np.issubdtype(value.dtype, np.floating)]
+        chosen = []
+        for pattern in patterns:
+            try:
+                regex = re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise Deep500Error(f"model {self.name!r}: freeze pattern {pattern!r} is not "
+                                   f"a regular expression: {exc}") from None
+            matched = [name for name in floating if regex.fullmatch(name)]
+            if not matched:
+                shown = ", ".join(floating[:12]) + (" ..." if len(floating) > 12 else "")
+                raise Deep500Error(f"model {self.name!r}: freeze pattern {pattern!r} matches "
+                                   f"no floating-point initializer; they are: {shown}")
+            chosen += [name for name in matched if name not in chosen]
+        self.frozen.update(chosen)
+        return chosen
 
     def operation(self, name: str) -> OnnxOperation:
         for op in self.operations:

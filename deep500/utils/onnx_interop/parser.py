@@ -8,6 +8,7 @@ and, where it applies, the node.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import onnx
@@ -15,7 +16,7 @@ import onnx.checker
 import onnx.numpy_helper
 import onnx.shape_inference
 
-from deep500.utils.errors import ModelError, UnsupportedError
+from deep500.utils.errors import Deep500Error, ModelError, UnsupportedError
 from deep500.utils.onnx_interop.normalize import normalize_model
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import operator_class
@@ -133,10 +134,30 @@ def _default_opset(proto: onnx.ModelProto) -> int:
     return onnx.defs.onnx_opset_version()
 
 
+#: Metadata key of a model file: a JSON list of regular expressions naming floating
+#: initializers that stay constant in training (``OnnxModel.freeze``).
+FROZEN_METADATA = "deep500.frozen"
+
+
 def _object_model(proto: onnx.ModelProto, source: str) -> OnnxModel:
     opset = _default_opset(proto)
     domains = {o.domain: o.version for o in proto.opset_import}
-    return graph_model(proto.graph, opset, domains, source, proto=proto)
+    model = graph_model(proto.graph, opset, domains, source, proto=proto)
+    for entry in proto.metadata_props:
+        if entry.key == FROZEN_METADATA:
+            try:
+                patterns = json.loads(entry.value)
+                if not isinstance(patterns, list):
+                    raise ValueError("not a list")
+            except ValueError as exc:
+                raise ModelError(f"{source}: metadata {FROZEN_METADATA!r} must be a JSON list "
+                                 f"of regular expressions, got {entry.value!r} ({exc})"
+                                 ) from None
+            try:
+                model.freeze(*patterns)
+            except Deep500Error as exc:
+                raise ModelError(f"{source}: metadata {FROZEN_METADATA!r}: {exc}") from None
+    return model
 
 
 def graph_model(graph: onnx.GraphProto, opset: int, domains: dict, source: str,
