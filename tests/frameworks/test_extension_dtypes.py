@@ -196,3 +196,20 @@ def test_pytorch_native_module_in_bfloat16_returns_its_gradients_bit_for_bit():
     np.testing.assert_array_equal(bits(grad), torch_bits(reference.weight.grad))
     weight = executor.network.fetch_tensor("weight")
     np.testing.assert_array_equal(bits(weight), torch_bits(module.weight))
+
+
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+def test_pytorch_casts_to_e8m0_with_every_round_mode(round_mode):
+    """PyTorch's own conversion rounds to nearest only; the executor applies ONNX's
+    rule (onnx_interop.cast) and gives the reference executor's bits."""
+    if "FLOAT8E8M0" not in TYPES:
+        pytest.skip("this onnx or ml_dtypes has no FLOAT8E8M0")
+    import deep500.frameworks.reference as d5ref
+    x = np.array([[0.3, 1.0, 1.5, 3.0], [5.0, 1e-40, 2.0 ** 100, 0.75]], np.float32)
+    proto = model("Cast", TensorProto.FLOAT, TensorProto.FLOAT8E8M0, list(x.shape),
+                  to=TensorProto.FLOAT8E8M0, round_mode=round_mode)
+    got = pytorch_run(proto, {"x": x})["y"]
+    want = d5ref.from_onnx(proto).inference({"x": x})["y"]
+    np.testing.assert_array_equal(bits(got), bits(want))
+    if round_mode != "nearest":   # 3.0 lies between 2 and 4: up and down differ
+        assert float(got[0, 3].astype(np.float32)) == (4.0 if round_mode == "up" else 2.0)

@@ -175,4 +175,21 @@ class ElementwiseOps:
         from deep500.frameworks.pytorch.ops_tensor import cast
         dtype = torch_dtype(op.attributes["to"])
         saturate = bool(op.attributes.get("saturate", 1))
+        if dtype == getattr(torch, "float8_e8m0fnu", None):
+            self._emit(op, _cast_to_e8m0(saturate, op.attributes.get("round_mode") or "up"))
+            return
         self._emit(op, lambda x: cast(x, dtype, saturate))
+
+
+def _cast_to_e8m0(saturate: bool, round_mode: str):
+    """Cast to FLOAT8E8M0 by ONNX's rules (``round_mode`` up, down or nearest; PyTorch's
+    own conversion rounds to nearest only), through the shared conversion
+    (``onnx_interop.cast``) on the host: the result has no gradient anyway."""
+    from deep500.frameworks.pytorch.extension_dtypes import (array_from_tensor,
+                                                             tensor_from_array)
+    from deep500.utils.onnx_interop.cast import E8M0, convert
+
+    def cast(x):
+        converted = convert(array_from_tensor(x.detach().cpu()), E8M0, saturate, round_mode)
+        return tensor_from_array(converted).to(x.device)
+    return cast

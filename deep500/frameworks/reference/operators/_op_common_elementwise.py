@@ -6,6 +6,7 @@ import numpy as np
 from deep500.frameworks.reference.operators._op_common_broadcast import unbroadcast
 from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.cast import dtype_kind, is_floating  # noqa: F401 - re-exported
 
 
 def broadcast_shape(op_type: str, *arrays) -> tuple:
@@ -21,27 +22,6 @@ def broadcast_shape(op_type: str, *arrays) -> tuple:
         raise ShapeError(f"{op_type}: input shapes {shapes} do not broadcast (NumPy-style "
                          f"broadcasting needs each pair of trailing dimensions to be equal "
                          f"or 1)") from None
-
-
-def is_floating(dtype) -> bool:
-    """Whether ``dtype`` is a floating-point type: NumPy's float16/32/64 or one of the
-    ml_dtypes types ONNX uses (bfloat16, float8, float4)."""
-    dtype = np.dtype(dtype)
-    if np.issubdtype(dtype, np.floating):
-        return True
-    return (dtype.type.__module__.startswith("ml_dtypes")
-            and dtype.name.startswith(("bfloat", "float")))
-
-
-def dtype_kind(dtype) -> str:
-    """'f' (floating, ml_dtypes floats included), 'i' (signed), 'u' (unsigned integer),
-    'b' (bool), or NumPy's own kind letter for anything else (strings: 'U', 'S', 'O')."""
-    dtype = np.dtype(dtype)
-    if is_floating(dtype):
-        return "f"
-    if dtype.type.__module__.startswith("ml_dtypes"):   # int4, uint4, int2, uint2
-        return "i" if dtype.name.startswith("int") else "u"
-    return dtype.kind
 
 
 _KIND_NAMES = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import FLOAT8
 from deep500.frameworks.reference.operators._op_common_quantize import saturate, widen
 from deep500.frameworks.reference.operators.registry import create_operator
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.cast import FLOAT8
 
 EIGHT_BIT = (np.dtype(np.int8), np.dtype(np.uint8))
 

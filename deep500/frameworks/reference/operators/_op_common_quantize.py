@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import (FLOAT4, FLOAT8,
-                                                                    convert, target_dtype)
 from deep500.frameworks.reference.operators._op_common_elementwise import is_floating
 from deep500.utils.errors import ShapeError, UnsupportedError
+from deep500.utils.onnx_interop.cast import FLOAT4, FLOAT8, convert, target_dtype
 
 try:
     import ml_dtypes

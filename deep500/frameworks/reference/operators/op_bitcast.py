@@ -9,12 +9,12 @@ differentiable); backward returns None.
 """
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import is_string, target_dtype
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 
 _SUB_BYTE_BITS = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2,
                   "float6_e2m3fn": 6, "float6_e3m2fn": 6}
+from deep500.utils.onnx_interop.cast import is_string, target_dtype
 
 
 def bit_width(dtype: np.dtype) -> int:

@@ -2,16 +2,15 @@
 opset 6 its name, e.g. "FLOAT"), with ``saturate`` (float8 targets) and ``round_mode``
 (FLOAT8E8M0). https://onnx.ai/onnx/operators/onnx__Cast.html
 
-The conversion rules are in ``_op_common_cast``. Float-to-float casts pass the gradient
-back converted to the input's type; other casts have none.
+The conversion rules are in ``deep500/utils/onnx_interop/cast.py``. Float-to-float casts
+pass the gradient back converted to the input's type; other casts have none.
 """
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import (ROUND_MODES,
-                                                                    cast_gradient, convert,
-                                                                    target_dtype)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import Deep500Error
+from deep500.utils.onnx_interop.cast import (ROUND_MODES, cast_gradient, convert,
+                                             target_dtype)
 
 
 def check_cast_attributes(op: ReferenceOp) -> None:

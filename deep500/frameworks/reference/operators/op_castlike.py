@@ -3,9 +3,9 @@
 https://onnx.ai/onnx/operators/onnx__CastLike.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import cast_gradient, convert
 from deep500.frameworks.reference.operators.op_cast import check_cast_attributes
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
+from deep500.utils.onnx_interop.cast import cast_gradient, convert
 
 
 @register("CastLike")

@@ -19,7 +19,6 @@ a float8 zero that ONNX fixes at 0) and for a FLOAT8E8M0 scale (powers of two on
 """
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_cast import convert, target_dtype
 from deep500.frameworks.reference.operators._op_common_elementwise import is_floating
 from deep500.frameworks.reference.operators._op_common_quantize import (E8M0, QUANTIZED,
                                                                         check_pair,
@@ -28,6 +27,7 @@ from deep500.frameworks.reference.operators._op_common_quantize import (E8M0, QU
                                                                         type_name, widen)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.cast import convert, target_dtype
 
 _READS = QUANTIZED | {np.dtype(np.int32)}
 

@@ -1,4 +1,6 @@
-"""Conversion between ONNX element types, shared by Cast and CastLike.
+"""Conversion between ONNX element types (Cast, CastLike, and the casts inside
+QuantizeLinear and friends), once for every executor: the reference executor converts
+with it; PyTorch where its own conversion differs (FLOAT8E8M0's round modes).
 https://onnx.ai/onnx/operators/onnx__Cast.html
 
 Every ONNX element type NumPy can hold is supported: bool, the integers, float16/32/64,
@@ -27,14 +29,33 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from deep500.frameworks.reference.operators._op_common_elementwise import (dtype_kind,
-                                                                            is_floating)
 from deep500.utils.errors import Deep500Error, UnsupportedError
 
 try:
     import ml_dtypes
 except ImportError:  # pragma: no cover - installed with onnx
     ml_dtypes = None
+
+def is_floating(dtype) -> bool:
+    """Whether ``dtype`` is a floating-point type: NumPy's float16/32/64 or one of the
+    ml_dtypes types ONNX uses (bfloat16, float8, float4)."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return True
+    return (dtype.type.__module__.startswith("ml_dtypes")
+            and dtype.name.startswith(("bfloat", "float")))
+
+
+def dtype_kind(dtype) -> str:
+    """'f' (floating, ml_dtypes floats included), 'i' (signed), 'u' (unsigned integer),
+    'b' (bool), or NumPy's own kind letter for anything else (strings: 'U', 'S', 'O')."""
+    dtype = np.dtype(dtype)
+    if is_floating(dtype):
+        return "f"
+    if dtype.type.__module__.startswith("ml_dtypes"):   # int4, uint4, int2, uint2
+        return "i" if dtype.name.startswith("int") else "u"
+    return dtype.kind
+
 
 STRING = np.dtype(object)
 """The dtype of ONNX string tensors here."""
