@@ -26,6 +26,20 @@ exchange fit when it has one (``MachineModel.exchange_time``): on one host the t
 directions share CPUs and memory, and the full-duplex assumption underestimates them.
 Linear and binomial steps (one direction at a time) and the fold use the one-way
 ping-pong fit.
+
+One term is not in the textbook: δ (s/byte, ``MachineModel.shared_sum`` and
+``shared_receive``), what summing or receiving costs more into lines that a peer's
+receive read since this rank last wrote them.
+Between ranks on one host the MPI library copies a large message once, the receiver
+reading the sender's pages, so those lines end up in two cores' caches and the
+sender's next store to each must invalidate the other copy (Molka et al., PACT 2009;
+``deep500.utils.calibration_coherence`` measures it). The allreduce models add δ for
+every byte an algorithm writes into a range it has sent: recursive doubling sums into
+the buffer it has just sent; the allgather of the ring and of Rabenseifner receives
+into the chunks sent in the reduce-scatter; the broadcast of linear and binomial
+receives into the buffer the parent read. With ``repeated`` (the same buffer
+allreduced call after call) the first sums pay it too. Machine files of networks
+have no δ (0): a NIC reads the pages, no core keeps them.
 """
 from __future__ import annotations
 
@@ -55,11 +69,12 @@ def _check(nbytes, ranks, what):
 
 
 class _Priced:
-    """A machine and the size of the buffer of the collective being priced."""
-    __slots__ = ("machine", "resident")
+    """A machine, the size of the buffer of the collective being priced, and whether
+    the peers read that buffer last (``repeated``, see ``predict_allreduce``)."""
+    __slots__ = ("machine", "resident", "repeated")
 
-    def __init__(self, machine: MachineModel, resident: float):
-        self.machine, self.resident = machine, resident
+    def __init__(self, machine: MachineModel, resident: float, repeated: bool = False):
+        self.machine, self.resident, self.repeated = machine, resident, bool(repeated)
 
 
 def _step(m: _Priced, nbytes: float, reduce: bool = False, exchange: bool = False) -> float:
@@ -77,8 +92,19 @@ def _step(m: _Priced, nbytes: float, reduce: bool = False, exchange: bool = Fals
     return t + machine.gamma(resident) * nbytes if reduce else t
 
 
-def _priced(model, machine, n, p, **options):
-    return model(_Priced(machine, n), n, p, **options)
+def _shared(m: _Priced, nbytes: float, kind: str, always: bool = True) -> float:
+    """δ·n: ``nbytes`` summed (``kind`` "sum") or received ("receive") into lines a
+    peer's receive read since this rank last wrote them (``MachineModel.shared_sum`` /
+    ``shared_receive``; 0 on machines without them). ``always`` False: only when the
+    buffer was read by the peers before the call (``repeated``)."""
+    if nbytes <= 0 or not (always or m.repeated):
+        return 0.0
+    rate = m.machine.shared_sum if kind == "sum" else m.machine.shared_receive
+    return rate(max(nbytes, m.resident)) * nbytes
+
+
+def _priced(model, machine, n, p, repeated=False, **options):
+    return model(_Priced(machine, n, repeated), n, p, **options)
 
 
 def _swap(m, nbytes, reduce=False):
@@ -97,52 +123,69 @@ def _pof2(p: int) -> int:
 
 def _linear(m, n, p, **_):
     """Reduce at a root, then broadcast, both linear: the root receives and sums p - 1
-    messages, then sends p - 1. T = 2(p-1)α + 2(p-1)nβ + (p-1)nγ."""
-    return (p - 1) * (_step(m, n, reduce=True) + _step(m, n))
+    messages, then sends p - 1. T = 2(p-1)α + 2(p-1)nβ + (p-1)nγ + nδ_receive: the
+    last rank receives the result into the buffer the root read (plus nδ_sum for the
+    root's first sum when ``repeated``)."""
+    return (p - 1) * (_step(m, n, reduce=True) + _step(m, n)) \
+        + _shared(m, n, "sum", False) + _shared(m, n, "receive")
 
 
 def _binomial(m, n, p, **_):
     """Binomial-tree reduce then binomial-tree broadcast (Thakur et al. 2005, 4.2 and
-    4.1): T = 2⌈lg p⌉(α + nβ) + ⌈lg p⌉nγ."""
-    return _lg(p) * (_step(m, n, reduce=True) + _step(m, n))
+    4.1): T = 2⌈lg p⌉(α + nβ) + ⌈lg p⌉nγ + ⌈lg p⌉nδ_receive: each rank down the
+    broadcast's path receives into the buffer its parent read in the reduce (plus
+    nδ_sum for the first sums when ``repeated``)."""
+    return _lg(p) * (_step(m, n, reduce=True) + _step(m, n) + _shared(m, n, "receive")) \
+        + _shared(m, n, "sum", False)
 
 
 def _fold(m, n, p):
     """Thakur et al. 2005, 4.4: for non-power-of-two p the p - p' extra ranks
     (p' = 2^⌊lg p⌋) first send their vector to a partner, which sums it (α + nβ + nγ),
-    and get the result back at the end (α + nβ)."""
-    return 0.0 if p == _pof2(p) else _step(m, n, reduce=True) + _step(m, n)
+    and get the result back at the end (α + nβ + nδ_receive: into the buffer they
+    sent; the partner's sum pays nδ_sum when ``repeated``)."""
+    if p == _pof2(p):
+        return 0.0
+    return (_step(m, n, reduce=True) + _step(m, n) + _shared(m, n, "sum", False)
+            + _shared(m, n, "receive"))
 
 
 def _recursive_doubling(m, n, p, **_):
     """Recursive doubling (Thakur et al. 2005, 4.4): lg p' exchanges of the full
-    vector, each summed. T = lg p'(α + nβ + nγ), plus the fold for p ≠ p'."""
+    vector, each summed. T = lg p'(α + nβ + nγ + nδ_sum), plus the fold for p ≠ p':
+    each step sums into the buffer it has just sent."""
     q = _pof2(p)
-    return _lg(q) * _swap(m, n, reduce=True) + _fold(m, n, p)
+    return _lg(q) * (_swap(m, n, reduce=True) + _shared(m, n, "sum")) + _fold(m, n, p)
 
 
 def _rabenseifner(m, n, p, **_):
     """Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive
     doubling (Thakur et al. 2005, 4.4): step k moves n/2^k bytes.
-    T = 2 lg p' α + 2(p'-1)/p' nβ + (p'-1)/p' nγ, plus the fold for p ≠ p'."""
+    T = 2 lg p' α + 2(p'-1)/p' nβ + (p'-1)/p' nγ + (p'-1)/p' nδ_receive, plus the fold
+    for p ≠ p': the allgather receives each half into the range it sent in the
+    reduce-scatter (the reduce-scatter's sums pay δ_sum when ``repeated``)."""
     q = _pof2(p)
-    t = sum(_swap(m, n / 2 ** k, reduce=True) + _swap(m, n / 2 ** k)
+    t = sum(_swap(m, n / 2 ** k, reduce=True) + _shared(m, n / 2 ** k, "sum", False)
+            + _swap(m, n / 2 ** k) + _shared(m, n / 2 ** k, "receive")
             for k in range(1, _lg(q) + 1))
     return t + _fold(m, n, p)
 
 
 def _ring(m, n, p, **_):
     """Ring (Patarasuk & Yuan 2009; Chan et al. 2007): p - 1 reduce-scatter steps and
-    p - 1 allgather steps on chunks of n/p. T = 2(p-1)α + 2(p-1)/p nβ + (p-1)/p nγ."""
+    p - 1 allgather steps on chunks of n/p. T = 2(p-1)α + 2(p-1)/p nβ + (p-1)/p nγ
+    + (p-1)/p nδ_receive: each allgather step receives into the chunk this rank sent
+    in the reduce-scatter (the reduce-scatter's sums pay δ_sum when ``repeated``)."""
     c = n / p
-    return (p - 1) * (_swap(m, c, reduce=True) + _swap(m, c))
+    return (p - 1) * (_swap(m, c, reduce=True) + _shared(m, c, "sum", False) + _swap(m, c)
+                      + _shared(m, c, "receive"))
 
 
 def _segmented_ring(m, n, p, segment_bytes=None, **_):
     """The ring with every chunk of n/p sent as k = ⌈n/(p s)⌉ segments of at most s
     bytes (Patarasuk & Yuan 2009): T = 2(p-1)kα + 2(p-1)/p nβ + (p-1)/p nγ. Pipelining
     can hide the sums behind transfers on a machine with idle cores; this model does
-    not assume it (it is exact for a blocking segment loop)."""
+    not assume it (it is exact for a blocking segment loop). δ as for the ring."""
     s = float(segment_bytes or DEFAULT_SEGMENT_BYTES)
     if not s > 0:
         raise Deep500Error(f"segmented_ring: segment_bytes is {segment_bytes!r}; give a "
@@ -152,7 +195,8 @@ def _segmented_ring(m, n, p, segment_bytes=None, **_):
     last = c - (k - 1) * s
     per_chunk_reduce = (k - 1) * _swap(m, s, reduce=True) + _swap(m, last, reduce=True)
     per_chunk_copy = (k - 1) * _swap(m, s) + _swap(m, last)
-    return (p - 1) * (per_chunk_reduce + per_chunk_copy)
+    return (p - 1) * (per_chunk_reduce + per_chunk_copy + _shared(m, c, "sum", False)
+                      + _shared(m, c, "receive"))
 
 
 def _mpi(m, n, p, short_msg_bytes=MPICH_ALLREDUCE_SHORT_MSG_BYTES, **_):
@@ -183,23 +227,29 @@ def _model(table, algorithm, what):
 
 
 def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
-                      segment_bytes: float | None = None) -> float:
+                      segment_bytes: float | None = None, repeated: bool = False) -> float:
     """Predicted seconds of an allreduce of ``nbytes`` per rank over ``ranks`` ranks.
 
     ``algorithm``: one of ``ALLREDUCE_MODELS`` (the formulas are in each function's
     docstring); ``machine``: a machine file's path, a dict or a ``MachineModel``;
     ``segment_bytes``: the segment size of ``segmented_ring``. One rank costs 0.
+
+    ``repeated``: the buffer was allreduced just before and not written since (an
+    allreduce benchmark's loop, OSU's ``osu_allreduce``): the peers' receives of the
+    last call read every line, so this call's first writes pay δ too. False (the
+    default): this rank wrote the buffer since, as backprop writes the gradients.
     """
     model = _model(ALLREDUCE_MODELS, algorithm, "predict_allreduce")
     n, p = _check(nbytes, ranks, "predict_allreduce")
     if p == 1 or n == 0:
         return 0.0
-    return _priced(model, load_machine(machine), n, p, segment_bytes=segment_bytes)
+    return _priced(model, load_machine(machine), n, p, repeated=repeated,
+                   segment_bytes=segment_bytes)
 
 
 def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
                            segment_bytes: float | None = None,
-                           in_context: bool = False) -> float:
+                           in_context: bool = False, repeated: bool = False) -> float:
     """Predicted seconds of one ``CommunicationNetwork.allreduce`` call: the α-β-γ
     model (:func:`predict_allreduce`) plus Deep500's per-call software overhead o of
     ``algorithm`` from the machine file (``MachineModel.allreduce_overhead``, LogP's o,
@@ -210,8 +260,9 @@ def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
     the slow-down ``deep500 calibrate`` measured for calls between compute bursts
     (1.0 when the file has none). The factor is measured at the calibration's rank
     count and applied as is at every other: it stands for what the compute does to
-    the caches and the ranks' arrival, a property of the node more than of p."""
-    seconds = predict_allreduce(algorithm, nbytes, ranks, machine, segment_bytes)
+    the caches and the ranks' arrival, a property of the node more than of p.
+    ``repeated``: as for :func:`predict_allreduce`."""
+    seconds = predict_allreduce(algorithm, nbytes, ranks, machine, segment_bytes, repeated)
     if int(ranks) == 1:
         return 0.0
     model = load_machine(machine)

@@ -19,6 +19,9 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
   exchange costs what a one-way message does; between two processes on one host both
   directions are copies by the same CPUs and memory, and an exchange is slower. The
   models price ``Sendrecv`` steps with this fit.
+* **coherence** (``deep500.utils.calibration_coherence``): δ_sum and δ_receive, what
+  summing or receiving into a buffer costs more per byte when the peer's receive has
+  just read it (its lines are then held by two cores), at 64 KB … 64 MB.
 * **γ**: ``numpy.add(a, b, out=a)`` on float32 buffers of 64 KB (cache-resident),
   256 KB, 1, 4, 16 and 64 MB (memory-resident); seconds per byte of ``a``; the model
   interpolates in log(size) between them.
@@ -76,17 +79,21 @@ class Plan:
     allreduce_min_repeats: int = 50
     allreduce_max_repeats: int = 5000
     context_repeats: int = 100         # per algorithm and size, allreduce in context
+    coherence_sizes: tuple = ()        # buffer sizes of δ_sum and δ_receive
 
     @classmethod
     def make(cls, quick: bool = False) -> "Plan":
+        from deep500.utils.calibration_coherence import (COHERENCE_SIZES,
+                                                         COHERENCE_SIZES_QUICK)
         cpus = usable_cpus()
         if quick:
             return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50, [64 << 10, 1 << 20, 4 << 20],
                        1 << 18, 192, (2, 16, 16, 16, 16), 5, min(cpus, 2),
-                       0.02, 20, 500, 30)
+                       0.02, 20, 500, 30, COHERENCE_SIZES_QUICK)
         return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000,
                    [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
-                   1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus)
+                   1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus,
+                   coherence_sizes=COHERENCE_SIZES)
 
 
 def usable_cpus() -> int:
@@ -400,13 +407,16 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
               progress: bool = True, pingpong_samples: dict | None = None,
               exchange_samples: dict | None = None, allreduce_samples: dict | None = None,
               allreduce_ranks: int | None = None,
-              in_context_samples: dict | None = None) -> dict | None:
+              in_context_samples: dict | None = None,
+              coherence_samples: dict | None = None) -> dict | None:
     """Measure every phase and write the machine file ``out`` (rank 0; returns its
     content). ``comm``: a communicator of two or more ranks for the ping-pong and the
     allreduce calls, or ``pingpong_samples``, ``exchange_samples`` and
-    ``allreduce_samples`` (on ``allreduce_ranks`` ranks) measured elsewhere;
+    ``allreduce_samples`` (on ``allreduce_ranks`` ranks) and ``coherence_samples``
+    measured elsewhere;
     ``network=False`` skips the network part (the file then says so, and network
     predictions refuse to use it) and the allreduce overheads."""
+    from deep500.utils import calibration_coherence as coherence
     from deep500.utils import calibration_software as software
     from deep500.utils.machine import machine_from_dict, save_machine
     from deep500.utils.threads import set_thread_counts
@@ -421,6 +431,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
             pingpong_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress)
             exchange_samples = pingpong(comm, plan.pingpong_sizes, plan, log, progress,
                                         exchange=True)
+            coherence_samples = coherence.measure_shared_write(
+                comm, plan.coherence_sizes, log=log, progress=progress)
             allreduce_samples = software.measure_allreduce_calls(
                 comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
                 plan.allreduce_max_repeats, log, progress)
@@ -438,6 +450,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
         }
         if network:
             data["network"] = network_section(pingpong_samples, exchange_samples)
+            if coherence_samples and coherence_samples.get("sum"):
+                data["network"]["coherence"] = coherence.coherence_section(coherence_samples)
         else:
             data["network"] = {"skipped": "calibrated with --no-network: no ping-pong; "
                                           "re-run 'deep500 calibrate --np 2' to measure it"}
@@ -511,6 +525,9 @@ def _pingpong_main(argv) -> int:
         for exchange in (False, True):
             pingpong(comm, plan.pingpong_sizes, plan, log,
                      progress="--quiet" not in argv, exchange=exchange)
+        from deep500.utils.calibration_coherence import measure_shared_write
+        measure_shared_write(comm, plan.coherence_sizes, log=log,
+                             progress="--quiet" not in argv)
         from deep500.utils.calibration_software import (measure_allreduce_calls,
                                                          measure_allreduce_in_context)
         measure_allreduce_calls(comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
@@ -580,6 +597,7 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
             if status != 0:
                 raise Deep500Error(f"the ping-pong under mpirun failed (exit status {status}); "
                                    f"its samples so far are in {samples_path}")
+            from deep500.utils.calibration_coherence import read_coherence_samples
             from deep500.utils.calibration_software import (read_allreduce_samples,
                                                              read_in_context_samples)
             allreduce_samples, allreduce_ranks = read_allreduce_samples(samples_path)
@@ -588,7 +606,8 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
                              exchange_samples=read_pingpong_samples(samples_path, "exchange"),
                              allreduce_samples=allreduce_samples,
                              allreduce_ranks=allreduce_ranks,
-                             in_context_samples=read_in_context_samples(samples_path))
+                             in_context_samples=read_in_context_samples(samples_path),
+                             coherence_samples=read_coherence_samples(samples_path))
     return calibrate(out, comm=comm, network=network, quick=quick, progress=progress)
 
 

@@ -13,6 +13,10 @@ A machine file holds, with units in every key name::
         - {min_bytes: 65536, max_bytes: null, alpha_s: 9.0e-6,
            beta_s_per_byte: 8.0e-11, ci_beta: [7.8e-11, 8.3e-11]}
       exchange_segments: [...]     # optional: both ranks Sendrecv at once, same form
+      coherence:                   # optional: δ, the extra cost per byte of writing lines
+        sum_curve:                 # a peer's receive has read (calibration_coherence):
+          - {buffer_bytes: 1048576, value: 4.4e-11, ci: [...]}   # summing into them
+        receive_curve: [...]       # receiving into them
     reduction:
       gamma_cache_s_per_byte: {value: 1.0e-10, ci: [...], buffer_bytes: 65536}
       gamma_memory_s_per_byte: {value: 3.0e-10, ci: [...], buffer_bytes: 67108864}
@@ -97,6 +101,23 @@ class MachineModel:
     allreduce_overheads: Mapping[str, float] = field(default_factory=dict)  # algorithm -> s
     fusion_copy: tuple | None = None     # (per_tensor_s, s_per_byte) of FusedBuffer.pack
     allreduce_context: Mapping[str, tuple] = field(default_factory=dict)  # algorithm -> ((nbytes, ratio), ...)
+    shared_sum_curve: tuple = ()         # of (buffer_bytes, s/byte): δ_sum
+    shared_receive_curve: tuple = ()     # of (buffer_bytes, s/byte): δ_receive
+
+    def shared_sum(self, nbytes: float) -> float:
+        """δ_sum (s/byte): how much more summing into a buffer of ``nbytes`` costs when a
+        peer's receive has read it since this rank last wrote it (its lines are shared
+        with the peer's core; ``deep500.utils.calibration_coherence``); linear in
+        log(size) between the measured sizes, flat beyond them. 0.0 when the file has
+        no ``network.coherence`` (over a network the NIC reads the pages, no core
+        keeps them)."""
+        return _log_interpolate(self.shared_sum_curve, float(nbytes)) \
+            if self.shared_sum_curve else 0.0
+
+    def shared_receive(self, nbytes: float) -> float:
+        """δ_receive (s/byte): the same for receiving into such a buffer."""
+        return _log_interpolate(self.shared_receive_curve, float(nbytes)) \
+            if self.shared_receive_curve else 0.0
 
     def allreduce_context_factor(self, algorithm: str, nbytes: float) -> float:
         """How much slower ``algorithm``'s allreduce of ``nbytes`` runs inside a
@@ -322,6 +343,8 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
             ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
             ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
     exchange.sort(key=lambda s: s.min_bytes)
+    shared_sum, shared_receive = _coherence(
+        network.get("coherence") if isinstance(network, Mapping) else None, path)
     reduction = _get(data, "reduction", "", path)
     g_cache_raw = _get(reduction, "gamma_cache_s_per_byte", "reduction.", path)
     g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path)
@@ -367,7 +390,34 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
                         raw=dict(data), path=path, exchange_segments=tuple(exchange),
                         gamma_curve=tuple(curve), allreduce_overheads=overheads,
-                        fusion_copy=fusion, allreduce_context=context)
+                        fusion_copy=fusion, allreduce_context=context,
+                        shared_sum_curve=shared_sum, shared_receive_curve=shared_receive)
+
+
+def _coherence(section, path) -> tuple:
+    """``network.coherence``: the δ_sum and δ_receive curves, each ``((buffer_bytes,
+    s/byte), ...)`` sorted by size (δ may be 0: no extra cost)."""
+    if section is None:
+        return (), ()
+    if not isinstance(section, Mapping):
+        raise MachineError(f"{_where(path)}: field 'network.coherence' must be a mapping "
+                           f"with sum_curve and receive_curve; {_FIX}")
+    curves = []
+    for key in ("sum_curve", "receive_curve"):
+        prefix = f"network.coherence.{key}"
+        points = section.get(key)
+        if not isinstance(points, list) or not points:
+            raise MachineError(f"{_where(path)}: field '{prefix}' must be a non-empty list "
+                               f"of {{buffer_bytes, value}}; {_FIX}")
+        curve = []
+        for i, point in enumerate(points):
+            where = f"{prefix}[{i}]."
+            curve.append((_number(_get(point, "buffer_bytes", where, path),
+                                  where + "buffer_bytes", path),
+                          _number(_get(point, "value", where, path), where + "value", path,
+                                  allow_zero=True)))
+        curves.append(tuple(sorted(curve)))
+    return tuple(curves)
 
 
 def _software(section, path) -> tuple[dict, tuple | None, dict]:
@@ -505,7 +555,12 @@ def machine_to_dict(machine: MachineModel) -> dict:
                     "segments": [{"min_bytes": s.min_bytes, "max_bytes": s.max_bytes,
                                   "alpha_s": s.alpha_s, "beta_s_per_byte": s.beta_s_per_byte,
                                   "ci_alpha": list(s.ci_alpha), "ci_beta": list(s.ci_beta)}
-                                 for s in machine.segments]},
+                                 for s in machine.segments],
+                    **({"coherence": {
+                        key: [{"buffer_bytes": n, "value": v} for n, v in curve]
+                        for key, curve in (("sum_curve", machine.shared_sum_curve),
+                                           ("receive_curve", machine.shared_receive_curve))}}
+                       if machine.shared_sum_curve else {})},
         "reduction": {"gamma_cache_s_per_byte": {"value": machine.gamma_cache,
                                                  "buffer_bytes": machine.gamma_cache_bytes},
                       "gamma_memory_s_per_byte": {"value": machine.gamma_memory,

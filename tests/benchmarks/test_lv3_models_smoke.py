@@ -1,6 +1,7 @@
 """benchmarks/lv3_models.py runs end to end under ``mpirun -np 2``: ``--smoke`` calibrates
 the network and γ, checks and times every allreduce algorithm at 1, 4 and 64 KB, prints
-predicted, measured and their ratio per row and the error line last; with ``--machine``
+predicted, measured, their ratio and the coherence state per row and the error line
+last; with ``--machine``
 it predicts from that file. The 15% target is not asserted (timings belong to the
 benchmark)."""
 import re
@@ -17,7 +18,7 @@ LAST = re.compile(r"allreduce model median relative error \(>= 64 KB\): (\d+\.\d
 
 def _rows(out):
     return re.findall(r"^\s*(\d+ [KM]B) (\w+)\s+([\d.,]+ [um]s)\s+([\d.,]+ [um]s)\s+(\d+\.\d{3})"
-                      r"\s+(\d+\.\d{3})$",
+                      r"\s+(\d+\.\d{3}) [A-C]$",
                       out, flags=re.M)
 
 
@@ -39,6 +40,11 @@ def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
     assert "# without the per-call overhead o: median relative error (>= 64 KB)" in out
     machine = yaml.safe_load(saved.read_text())
     assert machine["network"]["segments"] and machine["network"]["exchange_segments"]
+    # δ_sum and δ_receive are calibrated, printed and saved; the textbook model's error too
+    assert [p["buffer_bytes"] for p in machine["network"]["coherence"]["sum_curve"]] == \
+        [64 << 10, 1 << 20]
+    assert "# delta_sum (into a buffer the peer read): 64 KB " in out
+    assert "# without delta (the textbook alpha-beta-gamma + o): median relative error" in out
     # the o measured here is saved with the machine, and read back from it below
     assert sorted(machine["software"]["allreduce_call_overhead_s"]) == sorted(modelled)
     assert "(measured)" in out

@@ -119,6 +119,17 @@ def test_two_ranks_quick_calibration(tmp_path):
     rounds = [r for r in records if r["phase"] == "allreduce_in_context_round"]
     assert [r["round"] for r in rounds] == list(
         range(calibration.Plan.make(quick=True).context_repeats))
+    # δ_sum and δ_receive at every coherence size, as on disk (median clamped at 0)
+    from deep500.utils import calibration_coherence as coherence
+    sizes = list(calibration.Plan.make(quick=True).coherence_sizes)
+    samples = coherence.read_coherence_samples(calibration.samples_path_for(str(out)))
+    for kind, curve in (("sum", machine.shared_sum_curve),
+                        ("receive", machine.shared_receive_curve)):
+        assert [int(n) for n, _ in curve] == sizes and sorted(samples[kind]) == sizes
+        for n, value in curve:
+            assert value == pytest.approx(max(0.0, float(np.median(samples[kind][n]))))
+            # a penalty of under 100 ns per byte (6 us per line: none is that slow)
+            assert 0.0 <= value < 1e-7
     # the fusion copy: a per-tensor cost and a per-byte cost below 1 ns/B (> 1 GB/s)
     assert machine.fusion_copy is not None
     per_tensor, per_byte = machine.fusion_copy
@@ -166,3 +177,21 @@ def test_in_context_samples_of_a_killed_calibration_come_from_its_rounds(tmp_pat
         f.write("\n" + json.dumps({"phase": "allreduce_in_context", "algorithm": "ring",
                                    "ranks": 2, "nbytes": 4, "seconds": [7e-5]}) + "\n")
     assert calibration_software.read_in_context_samples(str(path)) == {"ring": {4: [7e-5]}}
+
+
+def test_coherence_samples_of_a_killed_calibration_are_read_back(tmp_path):
+    """One line per (kind, size) is written as it is measured; a line cut by a kill is
+    passed over."""
+    from deep500.utils import calibration_coherence as coherence
+    path = tmp_path / "m.samples.jsonl"
+    with open(path, "w") as f:
+        f.write(json.dumps({"phase": "coherence", "kind": "sum", "nbytes": 65536,
+                            "s_per_byte": [1e-10, 2e-10]}) + "\n")
+        f.write(json.dumps({"phase": "coherence", "kind": "receive", "nbytes": 65536,
+                            "s_per_byte": [3e-10]}) + "\n")
+        f.write('{"phase": "coherence", "kind": "sum", "nbytes": 262144, "s_per')
+    samples = coherence.read_coherence_samples(str(path))
+    assert samples == {"sum": {65536: [1e-10, 2e-10]}, "receive": {65536: [3e-10]}}
+    section = coherence.coherence_section(samples)
+    assert section["sum_curve"][0]["value"] == pytest.approx(1.5e-10)
+    assert section["receive_curve"][0]["n"] == 1
