@@ -25,7 +25,14 @@ it, on 1 and on 2 ranks.
    first step left out); a configuration's, the median over its steps.
 4. **Predicted**: ``d5.simulate_training(profile, machine, ranks, algorithm=...)``,
    blocking communication, fp32 on the wire (the scheme as it runs), with the profile
-   measured at that many ranks per host.
+   measured at that many ranks per host. The machine's in-context allreduce table
+   (``software.allreduce_in_context``, the allreduce timed between compute bursts) is
+   measured again in every round, by the 2 ranks that profiled, right after the
+   profile: this host switches, for seconds to minutes, between coherence states in
+   which the same allreduce differs up to 6x (docs/performance_models.md), and a
+   table from the calibration minutes before may describe another state than the
+   round's training runs in. The rest of the machine (α, β, γ, δ, o) is the
+   calibration's.
 
 5. **Rounds**: steps 2–4 are repeated ``--rounds`` times (default 5), and each
    configuration's predicted and measured times are the medians over the rounds. This
@@ -66,6 +73,7 @@ import deep500 as d5  # noqa: E402
 from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS  # noqa: E402
 from deep500.lv3_distributed.distributed_training import synchronous_step_times  # noqa: E402
 from deep500.recipe.results import read_results  # noqa: E402
+from deep500.utils.calibration import Plan  # noqa: E402
 
 DISTRIBUTED_RECIPE = os.path.join(REPO, "recipes", "distributed.yaml")
 
@@ -121,19 +129,25 @@ def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
                                    step=step)
 
 
-def profile_on_ranks(folder: str, ranks: int, batches, reruns: int) -> dict:
-    """{batch: StepProfile} measured by ``ranks`` ranks at once (rank 0's)."""
+def profile_on_ranks(folder: str, ranks: int, batches, reruns: int,
+                     context_repeats: int) -> tuple:
+    """({batch: StepProfile} measured by ``ranks`` ranks at once (rank 0's), the
+    in-context allreduce samples measured right after by the same ranks)."""
     out = os.path.join(folder, f"profiles-np{ranks}.json")
     from deep500.lv3_distributed.mpi_launch import mpirun_executable
     subprocess.run([mpirun_executable(), "-np", str(ranks), sys.executable,
                     os.path.abspath(__file__), "--profile-worker", out,
-                    "--batches", ",".join(map(str, batches)), "--reruns", str(reruns)],
+                    "--batches", ",".join(map(str, batches)), "--reruns", str(reruns),
+                    "--context-repeats", str(context_repeats)],
                    check=True)
     with open(out) as f:
-        return {int(b): d5.StepProfile.from_dict(p) for b, p in json.load(f).items()}
+        saved = json.load(f)
+    return ({int(b): d5.StepProfile.from_dict(p) for b, p in saved["profiles"].items()},
+            {name: {int(n): seconds for n, seconds in by_size.items()}
+             for name, by_size in saved["in_context"].items()})
 
 
-def profile_worker(out: str, batches, reruns: int) -> int:
+def profile_worker(out: str, batches, reruns: int, context_repeats: int) -> int:
     """Under mpirun: every rank profiles at once; rank 0 writes its profiles."""
     from mpi4py import MPI
     world = MPI.COMM_WORLD
@@ -142,10 +156,29 @@ def profile_worker(out: str, batches, reruns: int) -> int:
     for batch in batches:
         world.Barrier()
         profiles[batch] = profile(settings, batch, reruns).to_dict()
+    from deep500.utils.calibration_software import measure_allreduce_in_context
+    in_context = measure_allreduce_in_context(world, context_repeats, progress=False)
     if world.Get_rank() == 0:
         with open(out, "w") as f:
-            json.dump(profiles, f)
+            json.dump({"profiles": profiles, "in_context": in_context}, f)
     return 0
+
+
+def with_round_in_context(machine, samples: dict, ranks: int):
+    """``machine`` with its in-context allreduce table (``software.allreduce_in_context``)
+    from this round's samples: this host switches coherence states for seconds to
+    minutes (docs/performance_models.md), so the calibration's table, taken minutes
+    before, may describe another state than the round's training runs in."""
+    from deep500.utils.calibration_software import in_context_table
+    from deep500.utils.machine import machine_to_dict
+    data = machine_to_dict(machine)
+    software = dict(data.get("software") or {})
+    software["allreduce_in_context"] = {
+        "method": "measured in this round by benchmarks/lv3_simulator.py, as deep500 "
+                  "calibrate measures it", "ranks": int(ranks),
+        "algorithms": in_context_table(samples, ranks, machine)}
+    data["software"] = software
+    return d5.load_machine(data)
 
 
 def measure(folder: str, settings: dict, ranks: int, batches, algorithms, epochs: int,
@@ -194,10 +227,12 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 1 epoch, "
                         "batch 16, ring and mpi only")
     parser.add_argument("--profile-worker", metavar="OUT", help=argparse.SUPPRESS)
+    parser.add_argument("--context-repeats", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.profile_worker:
         return profile_worker(args.profile_worker,
-                              [int(b) for b in args.batches.split(",")], args.reruns)
+                              [int(b) for b in args.batches.split(",")], args.reruns,
+                              args.context_repeats)
     batches = [16] if args.smoke else [int(b) for b in args.batches.split(",")]
     algorithms = (["ring", "mpi"] if args.smoke
                   else [a.strip() for a in args.algorithms.split(",") if a.strip()])
@@ -212,8 +247,10 @@ def main() -> int:
         print(f"# machine: {machine.name} ({machine.source})")
         reruns = 20 if args.smoke else args.reruns
         for r in range(rounds):
-            profiles = {1: {b: profile(settings, b, reruns) for b in batches},
-                        2: profile_on_ranks(folder, 2, batches, reruns)}
+            on_two, in_context = profile_on_ranks(
+                folder, 2, batches, reruns, Plan.make(quick=args.smoke).context_repeats)
+            profiles = {1: {b: profile(settings, b, reruns) for b in batches}, 2: on_two}
+            machines = {1: machine, 2: with_round_in_context(machine, in_context, 2)}
             for ranks, by_batch in profiles.items():
                 for b, p in by_batch.items():
                     print(f"# round {r + 1}: profile, {ranks} rank(s) at once, batch {b}: "
@@ -226,7 +263,7 @@ def main() -> int:
                                       f"-r{r}"))
             for key, seconds in this_round.items():
                 ranks, batch, algorithm = key
-                step = d5.simulate_training(profiles[ranks][batch], machine, ranks,
+                step = d5.simulate_training(profiles[ranks][batch], machines[ranks], ranks,
                                             algorithm=algorithm)
                 measured.setdefault(key, []).append(seconds)
                 predicted.setdefault(key, []).append(step.step_s)
