@@ -16,7 +16,11 @@ it, on 1 and on 2 ranks.
    compute beside it (shared L3 cache and memory bandwidth): the 1-rank rows are
    predicted from a profile measured alone (this process), the 2-rank rows from one
    measured by 2 ranks at once under ``mpirun -np 2`` (each rank profiles, none
-   communicates; rank 0's profile is used). The simulator itself prices
+   communicates; rank 0's profile is used), in lockstep: a ``Barrier`` before every
+   timed step (``measure_step_profile(..., sync=)``), as synchronous training starts
+   the ranks' steps together, so that their phases contend for the shared caches and
+   core at the same moments (out of step, the 2-rank compute was 3–4% faster than in
+   training, and the 2-rank rows 5–15% under). The simulator itself prices
    communication only from the machine file.
 3. **Measured**: a recipe of experiment ``distributed`` with the distributed recipe's
    fixed settings, ``--epochs`` epochs, the batch sizes and (on 2 ranks) every
@@ -95,7 +99,7 @@ def calibrate(folder: str, smoke: bool) -> str:
     return out
 
 
-def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
+def profile(settings: dict, batch: int, reruns: int, sync=None) -> d5.StepProfile:
     """The measured step profile of the recipe's model at ``batch`` per rank."""
     from deep500.datasets import load_dataset
     from deep500.recipe.experiments.networks import executor_factory
@@ -126,7 +130,7 @@ def profile(settings: dict, batch: int, reruns: int) -> d5.StepProfile:
     return d5.measure_step_profile(model, executor, optimizer, inputs, reruns=reruns,
                                    warmup=5, batch=batch, threads=1,
                                    name="mlp (distributed.yaml)", executor_name="reference",
-                                   step=step)
+                                   step=step, sync=sync)
 
 
 def profile_on_ranks(folder: str, ranks: int, batches, reruns: int,
@@ -155,7 +159,7 @@ def profile_worker(out: str, batches, reruns: int, context_repeats: int) -> int:
     profiles = {}
     for batch in batches:
         world.Barrier()
-        profiles[batch] = profile(settings, batch, reruns).to_dict()
+        profiles[batch] = profile(settings, batch, reruns, sync=world.Barrier).to_dict()
     from deep500.utils.calibration_software import measure_allreduce_in_context
     in_context = measure_allreduce_in_context(world, context_repeats, progress=False)
     if world.Get_rank() == 0:

@@ -256,7 +256,8 @@ def with_static_batch(proto, batch: int):
 def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "loss",
                          reruns: int = 20, warmup: int = 3, batch: int | None = None,
                          threads: int = 1, name: str | None = None,
-                         executor_name: str = "executor", step=None) -> StepProfile:
+                         executor_name: str = "executor", step=None,
+                         sync=None) -> StepProfile:
     """Measure a step of ``optimizer`` (a ThreeStepOptimizer on ``executor``) on the
     minibatch ``inputs`` (a dict; or a list of minibatches, taken in turn, so that the
     steps see changing data as in training).
@@ -273,6 +274,12 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     its median minus the median of the three parts above is the step's software
     overhead around them (the scheme's events, bookkeeping and telemetry, the loss
     fetched), added to ``other_compute_s``, and its times are the ``step_samples``.
+
+    ``sync``: a callable run before every timed step and whole step, outside the clock
+    (e.g. ``comm.Barrier`` of ranks profiling at once): ranks of synchronous training
+    start every step together, so their phases coincide and they contend for the
+    shared cache, memory and (on SMT siblings) core at the same moments, which ranks
+    profiling out of step do not.
     """
     from deep500.lv1_network.layer_profile import measure_profile
     from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
@@ -287,6 +294,8 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     fused = None
     compute, fusion, update, whole = [], [], [], []
     for i in range(warmup + reruns):
+        if sync is not None:
+            sync()
         t0 = clock()
         _, gradients = optimizer.compute_gradients(minibatches[i % len(minibatches)])
         t1 = clock()
@@ -305,6 +314,8 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     if step is not None:
         wrapped = []
         for i in range(2 + reruns):
+            if sync is not None:
+                sync()
             t0 = clock()
             step(minibatches[i % len(minibatches)])
             if i >= 2:

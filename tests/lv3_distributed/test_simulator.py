@@ -222,6 +222,27 @@ def test_a_whole_step_adds_its_overhead_to_the_compute_outside_the_nodes():
     assert 7e-3 < added < 14e-3, added
 
 
+def test_sync_runs_before_every_timed_step_outside_the_clock():
+    """``sync`` (a Barrier of ranks profiling at once) runs before each step of the
+    parts loop and of the whole-step loop, and its time is not in the profile."""
+    import time
+    from deep500.frameworks import reference as d5ref
+    from deep500.recipe.experiments.networks import make_inputs
+    model = _mlp()
+    inputs = make_inputs(model, 16, 0, 10)
+    executor = d5ref.from_onnx(model)
+    optimizer = d5ref.GradientDescent(executor, "loss", learning_rate=0.01)
+    calls = []
+
+    def sync():
+        calls.append(1)
+        time.sleep(20e-3)   # far longer than a step: inside the clock it would show
+    profile = d5.measure_step_profile(model, executor, optimizer, inputs, reruns=4,
+                                      warmup=1, step=optimizer.step, sync=sync)
+    assert len(calls) == (1 + 4) + (2 + 4)
+    assert max(profile.step_samples) < 20e-3 and profile.compute_s < 20e-3
+
+
 def test_modelled_profile_is_the_roofline():
     from deep500.lv0_operators.cost_model import network_costs, roofline_time
     from deep500.lv3_distributed.step_profile import with_static_batch
