@@ -209,7 +209,7 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
     in_progress = _IN_PROGRESS.get(os.path.abspath(output_dir))
     # Ranks that fail together (both watchdogs of a hung collective) serialise here, so
     # the manifest's counts include every rank's error record.
-    with _failure_lock(output_dir):
+    with manifest_lock(output_dir):
         if in_progress is not None:
             append_record(output_dir, {**in_progress, "kind": "error", "error": error,
                                        "rank": rank, **(record_fields or {})})
@@ -235,10 +235,12 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
 
 
 @contextlib.contextmanager
-def _failure_lock(output_dir: str):
-    """An exclusive lock between the processes recording failures in ``output_dir``:
-    ``fcntl.flock`` on the folder itself, which adds no file to it (where there is no
-    flock, no lock)."""
+def manifest_lock(output_dir: str):
+    """An exclusive lock between the processes that update ``output_dir``'s manifest
+    (rank 0's run folder, ranks recording their failures): ``fcntl.flock`` on the
+    folder itself, which adds no file to it (where there is no flock, no lock).
+    Without it, rank 0 could read the manifest, another rank then append its error
+    record and count it, and rank 0 write back counts without it."""
     try:
         import fcntl
     except ImportError:  # not POSIX

@@ -16,9 +16,9 @@ import os
 import time
 
 from deep500.utils.interrupts import deferred
-from deep500.recipe.results import (RunFolderError, ResultsWriter, read_manifest,
-                                    read_results, record_counts, run_status,
-                                    session_records, write_manifest)
+from deep500.recipe.results import (RunFolderError, ResultsWriter, manifest_lock,
+                                    read_manifest, read_results, record_counts,
+                                    run_status, session_records, write_manifest)
 
 LOCK_FILE = ".deep500.lock"
 
@@ -175,15 +175,17 @@ class RunFolder:
             self._lock = None
 
     def _write_manifest(self) -> None:
-        try:
-            on_disk = read_manifest(self.path)
-        except RunFolderError:
-            on_disk = {}
-        counts = record_counts(self.records)
-        if (on_disk.get("status") in _FAILURE_STATUSES and "failure" in on_disk
-                and on_disk.get("session", 0) == self.session):
-            # another rank recorded its failure (and its own error record) meanwhile
-            self.manifest.update(status=on_disk["status"], failure=on_disk["failure"])
-            counts = record_counts(session_records(self.path, self.session))
-        self.manifest.update(counts)
-        write_manifest(self.path, self.manifest)
+        # Under the lock ranks recording a failure take: read, count and write at once.
+        with manifest_lock(self.path):
+            try:
+                on_disk = read_manifest(self.path)
+            except RunFolderError:
+                on_disk = {}
+            counts = record_counts(self.records)
+            if (on_disk.get("status") in _FAILURE_STATUSES and "failure" in on_disk
+                    and on_disk.get("session", 0) == self.session):
+                # another rank recorded its failure (and its own error record) meanwhile
+                self.manifest.update(status=on_disk["status"], failure=on_disk["failure"])
+                counts = record_counts(session_records(self.path, self.session))
+            self.manifest.update(counts)
+            write_manifest(self.path, self.manifest)
