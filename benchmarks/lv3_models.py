@@ -122,7 +122,7 @@ def calibrate_here(comm, smoke: bool) -> dict:
                           "per_rank": both})
     triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
         if comm.Get_rank() == 0 else None
-    shared = measure_shared(comm, smoke)
+    shared = coherence.measure_shared_write(comm, plan.coherence_sizes, progress=False)
     if comm.Get_rank() != 0:
         return None
     network = calibration.network_section(samples, exchange)
@@ -137,12 +137,6 @@ def calibrate_here(comm, smoke: bool) -> dict:
             curve, "numpy.add(a, b, out=a), float32, on both ranks at once"),
         "memory": {"bandwidth_bytes_per_s": triad},
     }
-
-
-def measure_shared(comm, smoke: bool) -> dict | None:
-    """δ samples per buffer size (``calibration_coherence``; rank 0, else None)."""
-    sizes = coherence.COHERENCE_SIZES_QUICK if smoke else coherence.COHERENCE_SIZES
-    return coherence.measure_shared_write(comm, sizes, progress=False)
 
 
 def calibrate_in_one_state(comm, smoke: bool) -> tuple:
@@ -184,24 +178,22 @@ def describe(comm, machine, sigma) -> None:
             or "none in the machine file"))
 
 
-def with_overheads(machine, overhead: dict):
-    """``machine`` with Deep500's per-call overheads o."""
+def priced_state(sigma, machine, overhead: dict) -> tuple:
+    """A calibrated state as the predictions use it (rank 0): (δ_sum probe, the machine
+    with Deep500's per-call overheads o, the same without δ: the textbook model)."""
+    if machine is None:
+        return sigma, None, None
     data = dict(machine.raw)
     data["software"] = {**(data.get("software") or {}), "allreduce_call_overhead_s": {
         name: {"value": o} for name, o in overhead.items()}}
-    return load_machine(data)
-
-
-def without_delta(machine):
-    """``machine`` without δ: the textbook α-β-γ model."""
-    data = dict(machine.raw)
-    data["network"] = {k: v for k, v in data["network"].items() if k != "coherence"}
-    return load_machine(data)
+    textbook = dict(data)
+    textbook["network"] = {k: v for k, v in data["network"].items() if k != "coherence"}
+    return sigma, load_machine(data), load_machine(textbook)
 
 
 def state_of(states, probe: float) -> int | None:
     """The index of the calibrated state ``probe`` belongs to, or None."""
-    for i, (value, _) in enumerate(states):
+    for i, (value, *_) in enumerate(states):
         if value is None or coherence.same_coherence_state(probe, value):
             return i
     return None
@@ -392,7 +384,7 @@ def main() -> int:
             save_machine(description if not args.machine else machine, args.save_machine)
         # The machines the predictions use, one per coherence state met (rank 0), with
         # every o: calibrated in the first state, others added when rows wait in one.
-        states = [(sigma, with_overheads(machine, overhead) if rank == 0 else None)]
+        states = [priced_state(sigma, machine, overhead)]
         rows, bare, no_delta = [], [], []
         pending = [(nbytes, name) for nbytes in sizes for name in algorithms]
         measured_rows, deferred = {}, set()
@@ -411,8 +403,7 @@ def main() -> int:
                     else:
                         new_machine = load_machine(new) if rank == 0 else None
                         describe(comm, new_machine, new_sigma)
-                        states.append((new_sigma, with_overheads(new_machine, overhead)
-                                       if rank == 0 else None))
+                        states.append(priced_state(new_sigma, new_machine, overhead))
             later = []
             for nbytes, name in pending:
                 count = nbytes // 4
@@ -449,7 +440,7 @@ def main() -> int:
             say(comm, "# coherence states calibrated (delta_sum at "
                       f"{_label(coherence.PROBE_BYTES)}): " + ", ".join(
                           f"{STATE_NAMES[i]} {value * 1e9:.3f} ns/B"
-                          for i, (value, _) in enumerate(states)))
+                          for i, (value, *_) in enumerate(states)))
         say(comm, f"{'size':>7} {'algorithm':<20} {'predicted':>12} {'measured':>12} "
             f"{'pred/meas':>9} {'(alpha-beta-gamma only)':>24} state")
         for nbytes in sizes:
@@ -459,7 +450,7 @@ def main() -> int:
                     continue
                 state, measured = measured_rows[(nbytes, name)]
                 if rank == 0:
-                    machine = states[0 if state == OTHER_STATE else state][1]
+                    _, machine, textbook = states[0 if state == OTHER_STATE else state]
                     # The loop allreduces one buffer call after call: repeated.
                     model = predict_allreduce(name, nbytes, p, machine, segment_bytes=segment,
                                               repeated=True)
@@ -468,7 +459,7 @@ def main() -> int:
                     rows.append((nbytes, name, predicted, measured))
                     bare.append((nbytes, name, model, measured))
                     no_delta.append((nbytes, name, predicted - model + predict_allreduce(
-                        name, nbytes, p, without_delta(machine), segment_bytes=segment),
+                        name, nbytes, p, textbook, segment_bytes=segment),
                         measured))
                     say(comm, f"{_label(nbytes):>7} {name:<20} {_us(predicted):>12} "
                         f"{_us(measured):>12} {predicted / measured:>9.3f} "

@@ -38,7 +38,6 @@ import time
 
 import numpy as np
 
-from deep500.utils.statistics import median_ci
 
 #: Buffer sizes of δ: from MPICH's single-copy threshold to memory-resident.
 COHERENCE_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
@@ -115,13 +114,12 @@ def measure_shared_write(comm, sizes=COHERENCE_SIZES, repeats: int = COHERENCE_R
 
 
 def _curve(samples: dict) -> list:
+    from deep500.utils.calibration import _summary
     curve = []
     for nbytes in sorted(samples):
-        values = samples[nbytes]
-        low, high, _ = median_ci(values)
-        curve.append({"buffer_bytes": int(nbytes),
-                      "value": max(0.0, float(np.median(values))),
-                      "ci": [float(low), float(high)], "n": len(values)})
+        point = _summary(samples[nbytes])
+        curve.append({"buffer_bytes": int(nbytes), **point,
+                      "value": max(0.0, point["value"])})
     return curve
 
 
