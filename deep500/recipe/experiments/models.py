@@ -148,7 +148,8 @@ class ModelsExperiment(base.Experiment):
         train, _ = cached_datasets(configuration, state)
         model = build_network(configuration, train)
         batch = configuration["batch_size"]
-        profiles = _profiles(configuration, model, train, threads, size)
+        profiles = _profiles(configuration, model, train, threads, size,
+                             sync=world.Barrier if world else None)
         from mpi4py import MPI   # ConsistentDecentralized runs on MPI, also on one rank
         alone = _train(configuration, model, train, MPI.COMM_SELF)
         together = _train(configuration, model, train, world) if world else None
@@ -256,10 +257,12 @@ def _whole_step(configuration, optimizer):
     return step
 
 
-def _profiles(configuration, model, train, threads, size) -> dict:
+def _profiles(configuration, model, train, threads, size, sync=None) -> dict:
     """{batch: StepProfile} at the batch per rank (``reruns`` steps) and at the global
     batch (twice the batch per rank on one rank; a third of the steps: it only shapes
-    the strong-scaling curves), and under ``"lines"`` the two combined."""
+    the strong-scaling curves), and under ``"lines"`` the two combined. ``sync``: the
+    world's barrier where several ranks profile at once, so that their timed steps run
+    in lockstep as synchronous training runs them (as ``benchmarks/lv3_simulator.py``)."""
     import deep500 as d5
     batch = configuration["batch_size"]
     other = batch * size if size > 1 else 2 * batch
@@ -273,7 +276,7 @@ def _profiles(configuration, model, train, threads, size) -> dict:
             model, executor, optimizer, inputs, reruns=reruns,
             warmup=max(3, min(configuration["warmup"], 10)), batch=b, threads=threads,
             name=configuration["network"].label, executor_name=configuration["executor"],
-            step=_whole_step(configuration, optimizer))
+            step=_whole_step(configuration, optimizer), sync=sync)
     profiles["lines"] = d5.StepProfile.combine([profiles[batch], profiles[other]])
     return profiles
 
