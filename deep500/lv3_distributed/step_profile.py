@@ -257,23 +257,32 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
                          reruns: int = 20, warmup: int = 3, batch: int | None = None,
                          threads: int = 1, name: str | None = None,
                          executor_name: str = "executor", step=None,
-                         sync=None) -> StepProfile:
+                         sync=None, rounds: int = 3) -> StepProfile:
     """Measure a step of ``optimizer`` (a ThreeStepOptimizer on ``executor``) on the
     minibatch ``inputs`` (a dict; or a list of minibatches, taken in turn, so that the
     steps see changing data as in training).
 
-    ``warmup`` steps, then ``reruns`` steps timed without events (the compute phase,
-    the packing of the gradients into a fusion buffer, the update), then the per-node
-    forward and backward medians of ``reruns`` runs with ``OperatorTimes``
-    (``layer_profile.measure_profile``). ``other_compute_s`` = median compute phase −
-    Σ node medians (at least 0). The optimizer's parameters change (it trains).
+    ``warmup`` steps, then steps timed without events (the compute phase, the packing
+    of the gradients into a fusion buffer, the update), then per-node forward and
+    backward times of runs with ``OperatorTimes`` (``layer_profile.measure_profile``).
+    ``other_compute_s`` = compute phase − Σ node times (at least 0). The optimizer's
+    parameters change (it trains).
 
     ``step``: a callable running one whole training step on a minibatch as training
     will run it (a distributed scheme's ``step`` over a one-rank communicator, so
-    nothing is communicated). It is timed ``reruns`` times after two warm-up calls;
-    its median minus the median of the three parts above is the step's software
-    overhead around them (the scheme's events, bookkeeping and telemetry, the loss
-    fetched), added to ``other_compute_s``, and its times are the ``step_samples``.
+    nothing is communicated). Its time minus that of the three parts above is the
+    step's software overhead around them (the scheme's events, bookkeeping and
+    telemetry, the loss fetched), added to ``other_compute_s``, and its times are the
+    ``step_samples``.
+
+    ``rounds``: the ``reruns`` of each of these measurements are split into this many
+    rounds, taken in turn (three parts, whole steps, per node; again), and every
+    figure is the median over rounds of its round's median (the overhead: of the
+    round's whole-step median minus its three parts'). A disturbance of tens of
+    milliseconds (a stalled vCPU, a burst of other work) then moves one round, not
+    the profile: measured back to back, the three parts of an MLP step on this host
+    were now and then 1.7x slow while the whole steps and nodes timed right after were
+    not, and the profile predicted 1.6x the step that training then took.
 
     ``sync``: a callable run before every timed step and whole step, outside the clock
     (e.g. ``comm.Barrier`` of ranks profiling at once): ranks of synchronous training
@@ -281,50 +290,41 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     shared cache, memory and (on SMT siblings) core at the same moments, which ranks
     profiling out of step do not.
     """
-    from deep500.lv1_network.layer_profile import measure_profile
-    from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
+    from deep500.lv1_network.layer_profile import measure_profile, merge_profiles
     proto, parameters, model_name = _proto_and_parameters(model)
     minibatches = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not minibatches:
         raise Deep500Error("measure_step_profile: no minibatch given")
+    if int(rounds) < 1:
+        raise Deep500Error(f"measure_step_profile: rounds must be at least 1, not {rounds}")
     inputs = minibatches[0]
     batch = int(batch or _batch_of(inputs))
     proto = with_static_batch(proto, batch)
-    clock = time.perf_counter
-    fused = None
-    compute, fusion, update, whole = [], [], [], []
-    for i in range(warmup + reruns):
-        if sync is not None:
-            sync()
-        t0 = clock()
-        _, gradients = optimizer.compute_gradients(minibatches[i % len(minibatches)])
-        t1 = clock()
-        if fused is None:
-            fused = FusedBuffer(gradients)
-        fused.pack(gradients)
-        t2 = clock()
-        optimizer.apply_gradients(fused.unpack())
-        t3 = clock()
-        if i >= warmup:
-            compute.append(t1 - t0)
-            fusion.append(t2 - t1)
-            update.append(t3 - t2)
-            whole.append(t3 - t0)
-    loop_overhead = 0.0
-    if step is not None:
-        wrapped = []
-        for i in range(2 + reruns):
-            if sync is not None:
-                sync()
-            t0 = clock()
-            step(minibatches[i % len(minibatches)])
-            if i >= 2:
-                wrapped.append(clock() - t0)
-        loop_overhead = max(0.0, float(np.median(wrapped)) - float(np.median(whole)))
-        whole = wrapped
-    nodes = measure_profile(proto, executor, inputs, loss=loss, reruns=reruns,
-                            warmup=1, name=name or model_name, executor_name=executor_name,
-                            batch=batch)
+    rounds = min(int(rounds), max(1, int(reruns)))
+    per_round = [len(part) for part in np.array_split(np.arange(max(1, int(reruns))),
+                                                      rounds)]
+    parts = _ThreeParts(optimizer, minibatches, sync)
+    parts.run(warmup, timed=False)
+    round_parts, overheads, wrapped, node_rounds = [], [], [], []
+    for count in per_round:
+        round_parts.append(parts.run(count))
+        if step is not None:
+            if not wrapped:
+                _time_whole_steps(step, minibatches, 2, sync)   # warm-up, untimed
+            whole = _time_whole_steps(step, minibatches, count, sync)
+            overheads.append(float(np.median(whole))
+                             - float(np.median(round_parts[-1]["whole"])))
+            wrapped.extend(whole)
+        node_rounds.append(measure_profile(
+            proto, executor, inputs, loss=loss, reruns=count,
+            warmup=1 if not node_rounds else 0, name=name or model_name,
+            executor_name=executor_name, batch=batch))
+    nodes = merge_profiles(node_rounds, "median") if len(node_rounds) > 1 \
+        else node_rounds[0]
+
+    def figure(key):   # the median over rounds of the rounds' medians
+        return float(np.median([np.median(r[key]) for r in round_parts]))
+    loop_overhead = max(0.0, float(np.median(overheads))) if overheads else 0.0
     owners = gradient_owners(proto, parameters)
     layers = []
     for node_name, node in zip(node_names(proto), proto.graph.node):
@@ -333,13 +333,62 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
                                 nodes.backward.get(node_name, 0.0),
                                 sum(b for _, b in owned), tuple(p for p, _ in owned)))
     node_sum = sum(layer.forward_s + layer.backward_s for layer in layers)
+    samples = wrapped or [s for r in round_parts for s in r["whole"]]
     return StepProfile(
         model=name or model_name, batch=batch, threads=int(threads),
         layers=layers,
-        other_compute_s=max(0.0, float(np.median(compute)) - node_sum) + loop_overhead,
-        update_s=float(np.median(update)), fusion_s=float(np.median(fusion)),
-        step_samples=[float(s) for s in whole], source=f"measured ({executor_name})",
+        other_compute_s=max(0.0, figure("compute") - node_sum) + loop_overhead,
+        update_s=figure("update"), fusion_s=figure("fusion"),
+        step_samples=[float(s) for s in samples], source=f"measured ({executor_name})",
         executor=executor_name)
+
+
+class _ThreeParts:
+    """The three parts of a step timed apart: compute the gradients, pack them into a
+    fusion buffer (Horovod's tensor fusion), apply the update rule; minibatches in
+    turn across calls of :meth:`run`."""
+
+    def __init__(self, optimizer, minibatches, sync):
+        self.optimizer, self.minibatches, self.sync = optimizer, minibatches, sync
+        self.fused, self.taken = None, 0
+
+    def run(self, steps: int, timed: bool = True) -> dict:
+        from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
+        clock = time.perf_counter
+        times = {"compute": [], "fusion": [], "update": [], "whole": []}
+        for _ in range(int(steps)):
+            minibatch = self.minibatches[self.taken % len(self.minibatches)]
+            self.taken += 1
+            if self.sync is not None:
+                self.sync()
+            t0 = clock()
+            _, gradients = self.optimizer.compute_gradients(minibatch)
+            t1 = clock()
+            if self.fused is None:
+                self.fused = FusedBuffer(gradients)
+            self.fused.pack(gradients)
+            t2 = clock()
+            self.optimizer.apply_gradients(self.fused.unpack())
+            t3 = clock()
+            if timed:
+                times["compute"].append(t1 - t0)
+                times["fusion"].append(t2 - t1)
+                times["update"].append(t3 - t2)
+                times["whole"].append(t3 - t0)
+        return times
+
+
+def _time_whole_steps(step, minibatches, steps: int, sync) -> list[float]:
+    """Seconds of ``steps`` calls of ``step`` (a whole training step), minibatches in
+    turn, each after ``sync``."""
+    clock, times = time.perf_counter, []
+    for i in range(int(steps)):
+        if sync is not None:
+            sync()
+        t0 = clock()
+        step(minibatches[i % len(minibatches)])
+        times.append(clock() - t0)
+    return times
 
 
 def _batch_of(inputs: dict) -> int:
