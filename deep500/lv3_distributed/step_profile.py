@@ -310,8 +310,8 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
         round_parts.append(parts.run(count))
         if step is not None:
             if not wrapped:
-                _time_whole_steps(step, minibatches, 2, sync)   # warm-up, untimed
-            whole = _time_whole_steps(step, minibatches, count, sync)
+                _time_whole_steps(step, minibatches, 0, 2, sync)   # warm-up, untimed
+            whole = _time_whole_steps(step, minibatches, 2 + len(wrapped), count, sync)
             overheads.append(float(np.median(whole))
                              - float(np.median(round_parts[-1]["whole"])))
             wrapped.extend(whole)
@@ -319,8 +319,7 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
             proto, executor, inputs, loss=loss, reruns=count,
             warmup=1 if not node_rounds else 0, name=name or model_name,
             executor_name=executor_name, batch=batch))
-    nodes = merge_profiles(node_rounds, "median") if len(node_rounds) > 1 \
-        else node_rounds[0]
+    nodes = merge_profiles(node_rounds, "median")
 
     def figure(key):   # the median over rounds of the rounds' medians
         return float(np.median([np.median(r[key]) for r in round_parts]))
@@ -378,11 +377,12 @@ class _ThreeParts:
         return times
 
 
-def _time_whole_steps(step, minibatches, steps: int, sync) -> list[float]:
-    """Seconds of ``steps`` calls of ``step`` (a whole training step), minibatches in
-    turn, each after ``sync``."""
+def _time_whole_steps(step, minibatches, start: int, steps: int, sync) -> list[float]:
+    """Seconds of ``steps`` calls of ``step`` (a whole training step), each after
+    ``sync``, on the minibatches in turn from the ``start``-th (rounds continue where
+    the last one stopped)."""
     clock, times = time.perf_counter, []
-    for i in range(int(steps)):
+    for i in range(start, start + int(steps)):
         if sync is not None:
             sync()
         t0 = clock()
