@@ -120,7 +120,7 @@ def _run_ranks(args, comm):
         differs = any(p != problems[first] for p in problems)
         raise Deep500Error(problems[first] + (f" (on rank {first}; the ranks disagree)"
                                               if differs else ""))
-    from deep500.recipe.results import RunFolderError
+    from deep500.results.files import RunFolderError
     with guarded_main(comm, agreed=(RunFolderError,)):  # raised by every rank alike
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
                           remeasure_interfered=args.remeasure_interfered,
@@ -208,7 +208,7 @@ def _run(args) -> int:
 
 
 def _report(args) -> int:
-    from deep500.recipe.results import check_run_folder
+    from deep500.results.files import check_run_folder
     from deep500.report import write_reports
     check_run_folder(args.directory)  # a missing or corrupt folder: a message, exit 2
     figure_format = None if args.figure_format == "none" else args.figure_format
@@ -216,7 +216,7 @@ def _report(args) -> int:
         paths = write_reports(args.directory, per_seed=args.per_seed,
                               figure_format=figure_format)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        from deep500.recipe.results import RunFolderError
+        from deep500.results.files import RunFolderError
         raise RunFolderError(
             f"{args.directory}: its records are not what 'deep500 run' writes "
             f"({type(exc).__name__}: {exc}); if deep500 run wrote this folder, that is "
@@ -248,8 +248,8 @@ def _history(args) -> int:
 
 
 def _calibrate(args) -> int:
-    """Measure this machine into a machine file (deep500.utils.calibration)."""
-    from deep500.utils.calibration import run_calibration, samples_path_for
+    """Measure this machine into a machine file (deep500.lv3_distributed.calibration)."""
+    from deep500.lv3_distributed.calibration import run_calibration, samples_path_for
     try:
         data = run_calibration(args.out, np_ranks=args.np, network=not args.no_network,
                                quick=args.quick, progress=not args.quiet)

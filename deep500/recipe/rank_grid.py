@@ -10,7 +10,7 @@ it. That job is a *part* of the session (:class:`Part`, handed down in the
 ``DEEP500_RANK_GRID_PART`` environment variable): it does not take the folder, it runs
 only the configurations whose ``ranks`` is R, under their indices in the whole plan,
 and its rank 0 appends their records to the same ``results.jsonl`` and the session's
-counts to the manifest (:meth:`deep500.recipe.run_folder.RunFolder.join`). When every
+counts to the manifest (:meth:`deep500.results.run_folder.RunFolder.join`). When every
 count has run, this process finishes the manifest and writes the one report. The
 manifest lists each part under ``rank_grid.parts`` (rank count, indices, command,
 exit status, seconds).
@@ -98,7 +98,7 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
     """Run ``recipe`` (with ``ranks``) as the module docstring says; returns the
     RunSummary of the whole session (``exit_status`` set when a part failed)."""
     from deep500.lv3_distributed.mpi_launch import mpirun_command, run_under_mpirun
-    from deep500.recipe.run_folder import RunFolder
+    from deep500.results.run_folder import RunFolder
     from deep500.recipe.runner import RunSummary, _manifest, default_output_dir
     from deep500.report.records import count_outcomes
     from deep500.utils.allocator import fix_allocator_thresholds

@@ -6,7 +6,7 @@ gathers each measurement from all ranks and writes it.
 
 What reaches disk, whatever happens (``docs/run_lifecycle.md``):
 
-- rank 0 takes the run folder (:class:`deep500.recipe.run_folder.RunFolder`: one run per
+- rank 0 takes the run folder (:class:`deep500.results.run_folder.RunFolder`: one run per
   folder) and writes the manifest, ``running``, before any rank measures anything;
 - a configuration that raises is an error record and the next one runs; where the
   ranks measure together (a collective experiment) and one rank raises, that rank
@@ -37,9 +37,9 @@ from deep500.lv3_distributed.mpi_launch import (LateRanks, abort_job, gather_to_
                                                 in_mpi_world, world_communicator)
 from deep500.recipe import machine_file, rank_grid
 from deep500.recipe.remeasure import measure_watched
-from deep500.recipe.results import (RunFolderError, configuration_in_progress,
+from deep500.results.files import (RunFolderError, configuration_in_progress,
                                     record_failure)
-from deep500.recipe.run_folder import RunFolder
+from deep500.results.run_folder import RunFolder
 from deep500.recipe.schema import Recipe, load_recipe
 from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS, Watchdog
 from deep500.report.records import Counts, count_outcomes
@@ -108,7 +108,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
-    see :mod:`deep500.recipe.run_folder`); RunFolderError (on every rank) otherwise.
+    see :mod:`deep500.results.run_folder`); RunFolderError (on every rank) otherwise.
 
     Every configuration is measured under the telemetry sampler; one judged interfered
     (by ``interference_rule``, default :class:`deep500.utils.telemetry.InterferenceRule`)
@@ -256,7 +256,7 @@ def _final_status(outcome: BaseException | None, rank: int) -> tuple:
 
 def _record_failure(output_dir: str, rank: int, comm) -> None:
     """Record the exception being handled on this rank (see
-    :func:`deep500.recipe.results.record_failure`); an interrupt is no error of the
+    :func:`deep500.results.files.record_failure`); an interrupt is no error of the
     configuration, only the manifest's ``interrupted``."""
     exc = sys.exc_info()[1]
     try:

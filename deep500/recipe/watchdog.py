@@ -3,7 +3,7 @@ whole job when one configuration runs longer than the recipe allows.
 
 The thread cannot stop a hung main thread, so it records what it knows (the error record
 of the hung configuration and the manifest's status, see
-:func:`deep500.recipe.results.record_failure`) and then ends every rank:
+:func:`deep500.results.files.record_failure`) and then ends every rank:
 ``MPI_Abort`` under ``mpirun`` (MPI-4.0, section 9.5: "make a best attempt to abort all
 tasks in the group of comm"), ``os._exit`` in a single process. A hang that holds
 Python's GIL (a C extension looping without releasing it) keeps the thread from

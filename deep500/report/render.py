@@ -7,7 +7,7 @@ import base64
 import html
 import os
 
-from deep500.recipe.results import read_manifest, read_results, run_status
+from deep500.results.files import read_manifest, read_results, run_status
 from deep500.report import grid, level0, level1, level2, level3, predictions
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.records import ReportContext, count_outcomes
@@ -62,7 +62,7 @@ def _run_table(manifest: dict) -> Table:
 
 def _status(manifest: dict) -> str | None:
     """The run's status as the report shows it: a manifest left ``running`` by a process
-    that has ended says ``interrupted`` (:func:`deep500.recipe.results.run_status`)."""
+    that has ended says ``interrupted`` (:func:`deep500.results.files.run_status`)."""
     status, why = run_status(manifest)
     if not status:
         return None

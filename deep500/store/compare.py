@@ -233,7 +233,7 @@ def load_run(spec: str, database: str | None = None) -> Run:
     """The run ``spec`` names: a run folder (read directly, the database is not needed)
     or a run id of the database (negative: counted from the latest, -1 the latest).
     Raises StoreError saying which when it is neither."""
-    from deep500.recipe.results import (RunFolderError, check_run_folder,
+    from deep500.results.files import (RunFolderError, check_run_folder,
                                         read_manifest, read_results)
     if os.path.isdir(spec):
         try:

@@ -1,7 +1,7 @@
 """The results store: one embedded SQLite database holding every run.
 
 ``deep500 run`` writes each run to its folder (``results.jsonl`` + ``manifest.json``,
-:mod:`deep500.recipe.results`) and, at the end, ingests that folder here, so that runs
+:mod:`deep500.results.files`) and, at the end, ingests that folder here, so that runs
 can be listed (``deep500 runs``), compared (``deep500 compare``) and followed across git
 revisions (``deep500 history``). The folder stays the source of truth: ingesting it
 again replaces what the database held about it (one run per folder).
@@ -221,7 +221,7 @@ class Database:
         """Store the run in ``folder`` and return its id; a folder stored before keeps
         its id and its rows are replaced by what the folder holds now (idempotent).
         Raises StoreError when ``folder`` is not a readable run folder."""
-        from deep500.recipe.results import (RunFolderError, check_run_folder,
+        from deep500.results.files import (RunFolderError, check_run_folder,
                                             read_manifest, read_results)
         path = os.path.realpath(folder)
         try:

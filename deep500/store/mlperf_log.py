@@ -28,7 +28,7 @@ import os
 import re
 import sys
 
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 
 PREFIX = ":::MLLOG "
 FOLDER = "mlperf"

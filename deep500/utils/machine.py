@@ -107,7 +107,7 @@ class MachineModel:
     def shared_sum(self, nbytes: float) -> float:
         """δ_sum (s/byte): how much more summing into a buffer of ``nbytes`` costs when a
         peer's receive has read it since this rank last wrote it (its lines are shared
-        with the peer's core; ``deep500.utils.calibration_coherence``); linear in
+        with the peer's core; ``deep500.lv3_distributed.calibration_coherence``); linear in
         log(size) between the measured sizes, flat beyond them. 0.0 when the file has
         no ``network.coherence`` (over a network the NIC reads the pages, no core
         keeps them)."""

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from deep500.lv3_distributed import collective_models as cm
-from deep500.utils.calibration_coherence import (PROBE_FACTOR, PROBE_FLOOR,
+from deep500.lv3_distributed.calibration_coherence import (PROBE_FACTOR, PROBE_FLOOR,
                                                  same_coherence_state)
 from deep500.utils.machine import MachineError, load_machine, machine_to_dict, save_machine
 

@@ -6,7 +6,7 @@ import pytest
 from deep500.recipe import load_recipe, run_recipe
 from deep500.recipe.cpp_kernel import output_shapes
 from deep500.recipe.operator_spec import OperatorSpec
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.utils.errors import RecipeError
 
 RECIPE = textwrap.dedent("""

@@ -11,7 +11,7 @@ import pytest
 
 from deep500.recipe import parse_recipe
 from deep500.recipe.rank_grid import check_launch
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 from deep500.report import grid
 from deep500.utils.errors import Deep500Error, RecipeError
 from tests.lv3_distributed.mpi_helpers import run_program

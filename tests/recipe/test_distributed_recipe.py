@@ -11,7 +11,7 @@ import pytest
 
 import deep500.recipe.experiments.distributed as distributed
 from deep500.recipe import parse_recipe
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 from deep500.utils.errors import RecipeError
 from tests.lv3_distributed.mpi_helpers import run_program
 

@@ -9,7 +9,7 @@ import pytest
 
 from deep500.lv3_distributed.mpi_launch import (LOCAL_RANK_VARIABLES, local_rank,
                                                 read_hostfile)
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 from deep500.utils.errors import Deep500Error
 from tests.lv3_distributed.mpi_helpers import run_program
 from tests.recipe.test_distributed_recipe import RECIPE

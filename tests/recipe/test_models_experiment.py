@@ -13,7 +13,7 @@ import yaml
 
 from deep500.lv3_distributed.prediction_metric import StepTimePrediction
 from deep500.recipe import parse_recipe
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.utils.errors import Deep500Error, RecipeError
 from tests.lv3_distributed.mpi_helpers import run_program
 

@@ -11,7 +11,7 @@ import yaml
 
 from deep500.recipe import load_recipe, run_recipe
 from deep500.recipe.experiments import EXPERIMENTS
-from deep500.recipe.results import read_manifest
+from deep500.results.files import read_manifest
 from deep500.utils.errors import RecipeError
 from deep500.utils.machine import MachineError, MachineModel, shipped_machines
 

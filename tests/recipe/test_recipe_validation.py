@@ -330,7 +330,7 @@ def test_run_keeps_a_measurement_whose_threshold_names_a_missing_field(tmp_path,
     """A metric that declares no ``fields`` is judged only at run time; a threshold on a
     field it does not produce fails there, and the record is written."""
     from deep500.recipe import components, run_recipe
-    from deep500.recipe.results import read_results
+    from deep500.results.files import read_results
     monkeypatch.setattr(components, "metric_fields", lambda name: None)
     path = tmp_path / "r.yaml"
     path.write_text(textwrap.dedent("""

@@ -9,7 +9,7 @@ import pytest
 import deep500.recipe.experiments.operators as operators_experiment
 import deep500.recipe.runner as runner
 from deep500.recipe import run_recipe
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 
 TINY = textwrap.dedent("""
     name: tiny
@@ -160,7 +160,7 @@ def test_training_recipe_runs_from_the_command_line(tmp_path, repo_root):
 
 
 def test_a_rank_failure_is_recorded_only_in_a_running_manifest(tmp_path):
-    from deep500.recipe.results import mark_run_failed, write_manifest
+    from deep500.results.files import mark_run_failed, write_manifest
     write_manifest(str(tmp_path), {"status": "running", "configurations": 3})
     mark_run_failed(str(tmp_path), 2, "Traceback (most recent call last):\n  ...\n"
                                       "ValueError: broken on purpose\n")

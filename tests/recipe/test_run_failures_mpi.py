@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from deep500.lv3_distributed import mpirun_executable
-from deep500.recipe.results import read_manifest, read_results
+from deep500.results.files import read_manifest, read_results
 from tests.lv3_distributed.mpi_helpers import REPO, _environment, run_program
 
 FAULTS = Path(__file__).parent / "scripts" / "run_with_faults.py"

@@ -15,7 +15,7 @@ import pytest
 
 from deep500.cli import main
 from deep500.recipe import run_recipe
-from deep500.recipe.results import (RunFolderError, append_record, read_manifest,
+from deep500.results.files import (RunFolderError, append_record, read_manifest,
                                     read_results)
 from deep500.recipe.watchdog import Watchdog
 from deep500.utils.interrupts import Interrupted, deferred, signals_raise
@@ -245,7 +245,7 @@ def test_a_killed_run_is_reported_as_interrupted(tmp_path):
 
 
 def test_a_live_run_is_reported_as_running(tmp_path):
-    from deep500.recipe.results import process_identity, run_status
+    from deep500.results.files import process_identity, run_status
     assert run_status({"status": "running", "process": process_identity()}) == (
         "running", None)
     elsewhere = {**process_identity(), "hostname": "another-host"}
@@ -403,7 +403,7 @@ def test_version(capsys):
 def test_the_second_rank_failing_brings_the_manifest_counts_up_to_date(tmp_path):
     """Both ranks of a hung collective time out: each writes its error record; the
     manifest keeps the first failure and counts both records (as the disk holds them)."""
-    from deep500.recipe.results import (configuration_in_progress, read_results,
+    from deep500.results.files import (configuration_in_progress, read_results,
                                         record_failure, write_manifest)
     out = str(tmp_path)
     write_manifest(out, {"status": "running", "session": 0})

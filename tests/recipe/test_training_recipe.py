@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from deep500.recipe import parse_recipe, run_recipe
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.utils.errors import RecipeError
 
 RECIPE = textwrap.dedent("""

@@ -5,7 +5,7 @@ import pathlib
 import textwrap
 
 from deep500.cli import main
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.records import Counts, count_outcomes
 from tests.report.conftest import copy_run

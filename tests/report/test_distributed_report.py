@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.seeds import mean_ci
 from tests.report.conftest import column, svg_legend_texts, table

@@ -2,7 +2,7 @@
 processes interfering (telemetry written by the runner's sampler), re-measurements."""
 import json
 
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.records import flags, summary
 from tests.report.conftest import column, copy_run, table

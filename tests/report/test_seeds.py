@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from deep500.cli import main
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.records import summary
 from deep500.report.seeds import mean_ci, mlperf_score, student_t_quantile, \

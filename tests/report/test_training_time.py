@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.level2 import to_target_parts
 from deep500.report.records import summary

@@ -5,7 +5,7 @@ import json
 import textwrap
 
 from deep500.recipe import run_recipe
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.report import write_reports
 from deep500.report.level0 import gflops_ci
 from deep500.report.records import distinct_labels, summary, varied_keys

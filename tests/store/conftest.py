@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from deep500.recipe.results import append_record, read_results, write_manifest
+from deep500.results.files import append_record, read_results, write_manifest
 
 TINY = textwrap.dedent("""
     name: storetiny

@@ -12,7 +12,7 @@ import pytest
 import deep500.recipe.experiments.operators as operators_experiment
 from deep500.cli import main
 from deep500.recipe import run_recipe
-from deep500.recipe.results import append_record, read_results
+from deep500.results.files import append_record, read_results
 from deep500.store import Database, StoreError, store_run, store_run_or_warn
 from deep500.store.database import SCHEMA_VERSION, configuration_key
 

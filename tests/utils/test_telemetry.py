@@ -13,7 +13,7 @@ import pytest
 from deep500.cli import build_parser
 from deep500.recipe import run_recipe
 from deep500.recipe.remeasure import measure_watched
-from deep500.recipe.results import read_results
+from deep500.results.files import read_results
 from deep500.utils.telemetry import TICK_S, InterferenceRule, TelemetrySampler
 
 SPIN = "import sys, time\n{before}\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n{after}"

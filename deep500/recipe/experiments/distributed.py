@@ -64,7 +64,7 @@ from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OP
                                                  make_optimizer,
                                                  parse_dataset, parse_optimizer)
 from deep500.recipe.problems import describe, key_path, show
-from deep500.recipe.results import mark_run_failed
+from deep500.results.files import mark_run_failed
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
 REFERENCE_SCHEMES = registry.get("reference").distributed_module

@@ -3,7 +3,7 @@
 
 Once per run, the **machine**: the recipe's ``machine:`` (or ``deep500 run --machine
 FILE``) when given, else a quick calibration on the ranks of the run
-(``deep500.utils.calibration.calibrate(quick=True)``: ping-pong and 4-byte allreduce
+(``deep500.lv3_distributed.calibration.calibrate(quick=True)``: ping-pong and 4-byte allreduce
 calls between ranks 0 and 1, γ, memory bandwidth, peak FLOP/s), written into the run
 folder as ``machine.yaml`` with its raw samples (``machine.samples.jsonl``). On one
 rank the calibration has no network part, and only 1-rank predictions are made.
@@ -199,7 +199,7 @@ def _run_machine(recipe, output_dir, world, size, threads):
         return given, {"given_by": recipe.machine_given_by or "recipe",
                        "path": recipe.machine_path, "name": given.name,
                        "source": given.source, "network": _has_network(given)}
-    from deep500.utils.calibration import calibrate
+    from deep500.lv3_distributed.calibration import calibrate
     from deep500.utils.machine import machine_from_dict
     from deep500.utils.threads import set_thread_counts
     out = os.path.join(output_dir, "machine.yaml")

@@ -61,7 +61,7 @@ def measure_shared_write(comm, sizes=COHERENCE_SIZES, repeats: int = COHERENCE_R
     one samples line per size (so a calibration killed halfway keeps the sizes done);
     the other ranks return None (ranks above 1 only wait)."""
     from mpi4py import MPI
-    from deep500.utils.calibration import _progress
+    from deep500.lv3_distributed.calibration import _progress
     rank = comm.Get_rank()
     pair = comm.Split(0 if rank < 2 else MPI.UNDEFINED, rank)
     if pair == MPI.COMM_NULL:
@@ -114,7 +114,7 @@ def measure_shared_write(comm, sizes=COHERENCE_SIZES, repeats: int = COHERENCE_R
 
 
 def _curve(samples: dict) -> list:
-    from deep500.utils.calibration import _summary
+    from deep500.lv3_distributed.calibration import _summary
     curve = []
     for nbytes in sorted(samples):
         point = _summary(samples[nbytes])
@@ -133,7 +133,7 @@ def coherence_section(samples: dict) -> dict:
 def read_coherence_samples(path: str) -> dict:
     """``{"sum": {nbytes: samples}, "receive": {...}}`` from the ``coherence`` lines of
     a samples file (empty dicts where there are none)."""
-    from deep500.utils.calibration import read_sample_records
+    from deep500.lv3_distributed.calibration import read_sample_records
     samples = {"sum": {}, "receive": {}}
     for record in read_sample_records(path, "coherence"):
         samples[record["kind"]][int(record["nbytes"])] = record["s_per_byte"]

@@ -16,7 +16,7 @@ import os
 import time
 
 from deep500.utils.interrupts import deferred
-from deep500.recipe.results import (RunFolderError, ResultsWriter, manifest_lock,
+from deep500.results.files import (RunFolderError, ResultsWriter, manifest_lock,
                                     read_manifest, read_results, record_counts,
                                     run_status, session_records, write_manifest)
 
@@ -58,7 +58,7 @@ class RunFolder:
         """Take ``path`` for one run. Raises RunFolderError when another process holds
         it (naming that process) or when it is not empty and ``append`` is false."""
         from filelock import FileLock, Timeout
-        from deep500.recipe.results import process_identity
+        from deep500.results.files import process_identity
         os.makedirs(path, exist_ok=True)
         lock_path = os.path.join(path, LOCK_FILE)
         lock = FileLock(lock_path)
@@ -129,7 +129,7 @@ class RunFolder:
 
     def start(self, manifest: dict) -> None:
         """Open the results file and write the first manifest (``running``)."""
-        from deep500.recipe.results import process_identity
+        from deep500.results.files import process_identity
         self.manifest = manifest
         manifest.update(status="running", process=process_identity(),
                         session=self.session, first_index=self.first_index,

@@ -19,7 +19,7 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
   exchange costs what a one-way message does; between two processes on one host both
   directions are copies by the same CPUs and memory, and an exchange is slower. The
   models price ``Sendrecv`` steps with this fit.
-* **coherence** (``deep500.utils.calibration_coherence``): δ_sum and δ_receive, what
+* **coherence** (``deep500.lv3_distributed.calibration_coherence``): δ_sum and δ_receive, what
   summing or receiving into a buffer costs more per byte when the peer's receive has
   just read it (its lines are then held by two cores), at 64 KB … 64 MB.
 * **γ**: ``numpy.add(a, b, out=a)`` on float32 buffers of 64 KB (cache-resident),
@@ -33,7 +33,7 @@ calibration stopped halfway leaves what it measured on disk), the YAML at the en
 * **peak FLOP/s** per thread count 1 … usable CPUs (``set_thread_counts``): GEMM as
   NumPy's BLAS ``matmul`` of large square float32 matrices (2n³ FLOPs), convolution as
   PyTorch's ``conv2d`` (2·N·K·C·R·S·P·Q FLOPs) or, without PyTorch, im2col + GEMM.
-* **software** (``deep500.utils.calibration_software``): with two ranks or more, the
+* **software** (``deep500.lv3_distributed.calibration_software``): with two ranks or more, the
   per-call overhead o of every allreduce algorithm (a 4-byte allreduce minus its
   α-β-γ prediction on the machine just fitted), measured under the same ``mpirun`` as
   the ping-pong; every algorithm's allreduce *in context* (between compute bursts, no
@@ -83,7 +83,7 @@ class Plan:
 
     @classmethod
     def make(cls, quick: bool = False) -> "Plan":
-        from deep500.utils.calibration_coherence import (COHERENCE_SIZES,
+        from deep500.lv3_distributed.calibration_coherence import (COHERENCE_SIZES,
                                                          COHERENCE_SIZES_QUICK)
         cpus = usable_cpus()
         if quick:
@@ -416,8 +416,8 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
     measured elsewhere;
     ``network=False`` skips the network part (the file then says so, and network
     predictions refuse to use it) and the allreduce overheads."""
-    from deep500.utils import calibration_coherence as coherence
-    from deep500.utils import calibration_software as software
+    from deep500.lv3_distributed import calibration_coherence as coherence
+    from deep500.lv3_distributed import calibration_software as software
     from deep500.utils.machine import machine_from_dict, save_machine
     from deep500.utils.threads import set_thread_counts
     plan = Plan.make(quick)
@@ -512,7 +512,7 @@ def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
 
 
 def _pingpong_main(argv) -> int:
-    """``python -m deep500.utils.calibration pingpong SAMPLES.jsonl [--quick]`` under
+    """``python -m deep500.lv3_distributed.calibration pingpong SAMPLES.jsonl [--quick]`` under
     mpirun: the network phases alone (ping-pong, exchange, 4-byte allreduce calls),
     their samples appended to the file."""
     from mpi4py import MPI
@@ -525,10 +525,10 @@ def _pingpong_main(argv) -> int:
         for exchange in (False, True):
             pingpong(comm, plan.pingpong_sizes, plan, log,
                      progress="--quiet" not in argv, exchange=exchange)
-        from deep500.utils.calibration_coherence import measure_shared_write
+        from deep500.lv3_distributed.calibration_coherence import measure_shared_write
         measure_shared_write(comm, plan.coherence_sizes, log=log,
                              progress="--quiet" not in argv)
-        from deep500.utils.calibration_software import (measure_allreduce_calls,
+        from deep500.lv3_distributed.calibration_software import (measure_allreduce_calls,
                                                          measure_allreduce_in_context)
         measure_allreduce_calls(comm, plan.allreduce_budget_s, plan.allreduce_min_repeats,
                                 plan.allreduce_max_repeats, log,
@@ -583,7 +583,7 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             open(samples_path, "w").close()
             command = [mpirun_executable(), "-np", str(int(np_ranks)), sys.executable, "-m",
-                       "deep500.utils.calibration", "pingpong", samples_path]
+                       "deep500.lv3_distributed.calibration", "pingpong", samples_path]
             command += ["--quick"] if quick else []
             command += [] if progress else ["--quiet"]
             process = subprocess.Popen(command)
@@ -597,8 +597,8 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
             if status != 0:
                 raise Deep500Error(f"the ping-pong under mpirun failed (exit status {status}); "
                                    f"its samples so far are in {samples_path}")
-            from deep500.utils.calibration_coherence import read_coherence_samples
-            from deep500.utils.calibration_software import (read_allreduce_samples,
+            from deep500.lv3_distributed.calibration_coherence import read_coherence_samples
+            from deep500.lv3_distributed.calibration_software import (read_allreduce_samples,
                                                              read_in_context_samples)
             allreduce_samples, allreduce_ranks = read_allreduce_samples(samples_path)
             return calibrate(out, network=True, quick=quick, progress=progress,
@@ -614,4 +614,4 @@ def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "pingpong":
         sys.exit(_pingpong_main(sys.argv[1:]))
-    sys.exit("usage: python -m deep500.utils.calibration pingpong SAMPLES.jsonl [--quick]")
+    sys.exit("usage: python -m deep500.lv3_distributed.calibration pingpong SAMPLES.jsonl [--quick]")

@@ -60,7 +60,7 @@ def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats
     from mpi4py import MPI
     from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
                                                        CommunicationNetwork)
-    from deep500.utils.calibration import _progress
+    from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     buffer = np.zeros(OVERHEAD_BYTES // 4, dtype=np.float32)  # 0 + 0 stays 0
@@ -141,7 +141,7 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
     from mpi4py import MPI
     from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
                                                        CommunicationNetwork)
-    from deep500.utils.calibration import _progress
+    from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     # Every rank runs the same burst: rank 0's trial sets its length for all.
@@ -197,7 +197,7 @@ def read_in_context_samples(path: str) -> dict:
     """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
     samples file; from its per-round lines where a killed calibration wrote no summary
     lines."""
-    from deep500.utils.calibration import read_sample_records
+    from deep500.lv3_distributed.calibration import read_sample_records
     samples = {}
     for record in read_sample_records(path, "allreduce_in_context"):
         samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
@@ -237,7 +237,7 @@ def in_context_table(samples: dict, ranks: int, machine) -> dict:
 def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
     """``({algorithm: samples}, ranks)`` from the ``allreduce_call`` lines of a samples
     file (ranks None when there are none)."""
-    from deep500.utils.calibration import read_sample_records
+    from deep500.lv3_distributed.calibration import read_sample_records
     samples, ranks = {}, None
     for record in read_sample_records(path, "allreduce_call"):
         samples[record["algorithm"]] = record["seconds"]
