@@ -117,3 +117,97 @@ def test_a_framework_uses_no_other_frameworks_operators(framework):
              for line, name in imports(path)
              if within(name, others) and not within(name, SHARED_BETWEEN_FRAMEWORKS)]
     assert not found, "\n".join(found)
+
+
+# -- the whole package: the level order of DESIGN.md and no import cycle --------------
+# Import order, lowest first (DESIGN.md, "Where the pieces live"); a module may import
+# from its own rank or below. deep500/__init__.py and __main__.py are the top.
+LEVEL_ORDER = (("utils",), ("lv0_operators",), ("lv1_network", "networks"),
+               ("lv2_training", "datasets"), ("lv3_distributed",), ("frameworks",),
+               ("conformance", "results"), ("store", "report"), ("recipe",), ("cli",))
+RANK = {name: rank for rank, names in enumerate(LEVEL_ORDER) for name in names}
+
+
+def module_files() -> dict[str, pathlib.Path]:
+    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """``{module: {imported module: line}}`` over ``deep500``: every import statement,
+    deferred ones included, resolved to the module file it names (``from a import b``
+    names ``a.b`` where that is a module, else ``a``)."""
+    files = module_files()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in files.items():
+        edges = graph.setdefault(module, {})
+        found = imports(path, module)
+        named = {name for _, name in found}
+        for line, name in found:
+            if not name.startswith("deep500"):
+                continue
+            # ``from a import b``: imports reports both a and a.b; a.b wins when it is a
+            # module, so a package's __init__ is not counted for every submodule.
+            if name not in files and name.rpartition(".")[0] in named and \
+                    resolve(name) == name.rpartition(".")[0]:
+                target = name.rpartition(".")[0]
+            else:
+                target = resolve(name)
+            if target is None or target == module:
+                continue
+            if any(other.startswith(name + ".") and other in files for other in named):
+                continue   # the package named only as the base of ``from a import b``
+            edges.setdefault(target, line)
+    return graph
+
+
+def rank_of(module: str) -> int | None:
+    parts = module.split(".")
+    return RANK.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_every_subpackage_has_a_place_in_the_level_order():
+    top = {path.name if path.is_dir() else path.stem for path in PACKAGE.iterdir()
+           if (path.is_dir() and (path / "__init__.py").exists()) or path.suffix == ".py"}
+    unplaced = sorted(top - set(RANK) - {"__init__", "__main__"})
+    assert not unplaced, (f"add {unplaced} to LEVEL_ORDER here and to DESIGN.md's import "
+                          f"order")
+
+
+def test_no_import_points_up_the_level_order():
+    upward = [f"{module} (line {line}) imports {target}"
+              for module, edges in import_graph().items()
+              for target, line in edges.items()
+              if rank_of(module) is not None and rank_of(target) is not None
+              and rank_of(target) > rank_of(module)]
+    assert not upward, "imports against the level order of DESIGN.md:\n" + "\n".join(upward)
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import cycles: strongly connected components of more than one module."""
+    import networkx as nx
+    digraph = nx.DiGraph((module, target) for module, edges in graph.items()
+                         for target in edges)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(digraph) if len(c) > 1)
+
+
+def test_no_two_modules_import_each_other():
+    graph = import_graph()
+    cycles = strongly_connected(graph)
+    shown = []
+    for component in cycles:
+        inside = set(component)
+        shown.append(" ; ".join(f"{m} -> {t} (line {line})" for m in component
+                                for t, line in graph[m].items() if t in inside))
+    assert not cycles, "import cycles:\n" + "\n".join(shown)
+
+
+def test_the_cycle_finder_sees_a_deferred_cycle():
+    graph = {"deep500.a": {"deep500.b": 3}, "deep500.b": {"deep500.a": 9},
+             "deep500.c": {"deep500.a": 1}}
+    assert strongly_connected(graph) == [["deep500.a", "deep500.b"]]
