@@ -134,3 +134,33 @@ def test_hardware():
     assert isinstance(info["gpus"], list)
     for gpu in info["gpus"]:
         assert set(gpu) == {"index", "name", "memory", "driver"}
+
+
+def test_thread_counts_restores_what_was_in_force():
+    import torch
+    from deep500.utils.threads import thread_conditions, thread_counts
+    before = thread_conditions()
+    torch_before = torch.get_num_threads()
+    with thread_counts(1) as inside:
+        assert inside["torch_threads"] == 1 and inside["OMP_NUM_THREADS"] == "1"
+        assert set(inside["blas_threads"].values()) == {1}
+    assert thread_conditions() == before
+    assert torch.get_num_threads() == torch_before
+
+
+def test_thread_counts_restores_after_an_error():
+    from deep500.utils.threads import thread_conditions, thread_counts
+    before = thread_conditions()
+    with pytest.raises(RuntimeError):
+        with thread_counts(1):
+            raise RuntimeError("measured code failed")
+    assert thread_conditions() == before
+
+
+def test_resolve_threads_is_the_one_default():
+    from deep500.utils.threads import resolve_threads, usable_cpu_count
+    assert resolve_threads(3, ranks=4) == 3
+    assert resolve_threads(None, ranks=1) == usable_cpu_count()
+    assert resolve_threads(None, ranks=10 ** 6) == 1
+    with pytest.raises(ValueError):
+        resolve_threads(0)
