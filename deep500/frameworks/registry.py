@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Callable, Iterable
 
 from deep500.utils.errors import Deep500Error, MissingDependencyError
+from deep500.utils.onnx_interop import support
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -367,6 +368,18 @@ def supporters(op_type: str, domain: str = "", among: Iterable[str] | None = Non
         except Exception as exc:  # noqa: BLE001 - a broken install is reported, not raised
             unchecked[name] = f"{type(exc).__name__}: {exc}"
     return supported, unchecked
+
+
+def _supporters_other_than(op_type: str, domain: str, exclude: str
+                           ) -> tuple[list[str], dict[str, str]]:
+    """The support table of the unsupported-operator errors: :func:`supporters` over every
+    registered framework but ``exclude``."""
+    return supporters(op_type, domain, [n for n in FRAMEWORKS if n != exclude])
+
+
+# The ONNX level lists who supports an operator from this table, handed over here
+# because it may not import the frameworks.
+support.register_support_table(_supporters_other_than)
 
 
 __all__ = ["Capabilities", "Framework", "FRAMEWORKS", "executor_factory", "executor_names",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from deep500.utils.onnx_interop.normalize import normalize_operations
+from deep500.utils.onnx_interop.added_nodes import normalize_operations
 from deep500.utils.onnx_interop.schemas import operator_class
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL

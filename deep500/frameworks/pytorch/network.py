@@ -20,7 +20,7 @@ from deep500.lv1_network.network import GRADIENT_SUFFIX, Network
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 from deep500.utils.onnx_interop.carried_types import carriers, carry
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
-from deep500.utils.onnx_interop.normalize import normalize_operations
+from deep500.utils.onnx_interop.added_nodes import normalize_operations
 from deep500.utils.onnx_interop.schemas import OnnxOperation
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")

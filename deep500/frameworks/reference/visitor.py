@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.operators import ReferenceOp, registry
 from deep500.utils.errors import UnsupportedError
-from deep500.utils.onnx_interop.normalize import normalize_operations
+from deep500.utils.onnx_interop.added_nodes import normalize_operations
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import REQUIRED, OnnxOperation
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor

@@ -17,7 +17,7 @@ from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
 from deep500.utils.framework_errors import tag_node
-from deep500.utils.onnx_interop.normalize import normalize_operations
+from deep500.utils.onnx_interop.added_nodes import normalize_operations
 
 
 def to_numpy(value) -> np.ndarray:

@@ -31,7 +31,7 @@ Nodes of operators without such changes keep their class. https://onnx.ai/onnx/r
 from __future__ import annotations
 
 import numpy as np
-from onnx import GraphProto, numpy_helper
+from onnx import numpy_helper
 
 from deep500.utils.errors import UnsupportedError
 from deep500.utils.onnx_interop.opset_upgrades import ATTRIBUTE_INPUTS, DATA
@@ -118,20 +118,15 @@ def normalize_model(model) -> None:
     model.constants.update(context.constants)
 
 
-def normalize_operations(operations, network: str = "") -> tuple[list, dict]:
+def normalize_nodes(operations, network: str = "") -> tuple[list, dict]:
     """(normalised nodes, constants they read) for nodes outside a parsed model, e.g.
-    one added to a built network named ``network``."""
-    from deep500.utils.onnx_interop.parser import parse_bodies  # the parser uses this module
+    one added to a built network named ``network``. Their graph attributes stay
+    unparsed: ``added_nodes.normalize_operations`` parses them as well."""
     context = _Context(operations=operations,
                        where=f" of network '{network}'" if network else "")
     nodes = []
     for op in operations:
         nodes.extend(normalize_operation(op, context))
-    for node in nodes:
-        if not node.subgraphs and any(isinstance(v, GraphProto)
-                                      for v in node.attributes.values()):
-            parse_bodies(node, max(node.since_version, node.original_version),
-                         source=f"network '{network}'" if network else "<in memory>")
     return nodes, context.constants
 
 

@@ -3,8 +3,12 @@
 When an executor meets an operator it cannot build, the user needs the whole list at
 once, not one operator per attempt: every unsupported node (name, operator, domain,
 opset version) grouped by operator, and for each operator the registered executors that
-do support it (from :mod:`deep500.frameworks.registry`), so that the choice is "use
-another executor" or "re-export the model" in one step.
+do support it, so that the choice is "use another executor" or "re-export the model" in
+one step.
+
+Which executor supports what is a table handed to this module
+(:func:`register_support_table`) by the framework registry when it is imported
+(``deep500/frameworks/registry.py``): this level knows no framework.
 """
 from __future__ import annotations
 
@@ -28,12 +32,26 @@ def group_by_operator(ops: Iterable) -> dict:
     return groups
 
 
-def registry_supporters(op_type: str, domain: str, exclude: str = "") -> str:
-    """Which registered executors build ``op_type``, in words (the registry is asked at
-    call time: building the error is the only moment it is needed)."""
-    from deep500.frameworks import registry   # the runner-side registry, looked up lazily
-    among = [n for n in registry.FRAMEWORKS if n != exclude]
-    supported, unchecked = registry.supporters(op_type, domain, among)
+#: ``table(op_type, domain, exclude) -> ([executors that build it], {executor: why it
+#: was not checked})``, over the registered executors other than ``exclude``.
+SupportTable = Callable[[str, str, str], "tuple[list[str], dict[str, str]]"]
+_support_table: SupportTable | None = None
+
+
+def register_support_table(table: SupportTable | None) -> None:
+    """Make ``table`` the one :func:`registered_supporters` asks (the framework registry
+    registers its own when imported); None forgets it."""
+    global _support_table
+    _support_table = table
+
+
+def registered_supporters(op_type: str, domain: str, exclude: str = "") -> str:
+    """Which registered executors other than ``exclude`` build ``op_type``, in words;
+    empty when no support table is registered. The table is asked at call time:
+    building the error is the only moment it is needed."""
+    if _support_table is None:
+        return ""
+    supported, unchecked = _support_table(op_type, domain, exclude)
     text = ("supported by " + ", ".join(supported)) if supported else \
         "supported by no other registered executor"
     if unchecked:
@@ -44,11 +62,11 @@ def registry_supporters(op_type: str, domain: str, exclude: str = "") -> str:
 
 def unsupported_operators_error(framework: str, ops: list, model=None, exclude: str = "",
                                 supporters: Callable[[str, str, str], str] | None =
-                                registry_supporters) -> UnsupportedError:
+                                registered_supporters) -> UnsupportedError:
     """One :class:`UnsupportedError` naming every node of ``ops``, grouped by operator,
     with the executors that support each operator (``supporters(op_type, domain,
-    exclude)``; None leaves that out). ``framework`` is the executor's name in words,
-    ``exclude`` its registry name."""
+    exclude)`` in words; None or an empty text leaves that out). ``framework`` is the
+    executor's name in words, ``exclude`` its registry name."""
     where = ""
     if model is not None:
         source = getattr(model, "source", "") or ""
@@ -57,9 +75,9 @@ def unsupported_operators_error(framework: str, ops: list, model=None, exclude: 
     groups = group_by_operator(ops)
 
     def also(op_type, domain):
-        if supporters is None:
-            return ""
-        return "; " + supporters(op_type, "" if domain == "ai.onnx" else domain, exclude)
+        text = "" if supporters is None else supporters(
+            op_type, "" if domain == "ai.onnx" else domain, exclude)
+        return "; " + text if text else ""
 
     if len(groups) == 1:
         ((domain, op_type, version), nodes), = groups.items()
@@ -81,4 +99,5 @@ def unsupported_operators_error(framework: str, ops: list, model=None, exclude: 
     return UnsupportedError("\n".join(lines))
 
 
-__all__ = ["group_by_operator", "registry_supporters", "unsupported_operators_error"]
+__all__ = ["SupportTable", "group_by_operator", "register_support_table",
+           "registered_supporters", "unsupported_operators_error"]
