@@ -13,6 +13,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
+from deep500.frameworks._bridge.inner_network import register_inner_network
 from deep500.frameworks.reference.network import ReferenceNetwork
 from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
@@ -418,3 +419,17 @@ def from_onnx(path_or_model, device=None, events=(), **options) -> ReferenceGrap
                                       {vi.name: vi for vi in model.feed_inputs})
     executor.plan()
     return executor
+
+
+def body_executor(model: OnnxModel, where: str) -> ReferenceGraphExecutor:
+    """The executor of a control-flow body (a graph attribute, ``where`` names it): a
+    reference network built from the body's parsed ``model``, whose outer-scope names are
+    inputs too. The control-flow operators get it through the inner-network registry."""
+    network = ReferenceNetwork(where)
+    ReferenceVisitor(where).visit_model(model, network)
+    for name in model.outer_inputs:
+        network.add_input(name)
+    return ReferenceGraphExecutor(network)
+
+
+register_inner_network("reference", body_executor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
+from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.network import Network, gradient_name
 from deep500.utils.errors import Deep500Error
 
@@ -109,7 +110,6 @@ class ReferenceNetwork(Network):
         default the one the ReferenceVisitor chooses) from tensors ``inputs`` (by default
         ``op.inputs`` and then ``op.implicit_inputs``)."""
         if operator is None:
-            from deep500.frameworks.reference.visitor import ReferenceVisitor
             ReferenceVisitor(self.name).add_operation(op, self)
             return
         key = op_key(op.name)

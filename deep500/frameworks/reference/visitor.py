@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from deep500.frameworks.reference.network import ReferenceNetwork
+from deep500.frameworks._bridge.node_errors import NodeErrors, model_place
 from deep500.frameworks.reference.operators import ReferenceOp, registry
 from deep500.utils.errors import UnsupportedError
 from deep500.utils.onnx_interop.added_nodes import normalize_operations
@@ -50,10 +50,13 @@ def _without_effect(op: OnnxOperation, key: str, value) -> bool:
     return _same(value, op.attribute_defaults.get(key, REQUIRED))
 
 
-class ReferenceVisitor(OnnxBaseVisitor):
+class ReferenceVisitor(NodeErrors, OnnxBaseVisitor):
     """Builds a :class:`ReferenceNetwork`: the model's parameters become trainable
     parameters, other initializers and ``Constant`` nodes constants, and every other node
-    an operation computed by the reference operator of its ``op_type``."""
+    an operation computed by the reference operator of its ``op_type``.
+
+    ``network`` in the hooks is a ``ReferenceNetwork``, which imports this module to add
+    a node it is given without its operator (so this module does not import it back)."""
     framework = "The reference (NumPy) framework"
     errors = "reference"
 
@@ -62,7 +65,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
         self._parameters: set = set()
 
     # -- hooks -------------------------------------------------------------------
-    def visit_graph(self, model: OnnxModel, network: ReferenceNetwork) -> None:
+    def visit_graph(self, model: OnnxModel, network) -> None:
         self._parameters = set(model.parameters)
         if model.proto is not None:
             graph = model.proto.graph
@@ -76,7 +79,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
         for name, value in model.constants.items():
             network.add_constant(name, value)
 
-    def visit_initializer(self, name: str, value, network: ReferenceNetwork) -> None:
+    def visit_initializer(self, name: str, value, network) -> None:
         """The model's parameters (floating-point initializers other than batch-norm
         running statistics) become trainable parameters, other initializers constants."""
         if not value.flags.writeable:
@@ -84,13 +87,13 @@ class ReferenceVisitor(OnnxBaseVisitor):
             value = value.copy()
         network.feed_tensor(name, value, is_param=name in self._parameters)
 
-    def visit_input(self, value_info: OnnxValueInfo, network: ReferenceNetwork) -> None:
+    def visit_input(self, value_info: OnnxValueInfo, network) -> None:
         network.add_input(value_info.name)
 
-    def visit_output(self, value_info: OnnxValueInfo, network: ReferenceNetwork) -> None:
+    def visit_output(self, value_info: OnnxValueInfo, network) -> None:
         network.add_output(value_info.name)
 
-    def visit_constant(self, op: OnnxOperation, network: ReferenceNetwork) -> None:
+    def visit_constant(self, op: OnnxOperation, network) -> None:
         """A ``Constant`` node's output becomes a constant tensor of the network."""
         network.add_constant(op.outputs[0], self.constant_value(op))
 
@@ -103,7 +106,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # -- conversion ----------------------------------------------------------------
-    def add_operation(self, op: OnnxOperation, network: ReferenceNetwork) -> None:
+    def add_operation(self, op: OnnxOperation, network) -> None:
         """Add ``op`` to ``network`` with its reference operator. A node added to a
         built network (not parsed with a model) is normalised here."""
         if not isinstance(getattr(self, "model", None), OnnxModel):
@@ -123,12 +126,12 @@ class ReferenceVisitor(OnnxBaseVisitor):
     def convert(self, op: OnnxOperation) -> ReferenceOp:
         """The reference operator computing ``op`` (a normalised node)."""
         if op.domain not in ("", "ai.onnx"):
-            raise self._unsupported(op, f"operators of domain {op.domain!r} have no "
+            raise self.node_error(op, f"operators of domain {op.domain!r} have no "
                                         f"reference implementation")
         try:
             cls = registry.get_operator_class(op.op_type)
         except UnsupportedError as exc:
-            raise self._unsupported(op, str(exc)) from None
+            raise self.node_error(op, str(exc)) from None
         attributes = {}
         for key, value in op.attributes.items():
             if key in cls.defaults:
@@ -138,7 +141,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
                 default = op.attribute_defaults.get(key, REQUIRED)
                 allowed = (f"only its default {default!r} is supported"
                            if default is not REQUIRED else "it has no default")
-                raise self._unsupported(
+                raise self.node_error(
                     op, f"the reference operator does not implement attribute {key}={value!r} "
                         f"(it implements {sorted(cls.defaults) or 'no attributes'}); "
                         f"{allowed}. Re-export the model without it, or run it with another "
@@ -149,7 +152,7 @@ class ReferenceVisitor(OnnxBaseVisitor):
                 operator.bind_node(op)   # Loop, If, Scan: their parsed bodies
             return operator
         except UnsupportedError as exc:
-            raise self._unsupported(op, str(exc)) from None
+            raise self.node_error(op, str(exc)) from None
 
     def constant_value(self, op: OnnxOperation) -> np.ndarray:
         """The value of a ``Constant`` node (the parser made value_float(s) and
@@ -157,16 +160,11 @@ class ReferenceVisitor(OnnxBaseVisitor):
         attributes = op.given_attributes
         if "value" in attributes:
             return numpy_helper.to_array(attributes["value"])
-        raise self._unsupported(op, f"Constant nodes with {sorted(attributes)} (sparse or "
+        raise self.node_error(op, f"Constant nodes with {sorted(attributes)} (sparse or "
                                     f"string values) are not supported")
 
-    # -- helpers -------------------------------------------------------------------
-    def _unsupported(self, op: OnnxOperation, reason: str) -> UnsupportedError:
+    # -- errors --------------------------------------------------------------------
+    def error_place(self) -> str:
+        """The model being visited, else the network a node is added to."""
         model = getattr(self, "model", None)
-        if isinstance(model, OnnxModel):
-            where = f" of model '{model.name}' ({model.source})"
-        else:
-            where = f" of network '{self._where}'" if self._where else ""
-        return UnsupportedError(f"{self.framework} cannot run node '{op.name}' "
-                                f"({op.op_type}, opset version {op.original_version}){where}: "
-                                f"{reason}")
+        return model_place(model if isinstance(model, OnnxModel) else None, self._where)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from deep500.frameworks._bridge.inner_network import inner_network_factory
 from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 from deep500.utils.framework_errors import tag_node
@@ -54,24 +55,19 @@ class Body:
     inputs, its outer-scope names (extra inputs) and its outputs."""
 
     def __init__(self, model: OnnxModel, where: str):
-        # Imported here: the executor and visitor import this package.
-        from deep500.frameworks.reference.executor import ReferenceGraphExecutor
-        from deep500.frameworks.reference.network import ReferenceNetwork
-        from deep500.frameworks.reference.visitor import ReferenceVisitor
-
-        network = ReferenceNetwork(where)
-        ReferenceVisitor(where).visit_model(model, network)
-        for name in model.outer_inputs:
-            network.add_input(name)
+        # The reference executor registers the factory (this package cannot import it:
+        # the executor imports the visitor, which imports the operators).
+        executor = inner_network_factory("reference")(model, where)
+        network = executor.network
         self.where = where
         self.model = model
         self.inputs = [v.name for v in model.inputs]
         self.outputs = [v.name for v in model.outputs]
         self.outer = list(model.outer_inputs)
         self.network = network
-        self._executor = ReferenceGraphExecutor(network)
-        self._plan = self._executor.plan()
-        self._accumulate = ReferenceGraphExecutor._accumulate
+        self._executor = executor
+        self._plan = executor.plan()
+        self._accumulate = executor._accumulate
         # Names gradients can reach: inputs, outer names and what is computed from them
         # (not the body's own constants).
         reached = set(self.inputs) | set(self.outer)
