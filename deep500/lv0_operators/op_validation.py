@@ -15,7 +15,7 @@ import numpy as np
 
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.utils.errors import Deep500Error, ShapeError
-from deep500.utils.metric import TestMetric, run_measured
+from deep500.utils.metric import TestMetric, require_reference, run_measured
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.threads import thread_conditions
 from deep500.utils.validation_result import OpTestResult
@@ -54,9 +54,7 @@ def test_op_forward(op: CustomOp, inputs: Sequence[np.ndarray],
     conditions = _measurement_conditions(op, inputs)
     results = []
     for metric in metrics:
-        if reference_outputs is None and getattr(metric, "needs_reference", False):
-            raise Deep500Error(f"{metric.name} compares with reference outputs, but "
-                               f"test_op_forward got none for {op.name}")
+        require_reference(metric, reference_outputs, f"test_op_forward of {op.name}")
         result = metric.measure(inputs, outputs, reference_outputs)
         result.conditions = {**conditions, **result.conditions}
         results.append(result)

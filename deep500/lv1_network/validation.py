@@ -11,8 +11,8 @@ from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.metrics import FrameworkOverhead, OperatorTimes, PeakMemory
 from deep500.lv1_network.network import gradient_name
-from deep500.utils.errors import Deep500Error, ModelError
-from deep500.utils.metric import TestMetric, run_measured
+from deep500.utils.errors import ModelError
+from deep500.utils.metric import TestMetric, require_reference, run_measured
 from deep500.utils.tensor_desc import TensorDescriptor
 from deep500.utils.threads import thread_conditions
 from deep500.utils.validation_result import TestResult
@@ -79,9 +79,7 @@ def _run(executor, call, inputs, metrics, reference, test: str) -> TestResult:
     conditions = _conditions(executor, inputs)
     results = []
     for metric in metrics:
-        if reference is None and getattr(metric, "needs_reference", False):
-            raise Deep500Error(f"{metric.name} compares with reference values, but "
-                               f"{test} of {executor.network.name} got none")
+        require_reference(metric, reference, f"{test} of {executor.network.name}")
         missing = [k for k in (reference or {}) if k not in outputs]
         if missing:
             raise ModelError(f"{executor.framework} executor produced no {missing} for "

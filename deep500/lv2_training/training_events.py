@@ -17,6 +17,7 @@ import sys
 import time
 
 from deep500.lv2_training.events import StopTraining, TrainingEvent
+from deep500.lv2_training.training_metrics import accuracy_target
 from deep500.utils.errors import Deep500Error
 
 
@@ -88,13 +89,7 @@ class StopAtAccuracy(TrainingEvent):
     (``on="test"``: the validation pass; ``on="train"``: the training steps')."""
 
     def __init__(self, target: float, on: str = "test"):
-        if on not in ("test", "train"):
-            raise Deep500Error(f"StopAtAccuracy(on=...) is 'test' or 'train', got {on!r}")
-        if not 0.0 <= float(target) <= 1.0:
-            raise Deep500Error(f"StopAtAccuracy: target is a fraction in [0, 1], got "
-                               f"{target}")
-        self.target = float(target)
-        self.on = on
+        self.target, self.on = accuracy_target("StopAtAccuracy", target, on)
 
     def before_training(self, trainer, stats):
         if self.on == "test" and trainer.validation_sampler is None:

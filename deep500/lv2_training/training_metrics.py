@@ -14,6 +14,17 @@ from deep500.utils.errors import Deep500Error
 from deep500.utils.metric import MetricResult, TestMetric
 
 
+
+def accuracy_target(who: str, target, on: str) -> tuple[float, str]:
+    """``(target, on)`` checked: an accuracy ``target`` in [0, 1] reached ``on`` the
+    validation pass (``"test"``) or the training steps (``"train"``); ``who`` names the
+    caller in the error."""
+    if on not in ("test", "train"):
+        raise Deep500Error(f"{who}(on=...) is 'test' or 'train', got {on!r}")
+    if not 0.0 <= float(target) <= 1.0:
+        raise Deep500Error(f"{who}: target is a fraction in [0, 1], got {target}")
+    return float(target), on
+
 class TrainingMetric(TestMetric):
     """Base class: ``measure_training(statistics)`` computes the result after training.
     ``d5.test_training`` calls it; ``measure(statistics)`` does the same."""
@@ -77,13 +88,7 @@ class TimeToAccuracy(TrainingMetric):
               "best")  # the summary's keys
 
     def __init__(self, target: float, on: str = "test"):
-        if on not in ("test", "train"):
-            raise Deep500Error(f"TimeToAccuracy(on=...) is 'test' or 'train', got {on!r}")
-        if not 0.0 <= float(target) <= 1.0:
-            raise Deep500Error(f"TimeToAccuracy: target is a fraction in [0, 1], got "
-                               f"{target}")
-        self.target = float(target)
-        self.on = on
+        self.target, self.on = accuracy_target("TimeToAccuracy", target, on)
 
     def measure_training(self, statistics):
         seconds = training_seconds = 0.0

@@ -79,6 +79,12 @@ class EpochStatistics:
                           dict(v) if isinstance(v, dict) else v) for k, v in data.items()})
 
 
+
+def _epoch_curve(field_name: str) -> property:
+    """A read-only list of every epoch's ``field_name``, in order."""
+    return property(lambda self: [getattr(e, field_name) for e in self.epochs],
+                    doc=f"Every epoch's {field_name.replace('_', ' ')}, in order.")
+
 @dataclass
 class TrainingStatistics:
     """The statistics of a training run: one :class:`EpochStatistics` per epoch, the
@@ -103,21 +109,10 @@ class TrainingStatistics:
         return self.epochs[-1] if self.epochs else None
 
     # -- curves ------------------------------------------------------------------------
-    @property
-    def train_losses(self) -> list:
-        return [e.train_loss for e in self.epochs]
-
-    @property
-    def train_accuracies(self) -> list:
-        return [e.train_accuracy for e in self.epochs]
-
-    @property
-    def test_losses(self) -> list:
-        return [e.test_loss for e in self.epochs]
-
-    @property
-    def test_accuracies(self) -> list:
-        return [e.test_accuracy for e in self.epochs]
+    train_losses = _epoch_curve("train_loss")
+    train_accuracies = _epoch_curve("train_accuracy")
+    test_losses = _epoch_curve("test_loss")
+    test_accuracies = _epoch_curve("test_accuracy")
 
     @property
     def step_losses(self) -> list:

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from deep500.utils.errors import Deep500Error
+
 
 @dataclass
 class MetricResult:
@@ -86,12 +88,15 @@ class TestMetric:
             outside their clock.
         exclusive: the metric slows or disturbs the run (e.g. tracing allocations), so
             it is measured in runs of its own.
+        needs_reference: the metric compares with reference values (an error norm), so
+            a validation given none refuses it (:func:`require_reference`).
     """
     __test__ = False  # not a pytest test class despite the name
     reruns: int = 1
     requires_outputs: bool = False
     measures_time: bool = False
     exclusive: bool = False
+    needs_reference: bool = False
 
     @property
     def name(self) -> str:
@@ -112,6 +117,14 @@ class TestMetric:
     def more_runs(self) -> int:
         """After its ``reruns``, how many more runs the metric wants (0: none)."""
         return 0
+
+
+def require_reference(metric: TestMetric, reference, what: str) -> None:
+    """Refuse ``metric`` when it compares with reference values and ``what`` (the
+    validation and its subject, e.g. ``"test_op_forward of Relu"``) got none."""
+    if reference is None and getattr(metric, "needs_reference", False):
+        raise Deep500Error(f"{metric.name} compares with reference values, but {what} got "
+                           f"none")
 
 
 def run_measured(call: Callable[[], Any], metrics: Sequence[TestMetric],
