@@ -495,11 +495,13 @@ def build_parser() -> argparse.ArgumentParser:
     conformance.add_argument("--executors", default=",".join(registry.names()),
                              help="comma-separated executors (default: every registered "
                              "framework: %(default)s)")
-    conformance.add_argument("--out", default="docs/conformance.md", help="Markdown table")
-    conformance.add_argument("--json", default="tests/lv1_network/conformance_passing.json",
-                             help="locked passing set to update")
-    conformance.add_argument("--results", default="results/conformance.json",
-                             help="every case's status and message")
+    conformance.add_argument("--out", help="Markdown page, with its per-case matrix beside "
+                             "it (default: docs/conformance.md; results/ with --pattern)")
+    conformance.add_argument("--json", help="locked passing set to update (default: "
+                             "tests/lv1_network/conformance_passing.json; with --pattern "
+                             "only checked)")
+    conformance.add_argument("--results", help="every case's status, class and message "
+                             "(default: results/conformance.json; results/ with --pattern)")
     conformance.add_argument("--pattern", help="only cases whose name matches this regex")
     conformance.add_argument("--time-limit", type=float, default=20.0,
                              help="seconds per case before its remaining data sets are skipped")

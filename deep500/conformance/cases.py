@@ -16,23 +16,25 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
+from deep500.conformance.precision import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
+from deep500.conformance.reductions import reduction_length
 from deep500.utils.errors import Deep500Error
 
-DEFAULT_RTOL = 1e-3   # ONNX's backend test runner defaults
-DEFAULT_ATOL = 1e-7
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 
 
 @dataclass
 class ConformanceCase:
     """One ONNX node test: a model and ``(inputs, expected outputs)`` data sets, both
-    lists in the order of the graph's (fed) inputs and outputs."""
+    lists in the order of the graph's (fed) inputs and outputs; the operator it tests and
+    how many terms each of that operator's outputs sums (both set when loaded)."""
     name: str
     model: onnx.ModelProto
     data_sets: list = field(default_factory=list)
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
     op_type: str = ""
+    reduction_length: int = 0
 
     @property
     def input_names(self) -> list[str]:
@@ -42,6 +44,11 @@ class ConformanceCase:
     @property
     def output_names(self) -> list[str]:
         return [o.name for o in self.model.graph.output]
+
+    @property
+    def tolerance(self) -> Tolerance:
+        """What the outputs may differ by (:mod:`deep500.conformance.precision`)."""
+        return Tolerance(self.rtol, self.atol, self.op_type, self.reduction_length)
 
 
 def load_cases(pattern: str | None = None, test_cases: Iterable | None = None
@@ -54,7 +61,7 @@ def load_cases(pattern: str | None = None, test_cases: Iterable | None = None
     regex = re.compile(pattern) if pattern else None
     cases = [case_from_test_case(tc) for tc in test_cases
              if regex is None or regex.search(tc.name)]
-    _assign_op_types(cases)
+    _annotate(cases)
     return sorted(cases, key=lambda c: c.name)
 
 
@@ -118,7 +125,7 @@ def cases_from_directory(root: str, pattern: str | None = None) -> list[Conforma
     cases = [case_from_directory(os.path.dirname(p))
              for p in sorted(glob.glob(os.path.join(root, "*", "model.onnx")))
              if regex is None or regex.search(os.path.basename(os.path.dirname(p)))]
-    _assign_op_types(cases)
+    _annotate(cases)
     return cases
 
 
@@ -162,17 +169,32 @@ def copy_value(value):
     return value.copy() if isinstance(value, np.ndarray) else value
 
 
-def _assign_op_types(cases: list[ConformanceCase]) -> None:
-    """The operator each case tests: ``test_<op>_...`` matched against the model's node
-    types (then against every ONNX operator name). An ``_expanded`` case (the operator's
-    function body) tests the operator of its unexpanded twin."""
+def _annotate(cases: list[ConformanceCase]) -> None:
+    """The operator each case tests (``test_<op>_...`` matched against the model's node
+    types, then against every ONNX operator name) and its reduction length. An
+    ``_expanded`` case (the operator's function body) tests the operator of its unexpanded
+    twin, with the twin's reduction length (read from the twin's node)."""
     for case in cases:
         case.op_type = tested_operator(case.name, case.model)
-    by_name = {c.name: c.op_type for c in cases}
+    twins = {c.name: c for c in cases}
     for case in cases:
-        twin = _EXPANDED.sub("", case.name)
-        if twin != case.name and twin in by_name:
-            case.op_type = by_name[twin]
+        twin = twins.get(_EXPANDED.sub("", case.name))
+        if twin is not None and twin is not case:
+            case.op_type = twin.op_type
+    for case in cases:
+        case.reduction_length = reduction_length(case.op_type, case.model, _values(case))
+    for case in cases:
+        twin = twins.get(_EXPANDED.sub("", case.name))
+        if twin is not None and twin is not case:
+            case.reduction_length = twin.reduction_length
+
+
+def _values(case: ConformanceCase) -> dict:
+    """The case's initializers and its first data set's inputs, by graph input name."""
+    values = {t.name: onnx.numpy_helper.to_array(t) for t in case.model.graph.initializer}
+    if case.data_sets:
+        values.update(zip(case.input_names, case.data_sets[0][0]))
+    return values
 
 
 def tested_operator(name: str, model: onnx.ModelProto) -> str:

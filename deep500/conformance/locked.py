@@ -25,13 +25,25 @@ def update_locked(path: str, results: ConformanceResults, replace: bool = False
     truth for the cases it ran (cases it did not run keep their state).
     """
     locked = read_locked(path)
-    regressions = {}
+    regressions = locked_regressions(locked, results)
     for executor in results.executors:
-        ran = {r.case: r.status for r in results.of(executor)}
+        ran = {r.case for r in results.of(executor)}
+        passing = {r.case for r in results.of(executor) if r.status == "pass"}
         previous = set(locked.get(executor, []))
-        passing = {case for case, status in ran.items() if status == "pass"}
-        regressions[executor] = sorted(c for c in previous if c in ran and c not in passing)
-        keep = previous - set(ran) if replace else previous
+        keep = previous - ran if replace else previous
         locked[executor] = sorted(keep | passing)
     write_text(path, json.dumps(dict(sorted(locked.items())), indent=1) + "\n")
-    return {e: cases for e, cases in regressions.items() if cases}
+    return regressions
+
+
+def locked_regressions(locked: dict[str, list[str]], results: ConformanceResults
+                       ) -> dict[str, list[str]]:
+    """``{executor: [locked cases this run ran and did not pass]}``, executors with none
+    left out."""
+    regressions = {}
+    for executor in results.executors:
+        failed = {r.case for r in results.of(executor) if r.status != "pass"}
+        lost = sorted(set(locked.get(executor, [])) & failed)
+        if lost:
+            regressions[executor] = lost
+    return regressions

@@ -1,18 +1,21 @@
 """Running cases on executors: build the executor from the case's model, run each data
-set, compare, and classify the case as pass, fail, unsupported or error. The executors
+set, compare, and classify the case as pass, fail, unsupported or error, and a case that
+does not pass by its failure class (:mod:`deep500.conformance.classify`). The executors
 come from the framework registry."""
 from __future__ import annotations
 
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import onnx
 
 from deep500.conformance.cases import ConformanceCase, copy_value
-from deep500.conformance.compare import compare_outputs
-from deep500.conformance.results import CaseResult, ConformanceResults
+from deep500.conformance.classify import classify
+from deep500.conformance.compare import Mismatch, compare_outputs
+from deep500.conformance.results import WIDENED_NOTE, CaseResult, ConformanceResults
 from deep500.frameworks import registry
 from deep500.utils.errors import MissingDependencyError, UnsupportedError
 
@@ -38,9 +41,20 @@ def executor_factories(names: Iterable[str] = EXECUTORS
     return factories, skipped
 
 
+@dataclass
+class Outcome:
+    """One case on one executor: its status and message, its failure class ('' when it
+    passes) and, when values differ, the largest error in ULPs of the output's largest
+    magnitude."""
+    status: str
+    message: str = ""
+    failure_class: str = ""
+    max_ulp: float | None = None
+
+
 def run_case(case: ConformanceCase, factory: ExecutorFactory,
-             time_limit: float = DEFAULT_TIME_LIMIT) -> tuple[str, str]:
-    """``(status, message)`` of one case on the executor ``factory`` builds.
+             time_limit: float = DEFAULT_TIME_LIMIT) -> Outcome:
+    """The :class:`Outcome` of one case on the executor ``factory`` builds.
 
     The time limit is cooperative: once it has passed, the remaining data sets are
     skipped (a data set that hangs is not interrupted).
@@ -51,33 +65,44 @@ def run_case(case: ConformanceCase, factory: ExecutorFactory,
         try:
             executor = factory(case.model)
         except (UnsupportedError, NotImplementedError) as exc:
-            return "unsupported", _message(exc)
+            return _failed(case, "unsupported", _message(exc))
         except Exception as exc:  # noqa: BLE001 - any crash is a result to record
-            return "error", _message(exc)
+            return _failed(case, "error", _message(exc))
         names = case.input_names
-        note = ""
+        notes, widened = [], []
         for index, (inputs, expected) in enumerate(case.data_sets):
             if index and time.perf_counter() - start > time_limit:
-                note = (f"time limit of {time_limit:g} s: {index} of {len(case.data_sets)} "
-                        f"data sets checked")
+                notes.append(f"time limit of {time_limit:g} s: {index} of "
+                             f"{len(case.data_sets)} data sets checked")
                 break
             if len(inputs) != len(names):
-                return "error", (f"data set {index} has {len(inputs)} inputs for the "
-                                 f"graph's {len(names)} inputs {names}")
+                return Outcome("error", f"data set {index} has {len(inputs)} inputs for the "
+                               f"graph's {len(names)} inputs {names}", "harness")
+            fed = dict(zip(names, inputs))
             try:
                 # copies: an executor that writes into its inputs must not change the case
                 outputs = executor.inference(dict(zip(names, copy_value(inputs))))
             except (UnsupportedError, NotImplementedError) as exc:
-                return "unsupported", "when run: " + _message(exc)
+                return _failed(case, "unsupported", "when run: " + _message(exc), fed)
             except Exception as exc:  # noqa: BLE001
-                return "error", _message(exc)
+                return _failed(case, "error", _message(exc), fed)
             try:
-                compare_outputs(expected, outputs, case.output_names, case.rtol, case.atol)
-            except AssertionError as exc:
-                return "fail", _message(exc, with_type=False)
+                widened += compare_outputs(expected, outputs, case.output_names,
+                                           case.tolerance)
+            except Mismatch as exc:
+                return _failed(case, "fail", _message(exc, with_type=False), fed, exc)
             except Exception as exc:  # noqa: BLE001 - e.g. an output of a strange type
-                return "error", "comparing outputs: " + _message(exc)
-    return "pass", note
+                return _failed(case, "error", "comparing outputs: " + _message(exc), fed)
+    if widened:
+        notes.append(f"{WIDENED_NOTE} ({', '.join(dict.fromkeys(widened))}; ONNX's fixed "
+                     f"rtol={case.rtol:g} alone fails it)")
+    return Outcome("pass", "; ".join(notes))
+
+
+def _failed(case: ConformanceCase, status: str, message: str, values: dict | None = None,
+            mismatch: Mismatch | None = None) -> Outcome:
+    return Outcome(status, message, classify(case, status, message, mismatch, values),
+                   mismatch.max_ulp if mismatch is not None else None)
 
 
 def _message(exc: BaseException, with_type: bool = True) -> str:
@@ -100,9 +125,11 @@ def run_conformance(cases: list[ConformanceCase], factories: dict[str, ExecutorF
             for case in cases:
                 bar.set_postfix_str(f"{executor} {case.name}", refresh=False)
                 start = time.perf_counter()
-                status, message = run_case(case, factory, time_limit)
-                results.append(CaseResult(case.name, executor, status, case.op_type, message,
-                                          round(time.perf_counter() - start, 4)))
+                outcome = run_case(case, factory, time_limit)
+                results.append(CaseResult(
+                    case.name, executor, outcome.status, case.op_type, outcome.message,
+                    round(time.perf_counter() - start, 4), outcome.failure_class,
+                    outcome.max_ulp))
                 bar.update()
     return ConformanceResults(results, executors=list(factories), skipped=dict(skipped or {}),
                               command=command, cases=len(cases))
