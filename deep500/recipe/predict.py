@@ -27,27 +27,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 
+from deep500.recipe.scaling_curves import STRONG_BATCH_FACTOR, Workload, curves
 from deep500.utils.errors import Deep500Error, RecipeError
+from deep500.utils.threads import resolve_threads, thread_counts
 
 DEFAULT_RANKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-STRONG_BATCH_FACTOR = 64
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One distinct training setting of the recipe that the curves are predicted for."""
-    label: str
-    network: object          # NetworkSpec
-    dataset: dict
-    loss: str
-    seed: int
-    optimizer: dict
-    batch: int
-    threads: int
-    algorithm: str
-    segment_bytes: int | None
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -77,8 +62,10 @@ def workloads(recipe, algorithm: str | None = None, threads: int | None = None) 
             chosen = "mpi"   # a framework's baseline reduces with its own library
         network = configuration["network"]
         optimizer = dict(configuration["optimizer"])
-        key = (repr(network), int(configuration.get("batch_size") or 32),
-               int(threads or configuration.get("threads") or 1), chosen,
+        # the default of deep500 run: the usable CPUs shared by the ranks
+        resolved = resolve_threads(threads or configuration.get("threads"),
+                                   configuration.get("ranks") or 1)
+        key = (repr(network), int(configuration.get("batch_size") or 32), resolved, chosen,
                repr(sorted(optimizer.items())))
         if key in seen:
             continue
@@ -122,45 +109,18 @@ def step_profile(workload: Workload, compute: str, machine, reruns: int = 30,
         return d5.StepProfile.combine(profiles).at(workload.batch)
     from deep500.recipe.experiments.networks import executor_factory, make_inputs
     from deep500.recipe.experiments.training import OptimizerSpec, make_optimizer
-    from deep500.utils.threads import set_thread_counts
-    set_thread_counts(workload.threads)
     profiles = []
-    for batch in batches:
-        executor = executor_factory("reference")(model, "cpu")
-        optimizer = make_optimizer(OptimizerSpec({**workload.optimizer,
-                                                  "implementation": "reference"}),
-                                   "reference", executor)
-        inputs = make_inputs(model, batch, workload.seed, train.classes)
-        profiles.append(d5.measure_step_profile(
-            model, executor, optimizer, inputs, reruns=reruns, warmup=3, batch=batch,
-            threads=workload.threads, name=workload.label, executor_name="reference"))
+    with thread_counts(workload.threads):
+        for batch in batches:
+            executor = executor_factory("reference")(model, "cpu")
+            optimizer = make_optimizer(OptimizerSpec({**workload.optimizer,
+                                                      "implementation": "reference"}),
+                                       "reference", executor)
+            inputs = make_inputs(model, batch, workload.seed, train.classes)
+            profiles.append(d5.measure_step_profile(
+                model, executor, optimizer, inputs, reruns=reruns, warmup=3, batch=batch,
+                threads=workload.threads, name=workload.label, executor_name="reference"))
     return d5.StepProfile.combine(profiles).at(workload.batch)
-
-
-def curves(profile, machine, workload: Workload, ranks, global_batch: int | None = None,
-           overlap: bool = False, comm_dtype: str = "float32") -> dict:
-    """{"weak": [...], "strong": [...]} rows of SimulatedStep dicts per rank count."""
-    import deep500 as d5
-    options = dict(algorithm=workload.algorithm, overlap=overlap, comm_dtype=comm_dtype,
-                   segment_bytes=workload.segment_bytes)
-    weak = []
-    for p in ranks:
-        step = d5.simulate_training(profile, machine, p, batch_per_rank=workload.batch,
-                                    **options)
-        weak.append(step.to_dict())
-    strong = []
-    g = int(global_batch or workload.batch * STRONG_BATCH_FACTOR)
-    one = d5.simulate_training(profile, machine, 1, batch_per_rank=g, **options)
-    for p in ranks:
-        if g // p < 1:
-            continue
-        step = d5.simulate_training(profile, machine, p, batch_per_rank=g // p, **options)
-        row = step.to_dict()
-        row["speedup"] = one.step_s / step.step_s
-        row["strong_efficiency"] = row["speedup"] / p
-        row["global_batch"] = (g // p) * p
-        strong.append(row)
-    return {"weak": weak, "strong": strong, "global_batch": g}
 
 
 def _ms(seconds: float) -> str:

@@ -35,6 +35,11 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from deep500.lv3_distributed.mpi_launch import mpirun_command, run_under_mpirun
+from deep500.recipe.manifest import final_status, run_manifest
+from deep500.recipe.run_summary import RunSummary, summarize
+from deep500.results.run_folder import RunFolder, default_run_path
+from deep500.utils.allocator import fix_allocator_thresholds
 from deep500.utils.errors import Deep500Error
 
 PART_VARIABLE = "DEEP500_RANK_GRID_PART"
@@ -94,57 +99,23 @@ def check_launch(recipe, size: int) -> None:
 def run_grid(recipe, output_dir: str | None, argv, progress: bool,
              remeasure_interfered: int, append: bool, database: str | None,
              machine: str | None, write_report: bool = True,
-             mpirun_args: list | None = None):
+             mpirun_args: list | None = None) -> RunSummary:
     """Run ``recipe`` (with ``ranks``) as the module docstring says; returns the
     RunSummary of the whole session (``exit_status`` set when a part failed)."""
-    from deep500.lv3_distributed.mpi_launch import mpirun_command, run_under_mpirun
-    from deep500.results.run_folder import RunFolder
-    from deep500.recipe.runner import RunSummary, _manifest, default_output_dir
-    from deep500.report.records import count_outcomes
-    from deep500.utils.allocator import fix_allocator_thresholds
-
-    counts = recipe.rank_counts()
     configurations = recipe.configurations()
-    output_dir = os.path.abspath(output_dir or default_output_dir(recipe))
+    output_dir = os.path.abspath(output_dir or default_run_path(recipe.name))
     folder = RunFolder.claim(output_dir, append)
-    manifest = _manifest(recipe, argv, counts, len(configurations),
-                         fix_allocator_thresholds())
-    manifest["rank_grid"] = {"ranks": counts, "parts": [],
-                             "launcher": "mpirun beside the interpreter, one job per "
-                                         "rank count"}
-    folder.start(manifest)
+    folder.start(_grid_manifest(recipe, argv, configurations))
+    program = ["-m", "deep500", "run", recipe.path, "--out", output_dir,
+               f"--remeasure-interfered={remeasure_interfered}",
+               *([] if progress else ["--quiet"]),
+               *(["--machine", machine] if machine else [])]
     outcome, exit_status, final = None, None, ("complete",)
     try:
-        for ranks in counts:
-            indices = [folder.first_index + position
-                       for position, c in enumerate(configurations) if c.get("ranks") == ranks]
-            part = Part(output_dir, folder.session, folder.first_index, ranks)
-            program = ["-m", "deep500", "run", recipe.path, "--out", output_dir,
-                       f"--remeasure-interfered={remeasure_interfered}",
-                       *([] if progress else ["--quiet"]),
-                       *(["--machine", machine] if machine else [])]
-            command = mpirun_command(ranks, program, mpirun_args or ())
-            if progress:
-                sys.stderr.write(f"deep500: {recipe.name}: {ranks} rank(s), "
-                                 f"{len(indices)} configuration(s): mpirun -np {ranks}\n")
-            started = time.monotonic()
-            status = run_under_mpirun(ranks, program, mpirun_args or (),
-                                      {PART_VARIABLE: json.dumps(asdict(part))})
-            folder.refresh()  # the part's records and counts
-            folder.manifest["rank_grid"]["parts"].append({
-                "ranks": ranks, "indices": indices, "command": command,
-                "exit_status": status, "seconds": round(time.monotonic() - started, 3)})
-            on_disk = folder.manifest.get("status")
-            if on_disk in _FAILURE_STATUSES:  # its ranks recorded why
-                exit_status, final = (status if status not in _PART_RAN else 1), (on_disk,)
-                break
-            if status not in _PART_RAN:
-                exit_status = status
-                final = ("failed", {"failure": {
-                    "rank": None, "ranks": ranks,
-                    "error": f"mpirun -np {ranks} exited with status {status} without "
-                             f"recording a failure; configurations {indices} may be "
-                             f"missing", "command": command}})
+        for ranks in recipe.rank_counts():
+            exit_status, final = _run_part(folder, recipe, configurations, ranks, program,
+                                           progress, mpirun_args or ())
+            if exit_status is not None:
                 break
             folder.write([])  # the parts so far, on disk
     except BaseException as exc:
@@ -152,9 +123,7 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
         raise
     finally:
         if outcome is not None:
-            final = (("interrupted",) if isinstance(outcome, KeyboardInterrupt) else
-                     ("failed", {"failure": {"rank": None, "error":
-                                             f"{type(outcome).__name__}: {outcome}"}}))
+            final = final_status(outcome, None)
         folder.finish(final[0], **(final[1] if len(final) > 1 else {}))
         stored = None
         if database is not None:
@@ -164,12 +133,52 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
     if write_report:
         from deep500.report import write_reports
         reports = write_reports(output_dir)
-    counts_ = count_outcomes([{key: r.get(key) for key in ("kind", "index", "session",
-                                                            "passed")}
-                              for r in folder.records])
     if exit_status is not None:
         sys.stderr.write(f"deep500: the rank grid stopped: {folder.manifest.get('status')}"
                          f" ({(folder.manifest.get('failure') or {}).get('error')}); "
                          f"results written before it are kept in {output_dir}\n")
-    return RunSummary(output_dir, counts_.measured, counts_.failed,
-                      counts_.acceptance_failures, reports, stored, counts_, exit_status)
+    return summarize(output_dir, folder.records, reports, stored, exit_status)
+
+
+def _grid_manifest(recipe, argv, configurations: list[dict]) -> dict:
+    """The session's manifest: the run's (:func:`deep500.recipe.manifest.run_manifest`)
+    with ``rank_grid``, where each part is listed as it ends."""
+    counts = recipe.rank_counts()
+    manifest = run_manifest(recipe, argv, counts, configurations,
+                            fix_allocator_thresholds())
+    manifest["rank_grid"] = {"ranks": counts, "parts": [],
+                             "launcher": "mpirun beside the interpreter, one job per "
+                                         "rank count"}
+    return manifest
+
+
+def _run_part(folder: RunFolder, recipe, configurations: list[dict], ranks: int,
+              program: list, progress: bool, mpirun_args) -> tuple:
+    """Launch ``ranks``' part under ``mpirun -np ranks``, wait for it and list it in
+    the manifest. Returns ``(None, None)`` when it ran to its end, else the exit status
+    of ``deep500 run`` and the session's final status (a failure its ranks recorded,
+    or one of ``mpirun`` itself)."""
+    indices = [folder.first_index + position
+               for position, c in enumerate(configurations) if c.get("ranks") == ranks]
+    part = Part(folder.path, folder.session, folder.first_index, ranks)
+    command = mpirun_command(ranks, program, mpirun_args)
+    if progress:
+        sys.stderr.write(f"deep500: {recipe.name}: {ranks} rank(s), "
+                         f"{len(indices)} configuration(s): mpirun -np {ranks}\n")
+    started = time.monotonic()
+    status = run_under_mpirun(ranks, program, mpirun_args,
+                              {PART_VARIABLE: json.dumps(asdict(part))})
+    folder.refresh()  # the part's records and counts
+    folder.manifest["rank_grid"]["parts"].append({
+        "ranks": ranks, "indices": indices, "command": command,
+        "exit_status": status, "seconds": round(time.monotonic() - started, 3)})
+    on_disk = folder.manifest.get("status")
+    if on_disk in _FAILURE_STATUSES:  # its ranks recorded why
+        return (status if status not in _PART_RAN else 1), (on_disk,)
+    if status not in _PART_RAN:
+        return status, ("failed", {"failure": {
+            "rank": None, "ranks": ranks,
+            "error": f"mpirun -np {ranks} exited with status {status} without "
+                     f"recording a failure; configurations {indices} may be "
+                     f"missing", "command": command}})
+    return None, None

@@ -27,6 +27,18 @@ LOCK_FILE = ".deep500.lock"
 _FAILURE_STATUSES = ("failed", "timed_out", "interrupted")
 
 
+def default_run_path(name: str) -> str:
+    """``results/<name>-<date>-<time>``, with ``-2``, ``-3``, ... where a run started in
+    the same second took that name (one run per folder)."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join("results", f"{name}-{stamp}")
+    path, number = base, 1
+    while os.path.exists(path):
+        number += 1
+        path = f"{base}-{number}"
+    return path
+
+
 def _holder(lock_path: str) -> str:
     try:
         with open(lock_path, encoding="utf-8") as handle:

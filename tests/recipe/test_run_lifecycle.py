@@ -145,11 +145,11 @@ def test_the_manifest_is_built_in_well_under_a_second_without_importing_framewor
     recipe = _recipe(tmp_path, QUICK)
     script = textwrap.dedent(f"""
         import json, sys, time
-        from deep500.recipe.runner import _manifest
+        from deep500.recipe.manifest import run_manifest
         from deep500.recipe.schema import load_recipe
         recipe = load_recipe({recipe!r})
         started = time.perf_counter()
-        manifest = _manifest(recipe, ["deep500"], 1, 4)
+        manifest = run_manifest(recipe, ["deep500"], 1, recipe.configurations())
         seconds = time.perf_counter() - started
         print(json.dumps({{"seconds": seconds, "torch": "torch" in sys.modules,
                           "tensorflow": "tensorflow" in sys.modules,
