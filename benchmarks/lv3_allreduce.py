@@ -15,7 +15,7 @@ output ``out`` allocated once:
   Deep500's checks and (modelled) counting.
 * ``d5 linear``, ``d5 binomial``, ``d5 recursive_doubling``, ``d5 rabenseifner``,
   ``d5 segmented_ring``: Deep500's other algorithms (``--algorithms`` picks; all of
-  ``ALLREDUCE_ALGORITHMS`` by default), same call with ``algorithm=<name>``.
+  ``allreduce_names()`` by default), same call with ``algorithm=<name>``.
 * ``gloo``: ``torch.distributed.all_reduce`` of ``torch.from_numpy(out)`` in place
   (gloo has no out-of-place allreduce; the values grow each call, which costs nothing
   in IEEE arithmetic), process group from MPI's rank and size with a ``TCPStore`` on
@@ -65,9 +65,9 @@ import numpy as np  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from deep500.lv3_distributed import (ALLREDUCE_ALGORITHMS,  # noqa: E402
-                                     CommunicationNetwork, CommunicationVolume,
-                                     guarded_main, mpi_fork)
+from deep500.lv3_distributed import (CommunicationNetwork,  # noqa: E402
+                                     CommunicationVolume, allreduce_names, guarded_main,
+                                     mpi_fork)
 
 TARGET = 1.05
 TARGET_FROM = 1 << 20
@@ -262,16 +262,16 @@ def main() -> int:
     parser.add_argument("--min-size", type=_size, default=KB)
     parser.add_argument("--max-size", type=_size, default=64 * KB * KB)
     parser.add_argument("--no-gloo", action="store_true")
-    parser.add_argument("--algorithms", default=",".join(ALLREDUCE_ALGORITHMS),
+    parser.add_argument("--algorithms", default=",".join(allreduce_names()),
                         help="Deep500 allreduce algorithms to time, comma-separated "
-                             f"(default: all, {','.join(ALLREDUCE_ALGORITHMS)})")
+                             f"(default: all, {','.join(allreduce_names())})")
     parser.add_argument("--smoke", action="store_true", help="3 sizes, 3 rounds")
     args = parser.parse_args()
     args.algorithms = [a for a in args.algorithms.split(",") if a]
-    unknown = sorted(set(args.algorithms) - set(ALLREDUCE_ALGORITHMS))
+    unknown = sorted(set(args.algorithms) - set(allreduce_names()))
     if unknown:
         parser.error(f"--algorithms: unknown {unknown}; known: "
-                     f"{', '.join(ALLREDUCE_ALGORITHMS)}")
+                     f"{', '.join(allreduce_names())}")
     if "ring" not in args.algorithms:   # the target line is about the default
         args.algorithms.insert(0, "ring")
     if args.smoke:

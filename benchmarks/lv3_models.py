@@ -33,8 +33,8 @@ Under ``mpirun -np 2`` (started by ``mpi_fork`` when run as a plain script):
    so that a calibration fits in one state. With ``--machine`` the file's δ_sum at
    256 KB is the only state (no check without one), and a row measured in another
    is kept, marked ``?``, and counted.
-3. **Measured**: for each algorithm in ``ALLREDUCE_ALGORITHMS`` (a name the models do
-   not know is skipped with a note) and float32 sums of 1 KB … 64 MB (powers of 4):
+3. **Measured**: for each algorithm of ``allreduce_names()`` (each one's object holds
+   its time model) and float32 sums of 1 KB … 64 MB (powers of 4):
    result checked against NumPy's sum, then timed in place on a buffer of zeros (so
    no local copy of the input, which the textbook costs leave out, and no growth of the
    values call after call), warm-up, then repetitions, each call timed on
@@ -78,8 +78,8 @@ sys.path.insert(0, REPO)
 
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
 from deep500.lv3_distributed import communication  # noqa: E402
-from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,  # noqa: E402
-                                                       predict_allreduce,
+from deep500.lv3_distributed import allreduce_names  # noqa: E402
+from deep500.lv3_distributed.collective_models import (predict_allreduce,  # noqa: E402
                                                        predict_allreduce_call)
 from deep500.lv3_distributed import calibration  # noqa: E402
 from deep500.lv3_distributed import calibration_coherence as coherence  # noqa: E402
@@ -351,12 +351,7 @@ def main() -> int:
 
         net = CommunicationNetwork(comm)
         segment = segment_bytes_of(net)
-        algorithms = []
-        for name in communication.ALLREDUCE_ALGORITHMS:
-            if name in ALLREDUCE_MODELS:
-                algorithms.append(name)
-            else:
-                say(comm, f"# note: no time model for allreduce algorithm '{name}': skipped")
+        algorithms = list(allreduce_names())   # each has its time model
         say(comm, f"\n== Allreduce, {p} ranks: predicted (alpha-beta-gamma) vs measured "
             f"(median over calls of the slower rank) ==")
         # Deep500's per-call software overhead (LogP's o; Culler et al., PPoPP 1993): the

@@ -74,7 +74,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import deep500 as d5  # noqa: E402
-from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS  # noqa: E402
+from deep500.lv3_distributed import allreduce_names  # noqa: E402
 from deep500.lv3_distributed.distributed_training import synchronous_step_times  # noqa: E402
 from deep500.results.files import read_results  # noqa: E402
 from deep500.lv3_distributed.calibration import Plan  # noqa: E402
@@ -221,7 +221,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--machine", help="machine file (default: calibrate here)")
     parser.add_argument("--batches", default="16,64", help="batch sizes per rank")
-    parser.add_argument("--algorithms", default=",".join(ALLREDUCE_ALGORITHMS),
+    parser.add_argument("--algorithms", default=",".join(allreduce_names()),
                         help="allreduce algorithms measured on 2 ranks")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--reruns", type=int, default=60, help="profiled steps")

@@ -1,9 +1,11 @@
 """Level 3: distributed training over MPI: finding ``mpirun`` and the world, launching
 (``mpi_fork``, ``guarded_main``), measured communication (``CommunicationNetwork``,
-``CommunicationVolume``), distributed samplers and the ``DistributedOptimizer`` that
+``CommunicationVolume``), the allreduce algorithms (``collectives``: one object each,
+found by name with ``allreduce_algorithm``), distributed samplers and the ``DistributedOptimizer`` that
 the schemes of ``d5ref`` (and of the framework bridges) derive from."""
-from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
-                                                   CommunicationNetwork, Request,
+from deep500.lv3_distributed.collectives import (AllreduceAlgorithm, allreduce_algorithm,
+                                                 allreduce_names)
+from deep500.lv3_distributed.communication import (CommunicationNetwork, Request,
                                                    torus_shape, wait_all)
 from deep500.lv3_distributed.distributed_optimizer import (DistributedOptimizer,
                                                            FusedBuffer)
@@ -20,7 +22,8 @@ from deep500.lv3_distributed.volume import (CommunicationVolume, CommunicationVo
 __all__ = ["launched_by_mpirun", "in_mpi_world", "mpirun_executable", "world_communicator",
            "mpi_fork",
            "guarded_main", "CommunicationNetwork", "Request", "wait_all", "torus_shape",
-           "ALLREDUCE_ALGORITHMS", "CommunicationVolume", "CommunicationVolumeMetric",
+           "AllreduceAlgorithm", "allreduce_algorithm", "allreduce_names",
+           "CommunicationVolume", "CommunicationVolumeMetric",
            "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",
            "DistributedSampler", "PartitionedDistributedSampler", "partition_bounds",
            "rank_and_size", "MeasuredScheme"]

@@ -3,7 +3,7 @@ call, which no α-β-γ term holds (see ``deep500.utils.machine``).
 
 * **Per-call overhead o of each allreduce algorithm** (LogP's o: D. Culler et al.,
   "LogP: Towards a Realistic Model of Parallel Computation", PPoPP 1993): for every
-  name in ``ALLREDUCE_ALGORITHMS``, ``CommunicationNetwork.allreduce`` of one float32
+  name of ``collectives.allreduce_names()``, ``CommunicationNetwork.allreduce`` of one float32
   (4 bytes) on every rank, two warm-up calls, then calls each timed after a
   ``Barrier`` outside the clock; a call's time is the slower rank's (a collective is
   done when every rank is), as ``benchmarks/lv3_models.py`` times it. o = the median
@@ -58,18 +58,18 @@ def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats
     slower rank's time of one call) and writes one samples line per algorithm, the
     other ranks return None."""
     from mpi4py import MPI
-    from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
-                                                       CommunicationNetwork)
+    from deep500.lv3_distributed.collectives.registry import allreduce_names
+    from deep500.lv3_distributed.communication import CommunicationNetwork
     from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     buffer = np.zeros(OVERHEAD_BYTES // 4, dtype=np.float32)  # 0 + 0 stays 0
     results = {}
-    bar = _progress(len(ALLREDUCE_ALGORITHMS), "allreduce call overhead",
+    bar = _progress(len(allreduce_names()), "allreduce call overhead",
                     progress and rank == 0)
     clock = time.perf_counter
     try:
-        for name in ALLREDUCE_ALGORITHMS:
+        for name in allreduce_names():
             for _ in range(2):
                 comm.Barrier()
                 net.allreduce(buffer, out=buffer, algorithm=name)
@@ -139,15 +139,15 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
     samples}}`` (each sample the smallest time over the ranks of one call) and writes
     one samples line per (algorithm, size); the other ranks return None."""
     from mpi4py import MPI
-    from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
-                                                       CommunicationNetwork)
+    from deep500.lv3_distributed.collectives.registry import allreduce_names
+    from deep500.lv3_distributed.communication import CommunicationNetwork
     from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     # Every rank runs the same burst: rank 0's trial sets its length for all.
     burst = ComputeBurst(burst_s, gemms=comm.bcast(ComputeBurst(burst_s).gemms
                                                    if rank == 0 else None))
-    configurations = [(name, max(1, int(nbytes) // 4)) for name in ALLREDUCE_ALGORITHMS
+    configurations = [(name, max(1, int(nbytes) // 4)) for name in allreduce_names()
                       for nbytes in sizes]
     sources = {count: np.zeros(count, dtype=np.float32) for _, count in configurations}
     buffers = {count: np.empty_like(source) for count, source in sources.items()}
@@ -213,12 +213,13 @@ def read_in_context_samples(path: str) -> dict:
 def in_context_table(samples: dict, ranks: int, machine) -> dict:
     """``{algorithm: [{nbytes, measured_median_s, ci, predicted_s, ratio, n}]}``: the
     in-context medians and their ratio to ``predict_allreduce_call`` (model + o) on
-    ``machine``; algorithms without a time model are left out."""
-    from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,
-                                                           predict_allreduce_call)
+    ``machine``; names no registered algorithm has (an older samples file) are left
+    out."""
+    from deep500.lv3_distributed.collective_models import predict_allreduce_call
+    from deep500.lv3_distributed.collectives.registry import allreduce_names
     table = {}
     for name, by_size in samples.items():
-        if name not in ALLREDUCE_MODELS:
+        if name not in allreduce_names():
             continue
         rows = []
         for nbytes in sorted(by_size, key=int):
@@ -247,11 +248,13 @@ def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
 
 def allreduce_overheads(samples: dict, ranks: int, machine) -> dict:
     """``{algorithm: {value, ci, measured_median_s, predicted_s, n}}``: o per algorithm
-    (module docstring); algorithms without a time model are left out."""
-    from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+    (module docstring); names no registered algorithm has (an older samples file) are
+    left out."""
+    from deep500.lv3_distributed.collective_models import predict_allreduce
+    from deep500.lv3_distributed.collectives.registry import allreduce_names
     table = {}
     for name, seconds in samples.items():
-        if name not in ALLREDUCE_MODELS:
+        if name not in allreduce_names():
             continue
         predicted = predict_allreduce(name, OVERHEAD_BYTES, ranks, machine)
         low, high, _ = median_ci(seconds)

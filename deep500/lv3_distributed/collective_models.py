@@ -1,10 +1,14 @@
 """α-β-γ time models of the collectives and neighbour exchanges Level 3 uses.
 
-Every model prices an algorithm as the sum of its communication steps: a step that
-sends a message of m bytes costs the Hockney time α(m) + β(m)·m of the machine model
-(``deep500.utils.machine``), and a step that also sums m received bytes into a buffer
-adds γ(m)·m. With one (α, β, γ) for every size the sums collapse to the textbook
-closed forms quoted in each docstring (p ranks, n bytes per rank, lg = log2):
+Every model prices an algorithm as the sum of its communication steps
+(``collectives.pricing``): a step that sends a message of m bytes costs the Hockney time
+α(m) + β(m)·m of the machine model (``deep500.utils.machine``), and a step that also
+sums m received bytes into a buffer adds γ(m)·m. With one (α, β, γ) for every size the
+sums collapse to the textbook closed forms quoted in each docstring (p ranks, n bytes
+per rank, lg = log2). An allreduce algorithm's model is its object's ``cost``
+(``deep500.lv3_distributed.collectives``, one file per algorithm);
+:func:`predict_allreduce` looks the name up there. The broadcast, reduce-scatter,
+allgather and neighbour-exchange models are below. Sources:
 
 * R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication
   Operations in MPICH", IJHPCA 19(1):49-66, 2005 (binomial, recursive doubling,
@@ -45,14 +49,10 @@ from __future__ import annotations
 
 import math
 
+from deep500.lv3_distributed.collectives.pricing import Priced, lg, pof2, step, swap
+from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
 from deep500.utils.errors import Deep500Error
-from deep500.utils.machine import MachineModel, load_machine
-
-#: Default segment size (bytes) of ``segmented_ring`` when none is given.
-DEFAULT_SEGMENT_BYTES = 1 << 20
-#: MPICH's ``MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE`` default: recursive doubling below it,
-#: Rabenseifner from it (Thakur et al. 2005, section 4.4).
-MPICH_ALLREDUCE_SHORT_MSG_BYTES = 2048
+from deep500.utils.machine import load_machine
 
 
 def _check(nbytes, ranks, what):
@@ -68,157 +68,6 @@ def _check(nbytes, ranks, what):
     return n, p
 
 
-class _Priced:
-    """A machine, the size of the buffer of the collective being priced, and whether
-    the peers read that buffer last (``repeated``, see ``predict_allreduce``)."""
-    __slots__ = ("machine", "resident", "repeated")
-
-    def __init__(self, machine: MachineModel, resident: float, repeated: bool = False):
-        self.machine, self.resident, self.repeated = machine, resident, bool(repeated)
-
-
-def _step(m: _Priced, nbytes: float, reduce: bool = False, exchange: bool = False) -> float:
-    """One message of nbytes (α + β·n), plus the sum of nbytes into a buffer (γ·n).
-    ``exchange``: a ``Sendrecv`` of nbytes each way at once, priced by the machine's
-    exchange fit when it has one (else as one message: full duplex). β and γ are taken
-    at the size of the collective's whole buffer when it is larger than the message:
-    pieces of a buffer that does not fit in the caches move and are summed at the
-    memory-resident rates."""
-    if nbytes <= 0:
-        return 0.0
-    machine, resident = m.machine, max(nbytes, m.resident)
-    t = (machine.exchange_time(nbytes, resident) if exchange
-         else machine.p2p_time(nbytes, resident))
-    return t + machine.gamma(resident) * nbytes if reduce else t
-
-
-def _shared(m: _Priced, nbytes: float, kind: str, always: bool = True) -> float:
-    """δ·n: ``nbytes`` summed (``kind`` "sum") or received ("receive") into lines a
-    peer's receive read since this rank last wrote them (``MachineModel.shared_sum`` /
-    ``shared_receive``; 0 on machines without them). ``always`` False: only when the
-    buffer was read by the peers before the call (``repeated``)."""
-    if nbytes <= 0 or not (always or m.repeated):
-        return 0.0
-    rate = m.machine.shared_sum if kind == "sum" else m.machine.shared_receive
-    return rate(max(nbytes, m.resident)) * nbytes
-
-
-def _priced(model, machine, n, p, repeated=False, **options):
-    return model(_Priced(machine, n, repeated), n, p, **options)
-
-
-def _swap(m, nbytes, reduce=False):
-    return _step(m, nbytes, reduce=reduce, exchange=True)
-
-
-def _lg(p: int) -> int:
-    return int(math.ceil(math.log2(p))) if p > 1 else 0
-
-
-def _pof2(p: int) -> int:
-    return 1 << (p.bit_length() - 1)
-
-
-# --- allreduce --------------------------------------------------------------------------
-
-def _linear(m, n, p, **_):
-    """Reduce at a root, then broadcast, both linear: the root receives and sums p - 1
-    messages, then sends p - 1. T = 2(p-1)α + 2(p-1)nβ + (p-1)nγ + nδ_receive: the
-    last rank receives the result into the buffer the root read (plus nδ_sum for the
-    root's first sum when ``repeated``)."""
-    return (p - 1) * (_step(m, n, reduce=True) + _step(m, n)) \
-        + _shared(m, n, "sum", False) + _shared(m, n, "receive")
-
-
-def _binomial(m, n, p, **_):
-    """Binomial-tree reduce then binomial-tree broadcast (Thakur et al. 2005, 4.2 and
-    4.1): T = 2⌈lg p⌉(α + nβ) + ⌈lg p⌉nγ + ⌈lg p⌉nδ_receive: each rank down the
-    broadcast's path receives into the buffer its parent read in the reduce (plus
-    nδ_sum for the first sums when ``repeated``)."""
-    return _lg(p) * (_step(m, n, reduce=True) + _step(m, n) + _shared(m, n, "receive")) \
-        + _shared(m, n, "sum", False)
-
-
-def _fold(m, n, p):
-    """Thakur et al. 2005, 4.4: for non-power-of-two p the p - p' extra ranks
-    (p' = 2^⌊lg p⌋) first send their vector to a partner, which sums it (α + nβ + nγ),
-    and get the result back at the end (α + nβ + nδ_receive: into the buffer they
-    sent; the partner's sum pays nδ_sum when ``repeated``)."""
-    if p == _pof2(p):
-        return 0.0
-    return (_step(m, n, reduce=True) + _step(m, n) + _shared(m, n, "sum", False)
-            + _shared(m, n, "receive"))
-
-
-def _recursive_doubling(m, n, p, **_):
-    """Recursive doubling (Thakur et al. 2005, 4.4): lg p' exchanges of the full
-    vector, each summed. T = lg p'(α + nβ + nγ + nδ_sum), plus the fold for p ≠ p':
-    each step sums into the buffer it has just sent."""
-    q = _pof2(p)
-    return _lg(q) * (_swap(m, n, reduce=True) + _shared(m, n, "sum")) + _fold(m, n, p)
-
-
-def _rabenseifner(m, n, p, **_):
-    """Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive
-    doubling (Thakur et al. 2005, 4.4): step k moves n/2^k bytes.
-    T = 2 lg p' α + 2(p'-1)/p' nβ + (p'-1)/p' nγ + (p'-1)/p' nδ_receive, plus the fold
-    for p ≠ p': the allgather receives each half into the range it sent in the
-    reduce-scatter (the reduce-scatter's sums pay δ_sum when ``repeated``)."""
-    q = _pof2(p)
-    t = sum(_swap(m, n / 2 ** k, reduce=True) + _shared(m, n / 2 ** k, "sum", False)
-            + _swap(m, n / 2 ** k) + _shared(m, n / 2 ** k, "receive")
-            for k in range(1, _lg(q) + 1))
-    return t + _fold(m, n, p)
-
-
-def _ring(m, n, p, **_):
-    """Ring (Patarasuk & Yuan 2009; Chan et al. 2007): p - 1 reduce-scatter steps and
-    p - 1 allgather steps on chunks of n/p. T = 2(p-1)α + 2(p-1)/p nβ + (p-1)/p nγ
-    + (p-1)/p nδ_receive: each allgather step receives into the chunk this rank sent
-    in the reduce-scatter (the reduce-scatter's sums pay δ_sum when ``repeated``)."""
-    c = n / p
-    return (p - 1) * (_swap(m, c, reduce=True) + _shared(m, c, "sum", False) + _swap(m, c)
-                      + _shared(m, c, "receive"))
-
-
-def _segmented_ring(m, n, p, segment_bytes=None, **_):
-    """The ring with every chunk of n/p sent as k = ⌈n/(p s)⌉ segments of at most s
-    bytes (Patarasuk & Yuan 2009): T = 2(p-1)kα + 2(p-1)/p nβ + (p-1)/p nγ. Pipelining
-    can hide the sums behind transfers on a machine with idle cores; this model does
-    not assume it (it is exact for a blocking segment loop). δ as for the ring."""
-    s = float(segment_bytes or DEFAULT_SEGMENT_BYTES)
-    if not s > 0:
-        raise Deep500Error(f"segmented_ring: segment_bytes is {segment_bytes!r}; give a "
-                           f"positive number of bytes")
-    c = n / p
-    k = max(1, math.ceil(c / s))
-    last = c - (k - 1) * s
-    per_chunk_reduce = (k - 1) * _swap(m, s, reduce=True) + _swap(m, last, reduce=True)
-    per_chunk_copy = (k - 1) * _swap(m, s) + _swap(m, last)
-    return (p - 1) * (per_chunk_reduce + per_chunk_copy + _shared(m, c, "sum", False)
-                      + _shared(m, c, "receive"))
-
-
-def _mpi(m, n, p, short_msg_bytes=MPICH_ALLREDUCE_SHORT_MSG_BYTES, **_):
-    """``MPI_Allreduce`` modelled as MPICH's default choice (Thakur et al. 2005, 4.4;
-    ``MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE`` = 2048 B): recursive doubling for messages
-    below the threshold, Rabenseifner from it. An MPI library with another selection
-    (MPICH's JSON tuning files, Open MPI's ``tuned`` decision) is priced the same way
-    but may pick otherwise."""
-    return _recursive_doubling(m, n, p) if n < short_msg_bytes else _rabenseifner(m, n, p)
-
-
-ALLREDUCE_MODELS = {
-    "linear": _linear,
-    "binomial": _binomial,
-    "recursive_doubling": _recursive_doubling,
-    "rabenseifner": _rabenseifner,
-    "ring": _ring,
-    "segmented_ring": _segmented_ring,
-    "mpi": _mpi,
-}
-
-
 def _model(table, algorithm, what):
     if algorithm not in table:
         raise Deep500Error(f"{what}: unknown algorithm {algorithm!r}; known: "
@@ -226,12 +75,21 @@ def _model(table, algorithm, what):
     return table[algorithm]
 
 
-def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
+def _predict(table, algorithm, nbytes, ranks, machine, what) -> float:
+    """Seconds of ``table[algorithm]`` for ``nbytes`` over ``ranks`` ranks; 0 on one
+    rank or for no bytes."""
+    model = _model(table, algorithm, what)
+    n, p = _check(nbytes, ranks, what)
+    return 0.0 if p == 1 or n == 0 else model(Priced(load_machine(machine), n), n, p)
+
+
+def predict_allreduce(algorithm, nbytes: float, ranks: int, machine,
                       segment_bytes: float | None = None, repeated: bool = False) -> float:
     """Predicted seconds of an allreduce of ``nbytes`` per rank over ``ranks`` ranks.
 
-    ``algorithm``: one of ``ALLREDUCE_MODELS`` (the formulas are in each function's
-    docstring); ``machine``: a machine file's path, a dict or a ``MachineModel``;
+    ``algorithm``: a name of ``collectives.allreduce_names()`` or an
+    ``AllreduceAlgorithm`` (the formulas are in each one's ``_cost`` docstring);
+    ``machine``: a machine file's path, a dict or a ``MachineModel``;
     ``segment_bytes``: the segment size of ``segmented_ring``. One rank costs 0.
 
     ``repeated``: the buffer was allreduced just before and not written since (an
@@ -239,15 +97,14 @@ def predict_allreduce(algorithm: str, nbytes: float, ranks: int, machine,
     last call read every line, so this call's first writes pay δ too. False (the
     default): this rank wrote the buffer since, as backprop writes the gradients.
     """
-    model = _model(ALLREDUCE_MODELS, algorithm, "predict_allreduce")
+    chosen = allreduce_algorithm(algorithm, "predict_allreduce")
     n, p = _check(nbytes, ranks, "predict_allreduce")
     if p == 1 or n == 0:
         return 0.0
-    return _priced(model, load_machine(machine), n, p, repeated=repeated,
-                   segment_bytes=segment_bytes)
+    return chosen.cost(load_machine(machine), n, p, repeated, segment_bytes=segment_bytes)
 
 
-def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
+def predict_allreduce_call(algorithm, nbytes: float, ranks: int, machine,
                            segment_bytes: float | None = None,
                            in_context: bool = False, repeated: bool = False) -> float:
     """Predicted seconds of one ``CommunicationNetwork.allreduce`` call: the α-β-γ
@@ -262,33 +119,29 @@ def predict_allreduce_call(algorithm: str, nbytes: float, ranks: int, machine,
     count and applied as is at every other: it stands for what the compute does to
     the caches and the ranks' arrival, a property of the node more than of p.
     ``repeated``: as for :func:`predict_allreduce`."""
-    seconds = predict_allreduce(algorithm, nbytes, ranks, machine, segment_bytes, repeated)
-    if int(ranks) == 1:
-        return 0.0
-    model = load_machine(machine)
-    seconds += model.allreduce_overhead(algorithm)
-    if in_context:
-        seconds *= model.allreduce_context_factor(algorithm, nbytes)
-    return seconds
+    chosen = allreduce_algorithm(algorithm, "predict_allreduce_call")
+    _check(nbytes, ranks, "predict_allreduce_call")
+    return chosen.call_cost(load_machine(machine), nbytes, ranks, in_context, repeated,
+                            segment_bytes=segment_bytes)
 
 
 # --- broadcast, reduce-scatter, allgather --------------------------------------------
 
 def _bcast_binomial(m, n, p):
     """Binomial tree (Thakur et al. 2005, 4.1): T = ⌈lg p⌉(α + nβ)."""
-    return _lg(p) * _step(m, n)
+    return lg(p) * step(m, n)
 
 
 def _bcast_linear(m, n, p):
     """The root sends to each rank in turn: T = (p-1)(α + nβ)."""
-    return (p - 1) * _step(m, n)
+    return (p - 1) * step(m, n)
 
 
 def _bcast_scatter_allgather(m, n, p):
     """Van de Geijn's long-message broadcast (Thakur et al. 2005, 4.1): binomial
     scatter then ring allgather. T = (lg p + p - 1)α + 2(p-1)/p nβ."""
-    scatter = sum(_step(m, n / 2 ** k) for k in range(1, _lg(p) + 1))
-    return scatter + (p - 1) * _swap(m, n / p)
+    scatter = sum(step(m, n / 2 ** k) for k in range(1, lg(p) + 1))
+    return scatter + (p - 1) * swap(m, n / p)
 
 
 BROADCAST_MODELS = {"binomial": _bcast_binomial, "linear": _bcast_linear,
@@ -299,24 +152,24 @@ def predict_broadcast(algorithm: str, nbytes: float, ranks: int, machine) -> flo
     """Predicted seconds to broadcast ``nbytes`` from one rank to ``ranks`` ranks
     (``algorithm`` in ``BROADCAST_MODELS``; also accepts ``"mpi"``, priced as MPICH's
     binomial tree below 12 KB and scatter-allgather from it, Thakur et al. 2005)."""
-    n, p = _check(nbytes, ranks, "predict_broadcast")
+    n, _ = _check(nbytes, ranks, "predict_broadcast")
     if algorithm == "mpi":
         algorithm = "binomial" if n < 12288 else "scatter_allgather"
-    model = _model(BROADCAST_MODELS, algorithm, "predict_broadcast")
-    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
+    return _predict(BROADCAST_MODELS, algorithm, nbytes, ranks, machine,
+                    "predict_broadcast")
 
 
 def _rs_ring(m, n, p):
     """Ring reduce-scatter: T = (p-1)α + (p-1)/p nβ + (p-1)/p nγ."""
-    return (p - 1) * _swap(m, n / p, reduce=True)
+    return (p - 1) * swap(m, n / p, reduce=True)
 
 
 def _rs_recursive_halving(m, n, p):
     """Recursive halving (Thakur et al. 2005, 4.5; p a power of two, else folded):
     T = lg p α + (p-1)/p nβ + (p-1)/p nγ."""
-    q = _pof2(p)
-    t = sum(_swap(m, n / 2 ** k, reduce=True) for k in range(1, _lg(q) + 1))
-    return t + (0.0 if p == q else _step(m, n, reduce=True))
+    q = pof2(p)
+    t = sum(swap(m, n / 2 ** k, reduce=True) for k in range(1, lg(q) + 1))
+    return t + (0.0 if p == q else step(m, n, reduce=True))
 
 
 REDUCE_SCATTER_MODELS = {"ring": _rs_ring, "recursive_halving": _rs_recursive_halving}
@@ -325,22 +178,21 @@ REDUCE_SCATTER_MODELS = {"ring": _rs_ring, "recursive_halving": _rs_recursive_ha
 def predict_reduce_scatter(algorithm: str, nbytes: float, ranks: int, machine) -> float:
     """Predicted seconds to reduce ``nbytes`` per rank and leave each rank 1/p of the
     sum (``algorithm`` in ``REDUCE_SCATTER_MODELS``)."""
-    model = _model(REDUCE_SCATTER_MODELS, algorithm, "predict_reduce_scatter")
-    n, p = _check(nbytes, ranks, "predict_reduce_scatter")
-    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
+    return _predict(REDUCE_SCATTER_MODELS, algorithm, nbytes, ranks, machine,
+                    "predict_reduce_scatter")
 
 
 def _ag_ring(m, n, p):
     """Ring allgather (Thakur et al. 2005, 4.3): T = (p-1)α + (p-1)/p nβ."""
-    return (p - 1) * _swap(m, n / p)
+    return (p - 1) * swap(m, n / p)
 
 
 def _ag_recursive_doubling(m, n, p):
     """Recursive doubling (Thakur et al. 2005, 4.3; p a power of two, else the
     result is sent to the extra ranks): T = lg p α + (p-1)/p nβ."""
-    q = _pof2(p)
-    t = sum(_swap(m, n / 2 ** k) for k in range(1, _lg(q) + 1))
-    return t + (0.0 if p == q else _step(m, n))
+    q = pof2(p)
+    t = sum(swap(m, n / 2 ** k) for k in range(1, lg(q) + 1))
+    return t + (0.0 if p == q else step(m, n))
 
 
 ALLGATHER_MODELS = {"ring": _ag_ring, "recursive_doubling": _ag_recursive_doubling}
@@ -349,22 +201,25 @@ ALLGATHER_MODELS = {"ring": _ag_ring, "recursive_doubling": _ag_recursive_doubli
 def predict_allgather(algorithm: str, nbytes: float, ranks: int, machine) -> float:
     """Predicted seconds to gather ``nbytes`` in total (n/p from each rank) on every
     rank (``algorithm`` in ``ALLGATHER_MODELS``)."""
-    model = _model(ALLGATHER_MODELS, algorithm, "predict_allgather")
-    n, p = _check(nbytes, ranks, "predict_allgather")
-    return 0.0 if p == 1 or n == 0 else _priced(model, load_machine(machine), n, p)
+    return _predict(ALLGATHER_MODELS, algorithm, nbytes, ranks, machine,
+                    "predict_allgather")
 
 
 # --- neighbour exchanges ---------------------------------------------------------------
 
+def _exchanges(count, nbytes, ranks, machine, what) -> float:
+    """``count`` ``Sendrecv`` of ``nbytes`` each way: T = count(α + nβ); 0 on one rank."""
+    n, p = _check(nbytes, ranks, what)
+    return 0.0 if p == 1 or n == 0 else count * swap(Priced(load_machine(machine), n), n)
+
+
 def predict_ring_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.ring_exchange``: two ``Sendrecv`` of ``nbytes`` each way
     (to the left and to the right neighbour): T = 2(α + nβ); 0 on one rank."""
-    n, p = _check(nbytes, ranks, "predict_ring_exchange")
-    return 0.0 if p == 1 or n == 0 else 2 * _swap(_Priced(load_machine(machine), n), n)
+    return _exchanges(2, nbytes, ranks, machine, "predict_ring_exchange")
 
 
 def predict_torus_exchange(nbytes: float, ranks: int, machine) -> float:
     """``CommunicationNetwork.torus_exchange``: four ``Sendrecv`` of ``nbytes`` each way
     (north, south, east, west on the 2-D torus): T = 4(α + nβ); 0 on one rank."""
-    n, p = _check(nbytes, ranks, "predict_torus_exchange")
-    return 0.0 if p == 1 or n == 0 else 4 * _swap(_Priced(load_machine(machine), n), n)
+    return _exchanges(4, nbytes, ranks, machine, "predict_torus_exchange")

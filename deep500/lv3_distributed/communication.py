@@ -8,20 +8,15 @@ algorithm and is marked ``"modelled (<algorithm>)"``.
 
 Algorithms (``algorithm=`` of each collective; the first is the default):
 
-* ``allreduce``: ``"ring"``, Deep500's bandwidth-optimal ring (Patarasuk & Yuan, JPDC
-  2009): reduce-scatter then allgather, p - 1 ``Sendrecv`` steps each on chunks of the
-  flattened array, reduced in place with NumPy; any p, any element count (chunks differ
-  by at most one element). ``"linear"``, ``"binomial"``, ``"recursive_doubling"``,
-  ``"rabenseifner"``, ``"segmented_ring"``: Deep500's other algorithms, in
-  :mod:`~deep500.lv3_distributed.allreduce_algorithms` (Thakur, Rabenseifner & Gropp,
-  IJHPCA 2005), counted exactly. ``"mpi"``: ``MPI_Allreduce``, modelled as the ring
-  (its volume is the lower bound of any allreduce), or as the algorithm MPICH was told
-  to use through ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` where Deep500 has the same
-  one (``mpich_allreduce_algorithm``; the entry's ``counted`` names it). The ring is
-  the default: on a 2-core VM (2 ranks, MPICH 5.0) it took
-  0.77-0.94x the time of ``MPI_Allreduce`` from 256 KB to 16 MB and 0.39x at 64 MB;
-  below 64 KB its two Python-driven steps cost more (about 13 us against 5 us at
-  1 KB); see ``benchmarks/lv3_allreduce.py``.
+* ``allreduce``: one of ``collectives.allreduce_names()``, each an object of
+  :mod:`~deep500.lv3_distributed.collectives` (one file per algorithm, with its traffic
+  and its α-β-γ cost): ``"ring"`` (the default, Patarasuk & Yuan, JPDC 2009),
+  ``"linear"``, ``"binomial"``, ``"recursive_doubling"``, ``"rabenseifner"``,
+  ``"segmented_ring"`` (Thakur, Rabenseifner & Gropp, IJHPCA 2005), Deep500's own and
+  counted exactly; ``"mpi"``: ``MPI_Allreduce``, modelled as the ring (its volume is the
+  lower bound of any allreduce), or as the algorithm MPICH was told to use through
+  ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` where Deep500 has the same one
+  (``collectives.mpich``; the entry's ``counted`` names it).
 * ``broadcast``: ``"binomial"``, Deep500's binomial tree of ``Send``/``Recv`` (MPICH's
   tree, Thakur et al. 2005). ``"mpi"``: ``MPI_Bcast``, modelled as the binomial tree.
 * ``gather`` / ``scatter``: ``"linear"``, the root receives from (sends to) every other
@@ -31,8 +26,8 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
 
 Compressed communication: ``allreduce(..., wire_dtype="float16" | "bfloat16")`` and
 ``iallreduce(..., wire_dtype=...)`` send a float32 (or float64) array's values in 16
-bits and reduce them at the array's precision (``compressed_allreduce``; the ``"ring"``
-and ``"mpi"`` algorithms; the others raise ``UnsupportedError``). Their volume entries
+bits and reduce them at the array's precision (the algorithms that ``narrows_on_wire``: ``"ring"`` and ``"mpi"``; the others raise
+``UnsupportedError``). Their volume entries
 are named ``"<algorithm>/<wire dtype>"`` (e.g. ``"ring/float16"``) and count 2 bytes a
 value. ``wire_dtype=None`` or ``"float32"`` is the uncompressed call, unchanged.
 
@@ -53,12 +48,19 @@ import math
 
 import numpy as np
 
-import os
-
-from deep500.lv3_distributed import allreduce_algorithms, compressed_allreduce
-from deep500.lv3_distributed.allreduce_algorithms import DEFAULT_SEGMENT_BYTES
+from deep500.lv3_distributed import compressed_allreduce
+from deep500.lv3_distributed.collectives.base import Reduction
+from deep500.lv3_distributed.collectives.mpich import (MPICH_ALLREDUCE_CVAR,
+                                                       check_mpich_allreduce_algorithm,
+                                                       mpich_allreduce_algorithm)
+from deep500.lv3_distributed.collectives import registry as collectives
+from deep500.lv3_distributed.collectives.registry import UnknownAlgorithmError
+from deep500.lv3_distributed.collectives.segmented_ring import (DEFAULT_SEGMENT_BYTES,
+                                                                check_segment_bytes)
+from deep500.lv3_distributed.message_tags import (BROADCAST, GATHER, SCATTER, TO_EAST,
+                                                  TO_LEFT, TO_NORTH, TO_RIGHT, TO_SOUTH,
+                                                  TO_WEST)
 from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
-                                            allreduce_traffic,
                                             binomial_broadcast_traffic,
                                             binomial_gather_traffic,
                                             binomial_scatter_traffic,
@@ -67,33 +69,9 @@ from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
 from deep500.lv3_distributed.wire_dtype import WireType, wire_type
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
 
-#: Every allreduce algorithm of ``CommunicationNetwork.allreduce`` (the first is the
-#: default); all but ``"mpi"`` send their messages themselves and count them exactly.
-ALLREDUCE_ALGORITHMS = ("ring", "linear", "binomial", "recursive_doubling",
-                        "rabenseifner", "segmented_ring", "mpi")
-#: MPICH's control variable choosing ``MPI_Allreduce``'s algorithm, read at
-#: ``MPI_Init`` from the environment (also spelled ``MPICH_ALLREDUCE_INTRA_ALGORITHM``
-#: and ``MPIR_PARAM_ALLREDUCE_INTRA_ALGORITHM``), and the values MPICH 5.0 documents
-#: for it (the CVAR's description in libmpi; ``auto`` is MPICH's own selection).
-MPICH_ALLREDUCE_CVAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
-MPICH_ALLREDUCE_ALGORITHMS = ("auto", "nb", "smp", "recursive_doubling",
-                              "recursive_multiplying", "reduce_scatter_allgather", "tree",
-                              "recexch", "ring", "k_reduce_scatter_allgather", "ccl")
-_MPICH_CVAR_NAMES = (MPICH_ALLREDUCE_CVAR, "MPICH_ALLREDUCE_INTRA_ALGORITHM",
-                     "MPIR_PARAM_ALLREDUCE_INTRA_ALGORITHM")
-# How the volume of MPI_Allreduce is modelled for each MPICH choice: the algorithms
-# Deep500 also implements move the same bytes; the others (and auto, whose choice
-# depends on size and tuning files) are modelled as the ring, the lower bound.
-_MPICH_MODELS = {"recursive_doubling": "recursive_doubling",
-                 "reduce_scatter_allgather": "rabenseifner", "ring": "ring"}
 BROADCAST_ALGORITHMS = ("binomial", "mpi")
 GATHER_ALGORITHMS = ("linear", "mpi")
 OPS = ("sum", "average", "max", "min")
-
-# Tags on Deep500's own (duplicated) communicator.
-_TAG_REDUCE_SCATTER, _TAG_ALLGATHER, _TAG_BCAST, _TAG_GATHER, _TAG_SCATTER = 1, 2, 3, 4, 5
-_TAG_TO_RIGHT, _TAG_TO_LEFT = 6, 7
-_TAG_TO_SOUTH, _TAG_TO_NORTH, _TAG_TO_EAST, _TAG_TO_WEST = 8, 9, 10, 11
 
 _POINT_TO_POINT = ("recv", "recv_any", "irecv", "sendrecv")
 _RING_MODEL = modelled("ring")
@@ -104,44 +82,6 @@ def _mpi():
     require("mpi4py", "mpi", "Deep500's CommunicationNetwork")
     from mpi4py import MPI
     return MPI
-
-
-def mpich_allreduce_algorithm(environ=None) -> str:
-    """The ``MPI_Allreduce`` algorithm MPICH was told to use: the value of
-    ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` (or its two aliases) in ``environ``
-    (default ``os.environ``), ``"auto"`` if unset. MPICH reads it once, at
-    ``MPI_Init``; it must be in the environment of every rank before MPI starts (set
-    it in the shell before ``mpirun`` / ``deep500 run --np N``, which pass the
-    environment on). An unknown value raises ``Deep500Error``."""
-    environ = os.environ if environ is None else environ
-    for name in _MPICH_CVAR_NAMES:
-        value = environ.get(name)
-        if value:
-            return check_mpich_allreduce_algorithm(value.strip().lower(), name)
-    return "auto"
-
-
-def check_mpich_allreduce_algorithm(value, where: str = "mpi_algorithm") -> str:
-    """``value`` if it is one of ``MPICH_ALLREDUCE_ALGORITHMS``, else a ``Deep500Error``
-    naming ``where``."""
-    if value not in MPICH_ALLREDUCE_ALGORITHMS:
-        raise Deep500Error(f"{where}={value!r} is not an MPICH allreduce algorithm; "
-                           f"choose one of {', '.join(MPICH_ALLREDUCE_ALGORITHMS)} "
-                           f"(MPICH's {MPICH_ALLREDUCE_CVAR})")
-    return value
-
-
-def check_segment_bytes(value, where: str = "segment_bytes") -> int:
-    """``value`` if it is a positive integer number of bytes, else a ``Deep500Error``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
-                           f"(the default is {DEFAULT_SEGMENT_BYTES})")
-    return int(value)
-
-
-class UnknownAlgorithmError(Deep500Error, ValueError):
-    """An ``algorithm=`` that the collective does not have (also a ``ValueError``, as
-    before this error had a class of its own)."""
 
 
 def torus_shape(size: int) -> tuple[int, int]:
@@ -239,8 +179,8 @@ class CommunicationNetwork:
     Args:
         comm: an mpi4py communicator; ``None`` is ``MPI.COMM_WORLD``.
         volume: where to record traffic; a fresh ``CommunicationVolume`` if ``None``.
-        allreduce_algorithm: the default of ``allreduce`` (one of
-            ``ALLREDUCE_ALGORITHMS``).
+        allreduce_algorithm: the default of ``allreduce`` (a name of
+            ``collectives.allreduce_names()``).
         segment_bytes: the default segment size of ``"segmented_ring"``.
 
     Attributes: ``rank``, ``size``, ``comm``, ``volume``, ``grid`` (the 2-D torus,
@@ -256,15 +196,11 @@ class CommunicationNetwork:
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self.allreduce_algorithm = self._choose(allreduce_algorithm, ALLREDUCE_ALGORITHMS,
-                                                "allreduce")
+        self._allreduce = collectives.allreduce_algorithm(
+            allreduce_algorithm, f"rank {self.rank} of {self.size}: allreduce")
+        self.allreduce_algorithm = self._allreduce.name
         self.segment_bytes = check_segment_bytes(segment_bytes)
         self.mpi_allreduce_algorithm = mpich_allreduce_algorithm()
-        model = _MPICH_MODELS.get(self.mpi_allreduce_algorithm, "ring")
-        self._mpi_model = (model, _RING_MODEL if self.mpi_allreduce_algorithm == "auto"
-                           else modelled(f"{model.replace('_', ' ')}; MPICH "
-                                         f"{MPICH_ALLREDUCE_CVAR}="
-                                         f"{self.mpi_allreduce_algorithm}"))
         self._own = self.comm.Dup()
         self.volume = volume if volume is not None else CommunicationVolume(self.rank,
                                                                             self.size)
@@ -348,6 +284,25 @@ class CommunicationNetwork:
             self._scratch = np.empty(need, np.uint8)
         return self._scratch[:need].view(dtype)
 
+    def _output(self, array, out, what):
+        """``out`` checked against ``array`` (``out`` may be ``array`` itself, to reduce
+        in place), or a new array like it."""
+        if out is None:
+            return np.empty_like(array)
+        if out is not array:
+            self._check_like(out, array.shape, array.dtype, what)
+        elif not out.flags.writeable:
+            raise self._fail(what, "array is read-only", "Pass a writable array to "
+                             "reduce in place, or no out")
+        return out
+
+    def _algorithm(self, algorithm):
+        """The allreduce algorithm's object (``None``: the network's default)."""
+        if algorithm is None:
+            return self._allreduce
+        return collectives.allreduce_algorithm(algorithm,
+                                               f"rank {self.rank} of {self.size}: allreduce")
+
     # -- allreduce ------------------------------------------------------------------
     def allreduce(self, array: np.ndarray, op: str = "sum", out: np.ndarray | None = None,
                   algorithm: str | None = None, segment_bytes: int | None = None,
@@ -357,11 +312,11 @@ class CommunicationNetwork:
 
         ``op``: ``"sum"``, ``"average"`` (sum / size; float and complex only), ``"max"``,
         ``"min"``. ``out`` (same shape and dtype; may be ``array`` itself for in place)
-        receives the result, else a new array is returned. ``algorithm``: one of
-        ``ALLREDUCE_ALGORITHMS`` (default ``self.allreduce_algorithm``); Deep500's own
-        (all but ``"mpi"``, see ``allreduce_algorithms``) leave bit-identical results on
-        all ranks and record their traffic exactly, under their own name.
-        ``segment_bytes``: the segment size of ``"segmented_ring"`` (default
+        receives the result, else a new array is returned. ``algorithm``: a name of
+        ``collectives.allreduce_names()`` or an ``AllreduceAlgorithm`` (default
+        ``self.allreduce_algorithm``); Deep500's own (all but ``"mpi"``) leave
+        bit-identical results on all ranks and record their traffic exactly, under their
+        own name. ``segment_bytes``: the segment size of ``"segmented_ring"`` (default
         ``self.segment_bytes``; the other algorithms ignore it, so one call can sweep
         every name). ``mpi_algorithm``: with ``"mpi"``, the MPICH algorithm
         this call expects (one of ``MPICH_ALLREDUCE_ALGORITHMS``); MPICH takes it from
@@ -371,68 +326,54 @@ class CommunicationNetwork:
         algorithm where Deep500 has the same one, else as the ring, and says which.
         With one rank it is a copy, recorded as zero traffic (exact).
         ``wire_dtype``: ``"float16"`` or ``"bfloat16"`` sends the values of a float32
-        (float64) array in 16 bits and reduces them at the array's precision
-        (``compressed_allreduce``; ``"ring"`` and ``"mpi"`` only); ``None`` or
+        (float64) array in 16 bits and reduces them at the array's precision (the
+        algorithms that ``narrows_on_wire``: ``"ring"`` and ``"mpi"``); ``None`` or
         ``"float32"``: the values as they are.
         """
         ufunc, mpi_op = self._reduction(array, op, "allreduce")
         wire = self._wire(array, wire_dtype, "allreduce")
-        if out is None:
-            out = np.empty_like(array)
-        elif out is not array:
-            self._check_like(out, array.shape, array.dtype, "allreduce")
-        elif not out.flags.writeable:
-            raise self._fail("allreduce", "array is read-only", "Pass a writable array "
-                             "to reduce in place, or no out")
-        algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
-            algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
+        out = self._output(array, out, "allreduce")
+        chosen = self._algorithm(algorithm)
         if mpi_algorithm is not None:
             self.check_mpi_algorithm(mpi_algorithm)
-        if wire is not None:
-            return self._wire_allreduce(algorithm, array, out, ufunc, op == "average",
-                                        wire)
+        reduction = Reduction(ufunc, mpi_op, op == "average")
+        name = chosen.name if wire is None else f"{chosen.name}/{wire.name}"
+        if wire is not None and not chosen.narrows_on_wire:
+            raise UnsupportedError(
+                f"rank {self.rank} of {self.size}: allreduce algorithm={chosen.name!r} "
+                f"cannot send {wire.name} on the wire; the algorithms that can are "
+                f"{', '.join(collectives.allreduce_names(narrows_on_wire=True))} (or use "
+                f"wire_dtype='float32')")
         if self.size == 1:
             if out is not array:
                 np.copyto(out, array)
-            self.volume.record("allreduce", algorithm, EXACT, 0, 0, 0, 0)
+            self.volume.record("allreduce", name, EXACT, 0, 0, 0, 0)
             return out
-        if algorithm == "ring":
-            return self._ring_allreduce(array, out, ufunc, op == "average")
-        if algorithm != "mpi":
-            return self._own_allreduce(algorithm, array, out, ufunc, op == "average",
-                                       segment_bytes)
         try:
-            if out is array:
-                self.comm.Allreduce(self._MPI.IN_PLACE, out, mpi_op)
+            if wire is None:
+                traffic = chosen.run(self, array, out, reduction,
+                                     segment_bytes=segment_bytes)
             else:
-                self.comm.Allreduce(array, out, mpi_op)
+                traffic = chosen.run_narrowed(self, array, out, reduction, wire)
         except self._MPI.Exception as exc:
             raise self._truncated(exc, "allreduce") from exc
-        if op == "average":
-            np.true_divide(out, self.size, out=out)
-        model, counted = self._mpi_model
-        self.volume.record_traffic("allreduce", "mpi", counted, allreduce_traffic(
-            model, array.size, array.itemsize, self.size, self.rank))
+        self.volume.record_traffic("allreduce", name, chosen.counted(self), traffic)
         return out
 
     def allreduce_traffic(self, count: int, itemsize: int, algorithm: str | None = None,
                           segment_bytes: int | None = None,
                           wire_dtype: str | None = None) -> Traffic:
         """What one ``allreduce`` of ``count`` elements of ``itemsize`` bytes records
-        for this rank: the exact formula of Deep500's algorithm (``volume.py``), or for
-        ``"mpi"`` the model it records (the MPICH choice's, else the ring). With a
-        ``wire_dtype`` narrower than float32 the values travel in its itemsize."""
+        for this rank: the algorithm's exact closed form (``AllreduceAlgorithm.traffic``),
+        or for ``"mpi"`` the model it records (the MPICH choice's, else the ring). With
+        a ``wire_dtype`` narrower than float32 the values travel in its itemsize."""
         wire = wire_type(wire_dtype)
         if wire is not None:
             itemsize = wire.itemsize
-        algorithm = self.allreduce_algorithm if algorithm is None else self._choose(
-            algorithm, ALLREDUCE_ALGORITHMS, "allreduce")
-        if algorithm == "mpi":
-            algorithm = self._mpi_model[0]
-        if algorithm == "segmented_ring" and segment_bytes is None:
-            segment_bytes = self.segment_bytes
-        return allreduce_traffic(algorithm, count, itemsize, self.size, self.rank,
-                                 segment_bytes)
+        return self._algorithm(algorithm).traffic(
+            count, itemsize, self.size, self.rank,
+            segment_bytes=self.segment_bytes if segment_bytes is None else segment_bytes,
+            mpi_algorithm=self.mpi_allreduce_algorithm)
 
     def check_mpi_algorithm(self, mpi_algorithm: str) -> str:
         """``mpi_algorithm`` if it is MPICH's allreduce algorithm in effect, else a
@@ -459,56 +400,6 @@ class CommunicationNetwork:
                                    f"arrays; got {array.dtype}")
         return wire
 
-    def _wire_allreduce(self, algorithm, array, out, ufunc, average, wire):
-        """``allreduce`` with ``wire`` on the wire (``compressed_allreduce``)."""
-        name = f"{algorithm}/{wire.name}"
-        if algorithm not in compressed_allreduce.WIRE_ALGORITHMS:
-            raise UnsupportedError(
-                f"rank {self.rank} of {self.size}: allreduce algorithm={algorithm!r} "
-                f"cannot send {wire.name} on the wire; the algorithms that can are "
-                f"{', '.join(compressed_allreduce.WIRE_ALGORITHMS)} (or use "
-                f"wire_dtype='float32')")
-        if self.size == 1:
-            if out is not array:
-                np.copyto(out, array)
-            self.volume.record("allreduce", name, EXACT, 0, 0, 0, 0)
-            return out
-        try:
-            if algorithm == "ring":
-                traffic = compressed_allreduce.ring(self, array.reshape(-1),
-                                                    out.reshape(-1), ufunc, average, wire)
-                self.volume.record_traffic("allreduce", name, EXACT, traffic)
-                return out
-            narrowed, buffer, operation = compressed_allreduce.narrowed_for_mpi(
-                self._MPI, array, wire, ufunc)
-            self.comm.Allreduce(self._MPI.IN_PLACE, buffer, operation)
-        except self._MPI.Exception as exc:
-            raise self._truncated(exc, "allreduce") from exc
-        compressed_allreduce.finish_mpi(narrowed, out, wire, average, self.size)
-        model, counted = self._mpi_model
-        self.volume.record_traffic("allreduce", name, counted, allreduce_traffic(
-            model, array.size, wire.itemsize, self.size, self.rank))
-        return out
-
-    def _own_allreduce(self, algorithm, array, out, ufunc, average, segment_bytes):
-        """One of ``allreduce_algorithms``, reducing in ``out`` (a copy of ``array``
-        unless in place), its traffic recorded exactly."""
-        if out is not array:
-            np.copyto(out, array)
-        target = out.reshape(-1)
-        run = allreduce_algorithms.ALGORITHMS[algorithm]
-        try:
-            if algorithm == "segmented_ring":
-                segment_bytes = (self.segment_bytes if segment_bytes is None
-                                 else check_segment_bytes(segment_bytes))
-                traffic = run(self, target, ufunc, average, segment_bytes)
-            else:
-                traffic = run(self, target, ufunc, average)
-        except self._MPI.Exception as exc:
-            raise self._truncated(exc, "allreduce") from exc
-        self.volume.record_traffic("allreduce", algorithm, EXACT, traffic)
-        return out
-
     def _reduction(self, array, op, what):
         self._check(array, what)
         if op not in self._ops:
@@ -522,58 +413,6 @@ class CommunicationNetwork:
                                    f"support dtype {array.dtype}; use a float array")
         return self._ops[op]
 
-    def _ring_allreduce(self, array, out, ufunc, average: bool) -> np.ndarray:
-        """Patarasuk & Yuan's ring: reduce-scatter, then allgather, on p chunks.
-
-        Reduce-scatter step s sends chunk (r - s) to the right and reduces chunk
-        (r - s - 1) received from the left into ``out`` (reading this rank's own part
-        from ``array``, so no copy is needed out of place); after p - 1 steps rank r
-        holds chunk (r + 1) fully reduced (divided by p here for the average, on n/p
-        elements instead of n). Allgather step s passes chunk (r + 1 - s) to the right
-        and receives chunk (r - s) from the left straight into ``out``. The bytes and
-        messages are added up as they are handed to MPI.
-        """
-        p, r = self.size, self.rank
-        source, target = array.reshape(-1), out.reshape(-1)
-        count = source.size
-        base, extra = divmod(count, p)
-        bounds = [i * base + min(i, extra) for i in range(p + 1)]
-        right, left = (r + 1) % p, (r - 1) % p
-        scratch = self._scratch_for(array.dtype, base + (1 if extra else 0))
-        status, sendrecv = self._status, self._own.Sendrecv
-        sent = received = 0
-        try:
-            for step in range(p - 1):
-                send_chunk, recv_chunk = (r - step) % p, (r - step - 1) % p
-                outgoing = (source if step == 0 else target)[
-                    bounds[send_chunk]:bounds[send_chunk + 1]]
-                lo, hi = bounds[recv_chunk], bounds[recv_chunk + 1]
-                incoming = scratch[:hi - lo]
-                sendrecv(outgoing, right, _TAG_REDUCE_SCATTER, incoming, left,
-                         _TAG_REDUCE_SCATTER, status)
-                self._check_received(status, incoming.nbytes, "allreduce", left)
-                ufunc(source[lo:hi], incoming, out=target[lo:hi])
-                sent += outgoing.nbytes
-                received += incoming.nbytes
-            if average:
-                owned = (r + 1) % p
-                chunk = target[bounds[owned]:bounds[owned + 1]]
-                np.true_divide(chunk, p, out=chunk)
-            for step in range(p - 1):
-                send_chunk, recv_chunk = (r + 1 - step) % p, (r - step) % p
-                outgoing = target[bounds[send_chunk]:bounds[send_chunk + 1]]
-                incoming = target[bounds[recv_chunk]:bounds[recv_chunk + 1]]
-                sendrecv(outgoing, right, _TAG_ALLGATHER, incoming, left, _TAG_ALLGATHER,
-                         status)
-                self._check_received(status, incoming.nbytes, "allreduce", left)
-                sent += outgoing.nbytes
-                received += incoming.nbytes
-        except self._MPI.Exception as exc:
-            raise self._truncated(exc, "allreduce") from exc
-        self.volume.record("allreduce", "ring", EXACT, sent, received, 2 * (p - 1),
-                           2 * (p - 1))
-        return out
-
     def iallreduce(self, array: np.ndarray, op: str = "sum",
                    out: np.ndarray | None = None,
                    wire_dtype: str | None = None) -> Request:
@@ -584,13 +423,7 @@ class CommunicationNetwork:
         precision by a user-defined MPI operation (``compressed_allreduce``)."""
         ufunc, mpi_op = self._reduction(array, op, "iallreduce")
         wire = self._wire(array, wire_dtype, "iallreduce")
-        if out is None:
-            out = np.empty_like(array)
-        elif out is not array:
-            self._check_like(out, array.shape, array.dtype, "iallreduce")
-        elif not out.flags.writeable:
-            raise self._fail("iallreduce", "array is read-only", "Pass a writable array "
-                             "to reduce in place, or no out")
+        out = self._output(array, out, "iallreduce")
         if wire is not None:
             return self._wire_iallreduce(array, out, ufunc, op == "average", wire)
         request = self.comm.Iallreduce(self._MPI.IN_PLACE if out is array else array, out,
@@ -643,7 +476,7 @@ class CommunicationNetwork:
             while mask < p:
                 if relative & mask:
                     parent = (relative - mask + root) % p
-                    comm.Recv(array, parent, _TAG_BCAST, status)
+                    comm.Recv(array, parent, BROADCAST, status)
                     self._check_received(status, array.nbytes, "broadcast", parent)
                     received += array.nbytes
                     messages_received += 1
@@ -654,7 +487,7 @@ class CommunicationNetwork:
         mask >>= 1
         while mask > 0:
             if relative + mask < p:
-                comm.Send(array, (relative + mask + root) % p, _TAG_BCAST)
+                comm.Send(array, (relative + mask + root) % p, BROADCAST)
                 sent += array.nbytes
                 messages_sent += 1
             mask >>= 1
@@ -687,13 +520,13 @@ class CommunicationNetwork:
                                                                root))
             return out if is_root else None
         if not is_root:
-            self._own.Send(array, root, _TAG_GATHER)
+            self._own.Send(array, root, GATHER)
             self.volume.record("gather", "linear", EXACT, array.nbytes, 0, 1, 0)
             return None
         out[root] = array
         sources = [i for i in range(p) if i != root]
         statuses = [self._MPI.Status() for _ in sources]
-        requests = [self._own.Irecv(out[i], i, _TAG_GATHER) for i in sources]
+        requests = [self._own.Irecv(out[i], i, GATHER) for i in sources]
         try:
             self._MPI.Request.Waitall(requests, statuses)
         except self._MPI.Exception as exc:
@@ -731,13 +564,13 @@ class CommunicationNetwork:
             return out
         if not is_root:
             try:
-                self._own.Recv(out, root, _TAG_SCATTER, self._status)
+                self._own.Recv(out, root, SCATTER, self._status)
             except self._MPI.Exception as exc:
                 raise self._truncated(exc, "scatter") from exc
             self._check_received(self._status, out.nbytes, "scatter", root)
             self.volume.record("scatter", "linear", EXACT, 0, out.nbytes, 0, 1)
             return out
-        requests = [self._own.Isend(array[i], i, _TAG_SCATTER) for i in range(p)
+        requests = [self._own.Isend(array[i], i, SCATTER) for i in range(p)
                     if i != root]
         out[...] = array[root]
         self._MPI.Request.Waitall(requests)
@@ -844,9 +677,9 @@ class CommunicationNetwork:
         p, r = self.size, self.rank
         left, right = (r - 1) % p, (r + 1) % p
         from_left, from_right = np.empty_like(array), np.empty_like(array)
-        messages = self._exchange(array, right, _TAG_TO_RIGHT, left, from_left,
+        messages = self._exchange(array, right, TO_RIGHT, left, from_left,
                                   "ring_exchange")
-        messages += self._exchange(array, left, _TAG_TO_LEFT, right, from_right,
+        messages += self._exchange(array, left, TO_LEFT, right, from_right,
                                    "ring_exchange")
         self.volume.record("ring_exchange", "direct", EXACT, messages * array.nbytes,
                            messages * array.nbytes, messages, messages)
@@ -873,13 +706,13 @@ class CommunicationNetwork:
         near = self.torus_neighbours()
         got = {direction: np.empty_like(array) for direction in near}
         what = "torus_exchange"
-        messages = self._exchange(array, near["south"], _TAG_TO_SOUTH, near["north"],
+        messages = self._exchange(array, near["south"], TO_SOUTH, near["north"],
                                   got["north"], what)
-        messages += self._exchange(array, near["north"], _TAG_TO_NORTH, near["south"],
+        messages += self._exchange(array, near["north"], TO_NORTH, near["south"],
                                    got["south"], what)
-        messages += self._exchange(array, near["east"], _TAG_TO_EAST, near["west"],
+        messages += self._exchange(array, near["east"], TO_EAST, near["west"],
                                    got["west"], what)
-        messages += self._exchange(array, near["west"], _TAG_TO_WEST, near["east"],
+        messages += self._exchange(array, near["west"], TO_WEST, near["east"],
                                    got["east"], what)
         self.volume.record("torus_exchange", "direct", EXACT, messages * array.nbytes,
                            messages * array.nbytes, messages, messages)

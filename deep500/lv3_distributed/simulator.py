@@ -11,7 +11,7 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   pass the gradients are packed into one fusion buffer and allreduced once:
   exposed = fusion copy + T_allreduce(n) + o (the copy also on one rank, where the
   scheme packs too; T and o are 0 there), where T_allreduce is the α-β-γ model of
-  the algorithm (``collective_models``, Thakur, Rabenseifner & Gropp 2005) and o the
+  the algorithm (its object's ``cost`` in ``collectives``, Thakur, Rabenseifner & Gropp 2005) and o the
   per-call software overhead of the machine file (LogP's o; 0 when it has none),
   times the machine file's in-context factor (``in_context``, default on): the
   slow-down ``deep500 calibrate`` measured for calls between compute bursts rather
@@ -54,17 +54,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deep500.lv3_distributed.collective_models import (ALLREDUCE_MODELS,
-                                                       predict_allreduce_call)
+from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
+from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES
 from deep500.lv3_distributed.step_profile import StepProfile
+from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
 from deep500.utils.errors import Deep500Error
-
-#: Gradient bucket size of the overlapped mode when none is given (PyTorch DDP's
-#: default ``bucket_cap_mb`` is 25 MB; Horovod's fusion threshold 64 MB: for the small
-#: models Deep500 trains here a smaller bucket gives more overlap).
-DEFAULT_BUCKET_BYTES = 1 << 20
-#: Bytes per element on the wire of each communication dtype.
-COMM_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+from deep500.utils.machine import load_machine
 
 
 @dataclass
@@ -101,15 +96,6 @@ class SimulatedStep:
         return result
 
 
-def _allreduce_call(machine, algorithm, nbytes, ranks, segment_bytes, in_context):
-    """One allreduce call: the α-β-γ model plus the machine's per-call overhead o,
-    with the in-context factor when asked."""
-    if ranks == 1 or nbytes <= 0:
-        return 0.0
-    return predict_allreduce_call(algorithm, nbytes, ranks, machine,
-                                  segment_bytes=segment_bytes, in_context=in_context)
-
-
 def median_of_maximum(samples, ranks: int) -> float:
     """The median of the maximum of ``ranks`` i.i.d. draws from the distribution of
     ``samples``: its quantile 0.5^(1/ranks) (since P(max ≤ x) = F(x)^ranks), with
@@ -120,18 +106,97 @@ def median_of_maximum(samples, ranks: int) -> float:
     return float(np.quantile(x, 0.5 ** (1.0 / int(ranks))))
 
 
-def _check(ranks, algorithm, comm_dtype, bucket_bytes):
+def _check(ranks, comm_dtype, bucket_bytes):
     if isinstance(ranks, bool) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
         raise Deep500Error(f"simulate_training: ranks is {ranks!r}; give an integer >= 1")
-    if algorithm not in ALLREDUCE_MODELS:
-        raise Deep500Error(f"simulate_training: unknown allreduce algorithm {algorithm!r}; "
-                           f"known: {', '.join(ALLREDUCE_MODELS)}")
-    if comm_dtype not in COMM_DTYPE_BYTES:
-        raise Deep500Error(f"simulate_training: unknown comm_dtype {comm_dtype!r}; known: "
-                           f"{', '.join(COMM_DTYPE_BYTES)}")
+    check_comm_dtype(comm_dtype, "simulate_training: comm_dtype")
     if not (isinstance(bucket_bytes, (int, float)) and bucket_bytes > 0):
         raise Deep500Error(f"simulate_training: bucket_bytes is {bucket_bytes!r}; give a "
                            f"positive number of bytes")
+
+
+class _Allreduces:
+    """The price of allreducing a given number of float32 gradient bytes: one call of
+    the algorithm (α-β-γ model plus the per-call overhead o, with the in-context factor
+    when asked) on the bytes the wire carries, plus the casts to and from a narrower
+    wire type (6 bytes per element moved each way, at the memory bandwidth)."""
+
+    def __init__(self, algorithm, machine, ranks, comm_dtype, segment_bytes, in_context):
+        self.algorithm, self.machine, self.ranks = algorithm, machine, ranks
+        self.segment_bytes, self.in_context = segment_bytes, in_context
+        wire = wire_type(comm_dtype)
+        self.wire = (4 if wire is None else wire.itemsize) / 4.0
+        self.cast_s_per_fp32_byte = (0.0 if wire is None
+                                     else 2 * 6 / 4 / machine.memory_bandwidth)
+
+    def __call__(self, fp32_bytes) -> float:
+        if self.ranks == 1 or fp32_bytes <= 0:
+            return 0.0
+        return (self.algorithm.call_cost(self.machine, fp32_bytes * self.wire, self.ranks,
+                                         self.in_context, segment_bytes=self.segment_bytes)
+                + self.cast_s_per_fp32_byte * fp32_bytes)
+
+
+def _forward(step, timeline) -> float:
+    """The compute outside the nodes, then the forward pass; returns its end."""
+    t = step.other_compute_s
+    timeline.append(("compute", "other compute", 0.0, t))
+    for layer in step.layers:
+        if layer.forward_s > 0:
+            timeline.append(("compute", f"forward {layer.name}", t, t + layer.forward_s))
+        t += layer.forward_s
+    return t
+
+
+def _backward_layer(layer, t, timeline) -> float:
+    if layer.backward_s > 0:
+        timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
+    return t + layer.backward_s
+
+
+def _blocking(step, t, fusion, allreduce, timeline) -> tuple:
+    """The backward pass, then one allreduce of all gradients after it. Returns
+    (backward end, communication end, communication seconds, buckets)."""
+    for layer in reversed(step.layers):
+        t = _backward_layer(layer, t, timeline)
+    total, communication, buckets = step.gradient_bytes, 0.0, 0
+    if total > 0:
+        communication = fusion + allreduce(total)
+        timeline.append(("communication", f"allreduce {total} B", t, t + communication))
+        buckets = 1
+    return t, t + communication, communication, buckets
+
+
+def _overlapped(step, t, fusion, allreduce, bucket_bytes, timeline) -> tuple:
+    """The backward pass with a bucket's allreduce started once the bucket is full and
+    the previous allreduce has finished (module docstring). Returns (backward end,
+    communication end, communication seconds, buckets)."""
+    total = step.gradient_bytes
+    comm_free, bucket, communication, buckets = t, 0, 0.0, 0
+    last_with_gradients = next((i for i, layer in enumerate(step.layers)
+                                if layer.gradient_bytes), None)
+    for i in range(len(step.layers) - 1, -1, -1):
+        layer = step.layers[i]
+        t = _backward_layer(layer, t, timeline)
+        bucket += layer.gradient_bytes
+        if bucket and (bucket >= bucket_bytes or i == last_with_gradients):
+            duration = fusion * bucket / total + allreduce(bucket)
+            start = max(t, comm_free)
+            comm_free = start + duration
+            communication += duration
+            buckets += 1
+            timeline.append(("communication", f"allreduce bucket {buckets} ({bucket} B)",
+                             start, comm_free))
+            bucket = 0
+    return t, max(t, comm_free), communication, buckets
+
+
+def _straggler_wait(step, ranks, straggler) -> float:
+    """The typical wait for the slowest of ``ranks`` ranks (module docstring)."""
+    if not (straggler and ranks > 1 and step.step_samples):
+        return 0.0
+    return max(0.0, median_of_maximum(step.step_samples, ranks)
+               - float(np.median(step.step_samples)))
 
 
 def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
@@ -148,7 +213,8 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         machine: a machine file's path, a dict or a ``MachineModel``.
         ranks: data-parallel ranks (1: no communication).
         threads, batch_per_rank: default the profile's; otherwise it is scaled.
-        algorithm: allreduce algorithm (``collective_models.ALLREDUCE_MODELS``).
+        algorithm: allreduce algorithm (a name of ``collectives.allreduce_names()`` or
+            an ``AllreduceAlgorithm``).
         overlap: per-bucket allreduces overlapped with the backward pass.
         comm_dtype: 'float32', 'float16' or 'bfloat16' on the wire.
         bucket_bytes: bucket size of the overlapped mode (fp32 gradient bytes).
@@ -157,74 +223,27 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         in_context: price each allreduce with the machine file's in-context factor
             (calls between compute phases; see ``predict_allreduce_call``).
     """
-    from deep500.utils.machine import load_machine
     if not isinstance(profile, StepProfile):
         raise Deep500Error(f"simulate_training: profile must be a StepProfile (from "
                            f"measure_step_profile or modelled_step_profile), not "
                            f"{type(profile).__name__}")
-    _check(ranks, algorithm, comm_dtype, bucket_bytes)
+    _check(ranks, comm_dtype, bucket_bytes)
+    chosen = allreduce_algorithm(algorithm, "simulate_training")
     machine = load_machine(machine)
     step = profile.at(batch_per_rank, threads, machine)
     p = int(ranks)
-    wire = COMM_DTYPE_BYTES[comm_dtype] / 4.0
-    cast_s_per_fp32_byte = (0.0 if comm_dtype == "float32"
-                            else 2 * 6 / 4 / machine.memory_bandwidth)
-
-    def communicate(fp32_bytes):
-        if p == 1 or fp32_bytes <= 0:
-            return 0.0
-        return (_allreduce_call(machine, algorithm, fp32_bytes * wire, p, segment_bytes,
-                                in_context)
-                + cast_s_per_fp32_byte * fp32_bytes)
-
+    allreduce = _Allreduces(chosen, machine, p, comm_dtype, segment_bytes, in_context)
     timeline = []
-    t = step.other_compute_s
-    timeline.append(("compute", "other compute", 0.0, t))
-    for layer in step.layers:
-        if layer.forward_s > 0:
-            timeline.append(("compute", f"forward {layer.name}", t, t + layer.forward_s))
-        t += layer.forward_s
-    total = step.gradient_bytes
+    t = _forward(step, timeline)
     # The scheme packs its gradients into the fusion buffer on one rank too.
-    fusion = step.fusion_s if total > 0 else 0.0
-    communication, buckets = 0.0, 0
+    fusion = step.fusion_s if step.gradient_bytes > 0 else 0.0
     if not overlap or p == 1:
-        for layer in reversed(step.layers):
-            if layer.backward_s > 0:
-                timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
-            t += layer.backward_s
-        backward_end = t
-        if total > 0:
-            communication = fusion + communicate(total)
-            timeline.append(("communication", f"allreduce {total} B", t, t + communication))
-            buckets = 1
-        comm_end = backward_end + communication
+        backward_end, comm_end, communication, buckets = _blocking(
+            step, t, fusion, allreduce, timeline)
     else:
-        comm_free, bucket = t, 0
-        last_with_gradients = next((i for i, layer in enumerate(step.layers)
-                                    if layer.gradient_bytes), None)
-        for i in range(len(step.layers) - 1, -1, -1):
-            layer = step.layers[i]
-            if layer.backward_s > 0:
-                timeline.append(("compute", f"backward {layer.name}", t, t + layer.backward_s))
-            t += layer.backward_s
-            bucket += layer.gradient_bytes
-            if bucket and (bucket >= bucket_bytes or i == last_with_gradients):
-                duration = fusion * bucket / total + communicate(bucket)
-                start = max(t, comm_free)
-                comm_free = start + duration
-                communication += duration
-                buckets += 1
-                timeline.append(("communication", f"allreduce bucket {buckets} ({bucket} B)",
-                                 start, comm_free))
-                bucket = 0
-        backward_end = t
-        comm_end = max(backward_end, comm_free)
-    exposed = comm_end - backward_end
-    wait = 0.0
-    if straggler and p > 1 and step.step_samples:
-        wait = max(0.0, median_of_maximum(step.step_samples, p)
-                   - float(np.median(step.step_samples)))
+        backward_end, comm_end, communication, buckets = _overlapped(
+            step, t, fusion, allreduce, bucket_bytes, timeline)
+    wait = _straggler_wait(step, p, straggler)
     if wait > 0:
         timeline.append(("wait", "slowest rank", comm_end, comm_end + wait))
     update_start = comm_end + wait
@@ -234,15 +253,15 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         efficiency = 1.0
     else:
         alone = simulate_training(profile, machine, 1, threads=threads,
-                                  batch_per_rank=batch_per_rank, algorithm=algorithm,
+                                  batch_per_rank=batch_per_rank, algorithm=chosen,
                                   straggler=straggler, in_context=in_context)
         efficiency = alone.step_s / step_s if step_s > 0 else math.nan
     return SimulatedStep(
-        ranks=p, batch_per_rank=step.batch, threads=step.threads, algorithm=algorithm,
+        ranks=p, batch_per_rank=step.batch, threads=step.threads, algorithm=chosen.name,
         overlap=bool(overlap), comm_dtype=comm_dtype, forward_s=step.forward_s,
         backward_s=step.backward_s, other_compute_s=step.other_compute_s,
-        communication_s=communication, exposed_communication_s=exposed, straggler_s=wait,
-        update_s=step.update_s, step_s=step_s,
+        communication_s=communication, exposed_communication_s=comm_end - backward_end,
+        straggler_s=wait, update_s=step.update_s, step_s=step_s,
         throughput=p * step.batch / step_s if step_s > 0 else math.nan,
-        parallel_efficiency=efficiency, gradient_bytes=total, buckets=buckets,
-        timeline=timeline, profile_source=step.source)
+        parallel_efficiency=efficiency, gradient_bytes=step.gradient_bytes,
+        buckets=buckets, timeline=timeline, profile_source=step.source)

@@ -4,9 +4,10 @@
 calls, bytes sent, bytes received, messages sent, messages received, and how the
 numbers were obtained:
 
-* ``"exact"``: Deep500 sent the messages itself (its allreduce algorithms, whose
-  per-rank traffic the ``*_allreduce_traffic`` functions below state, the binomial
-  broadcast, the linear gather and scatter, point-to-point, neighbour exchanges), and
+* ``"exact"``: Deep500 sent the messages itself (its allreduce algorithms, each of
+  which states its per-rank traffic in closed form, ``AllreduceAlgorithm.traffic`` in
+  ``deep500.lv3_distributed.collectives``; the binomial broadcast, the linear gather
+  and scatter, point-to-point, neighbour exchanges), and
   the counts are the sizes of the buffers it handed to MPI, added up as it sent them.
   A message is one MPI send (zero-byte messages of empty ring chunks included);
   messages a rank would send to itself are local copies, neither sent nor counted.
@@ -75,142 +76,6 @@ def ring_allreduce_traffic(count: int, itemsize: int, size: int, rank: int) -> T
     sent = 2 * count - c[(rank + 1) % size] - c[(rank + 2) % size]
     received = 2 * count - c[rank] - c[(rank + 1) % size]
     return Traffic(sent * itemsize, received * itemsize, 2 * (size - 1), 2 * (size - 1))
-
-
-def segment_elements(segment_bytes: int, itemsize: int) -> int:
-    """Elements per segment of ``segmented_ring``: the whole elements that fit in
-    ``segment_bytes``, at least one."""
-    return max(1, int(segment_bytes) // itemsize)
-
-
-def _segments(elements: int, per_segment: int) -> int:
-    return max(1, -(-elements // per_segment))
-
-
-@lru_cache(maxsize=4096)
-def segmented_ring_allreduce_traffic(count: int, itemsize: int, size: int, rank: int,
-                                     segment_bytes: int) -> Traffic:
-    """The ring allreduce with each chunk sent as segments (Patarasuk & Yuan 2009,
-    the pipelined ring): the bytes of ``ring_allreduce_traffic``; a chunk of c_i
-    elements travels as k_i = max(1, ceil(c_i / e)) messages, e =
-    ``segment_elements(segment_bytes, itemsize)``, so (indices mod p)::
-
-        messages sent     = sum_{i != r+1} k_i + sum_{i != r+2} k_i
-        messages received = sum_{i != r} k_i + sum_{i != r+1} k_i
-
-    which is 2(p - 1) ceil(n / (p e)) each way when p divides the n elements.
-    """
-    if size == 1:
-        return Traffic(0, 0, 0, 0)
-    ring = ring_allreduce_traffic(count, itemsize, size, rank)
-    e = segment_elements(segment_bytes, itemsize)
-    k = [_segments(c, e) for c in ring_chunks(count, size)]
-    total = sum(k)
-    sent = 2 * total - k[(rank + 1) % size] - k[(rank + 2) % size]
-    received = 2 * total - k[rank] - k[(rank + 1) % size]
-    return Traffic(ring.bytes_sent, ring.bytes_received, sent, received)
-
-
-def linear_allreduce_traffic(count: int, itemsize: int, size: int, rank: int) -> Traffic:
-    """Linear allreduce: reduce at rank 0 (every other rank sends its n bytes there),
-    then the root sends the result to each rank (Thakur et al. 2005 call this the
-    naive algorithm): rank 0 sends and receives (p - 1) messages of n bytes, every
-    other rank one each way."""
-    n = count * itemsize
-    if size == 1:
-        return Traffic(0, 0, 0, 0)
-    if rank == 0:
-        return Traffic((size - 1) * n, (size - 1) * n, size - 1, size - 1)
-    return Traffic(n, n, 1, 1)
-
-
-def binomial_allreduce_traffic(count: int, itemsize: int, size: int, rank: int) -> Traffic:
-    """Binomial-tree reduce to rank 0 then binomial-tree broadcast from it (Thakur et
-    al. 2005, 4.1-4.2): a rank with c children in the tree receives c messages of n
-    bytes and sends one to its parent, then receives one from the parent and sends c;
-    rank 0 (c = ceil(log2 p)) only the c each way."""
-    n = count * itemsize
-    messages = len(binomial_children(rank, size)) + (1 if rank else 0)
-    return Traffic(messages * n, messages * n, messages, messages)
-
-
-def fold_partner(size: int, rank: int) -> tuple[int | None, int]:
-    """Non-power-of-two p (Thakur et al. 2005, 4.4; Rabenseifner 2004): with
-    p' = 2^floor(log2 p) and r = p - p', the even ranks below 2r hand their vector to
-    the next rank and wait; the odd ones go on as new rank rank // 2, the ranks from
-    2r as rank - r. Returns ``(partner, new rank)``: partner ``None`` outside the fold,
-    new rank -1 for a rank that waits."""
-    rest = size - (1 << (size.bit_length() - 1))
-    if rank >= 2 * rest:
-        return None, rank - rest
-    return (rank + 1, -1) if rank % 2 == 0 else (rank - 1, rank // 2)
-
-
-def _with_fold(size: int, rank: int, n: int, inner: Traffic) -> Traffic:
-    partner, new_rank = fold_partner(size, rank)
-    if partner is None:
-        return inner
-    if new_rank < 0:
-        return Traffic(n, n, 1, 1)
-    return Traffic(inner.bytes_sent + n, inner.bytes_received + n,
-                   inner.messages_sent + 1, inner.messages_received + 1)
-
-
-@lru_cache(maxsize=4096)
-def recursive_doubling_allreduce_traffic(count: int, itemsize: int, size: int,
-                                         rank: int) -> Traffic:
-    """Recursive doubling (Thakur et al. 2005, 4.4): log2 p' exchanges of the whole
-    n bytes each way; for non-power-of-two p the fold adds one message of n bytes
-    each way to the 2r ranks in it (the waiting ones send and receive only that)."""
-    n = count * itemsize
-    steps = (1 << (size.bit_length() - 1)).bit_length() - 1
-    return _with_fold(size, rank, n, Traffic(steps * n, steps * n, steps, steps))
-
-
-@lru_cache(maxsize=4096)
-def rabenseifner_allreduce_traffic(count: int, itemsize: int, size: int,
-                                   rank: int) -> Traffic:
-    """Rabenseifner's allreduce (Rabenseifner, ICCS 2004; Thakur et al. 2005, 4.4):
-    the n elements cut into p' blocks (``ring_chunks``); reduce-scatter step k sends
-    the half of the block range R_k held that the partner keeps and receives the other
-    half, the allgather repeats the steps in reverse with the halves swapped, so each
-    step moves |R_k| elements each way over both phases::
-
-        bytes sent = bytes received = itemsize * sum_{k < log2 p'} |R_k|,
-        R_0 = all blocks, R_{k+1} = the half of R_k picked by bit k of the new rank
-        messages = 2 log2 p' each way
-
-    which is 2(p'-1)/p' n bytes when p' divides the elements; plus the fold's one
-    message of n bytes each way for the 2r ranks in it.
-    """
-    n = count * itemsize
-    partner, new_rank = fold_partner(size, rank)
-    pof2 = 1 << (size.bit_length() - 1)
-    if new_rank < 0:
-        return Traffic(n, n, 1, 1)
-    chunks = ring_chunks(count, pof2)
-    lo, hi, mask, moved, steps = 0, pof2, 1, 0, 0
-    while mask < pof2:
-        moved += sum(chunks[lo:hi])
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if not new_rank & mask else (mid, hi)
-        mask <<= 1
-        steps += 2
-    return _with_fold(size, rank, n, Traffic(moved * itemsize, moved * itemsize, steps,
-                                             steps))
-
-
-def allreduce_traffic(algorithm: str, count: int, itemsize: int, size: int, rank: int,
-                      segment_bytes: int | None = None) -> Traffic:
-    """The per-rank traffic of one allreduce by Deep500's ``algorithm`` (``"ring"``,
-    ``"segmented_ring"``, ``"linear"``, ``"binomial"``, ``"recursive_doubling"``,
-    ``"rabenseifner"``); ``segment_bytes`` for ``segmented_ring`` only."""
-    if size == 1:
-        return Traffic(0, 0, 0, 0)
-    if algorithm == "segmented_ring":
-        return segmented_ring_allreduce_traffic(count, itemsize, size, rank,
-                                                segment_bytes)
-    return _ALLREDUCE_TRAFFIC[algorithm](count, itemsize, size, rank)
 
 
 def binomial_parent(relative: int) -> int:
@@ -292,13 +157,6 @@ def dissemination_barrier_traffic(size: int) -> Traffic:
     ceil(log2 p) zero-byte messages each way."""
     rounds = (size - 1).bit_length()
     return Traffic(0, 0, rounds, rounds)
-
-
-_ALLREDUCE_TRAFFIC = {"ring": ring_allreduce_traffic,
-                      "linear": linear_allreduce_traffic,
-                      "binomial": binomial_allreduce_traffic,
-                      "recursive_doubling": recursive_doubling_allreduce_traffic,
-                      "rabenseifner": rabenseifner_allreduce_traffic}
 
 
 # -- the counters -----------------------------------------------------------------------

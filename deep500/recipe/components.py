@@ -1,4 +1,4 @@
-"""What a recipe can name: frameworks and metrics, by name."""
+"""What a recipe can name: frameworks, metrics and allreduce algorithms, by name."""
 from __future__ import annotations
 
 import os
@@ -33,6 +33,14 @@ def registered_name(value, what: str, where: str, known, hint: str = "") -> str:
         raise RecipeError(f"{where}: unknown {what} {value!r}{hint}; registered: "
                           f"{', '.join(sorted(known))}.{registry.suggestion(value, known)}")
     return value
+
+
+def allreduce_algorithm_name(value, where: str) -> str:
+    """``value`` if it names an allreduce algorithm of the registry
+    (``deep500.lv3_distributed.collectives``), else a RecipeError listing them: the one
+    place a recipe's allreduce algorithm is checked; what runs it looks it up."""
+    from deep500.lv3_distributed.collectives import allreduce_names
+    return registered_name(value, "allreduce algorithm", where, allreduce_names())
 
 
 def framework_names() -> list[str]:

@@ -5,7 +5,7 @@ One launch per p runs ``scripts/check_allreduce_algorithms.py``: every algorithm
 float32/float64/int64 arrays whose length p does not divide (fewer elements than ranks
 and empty included), ops sum/average/max/min, checked there against NumPy within the
 rounding bound of a p-term sum and for bit-identical results on all ranks. Here: the
-bytes and messages each rank recorded equal the formula of ``volume.py`` and, where a
+bytes and messages each rank recorded equal the algorithm's ``traffic`` and, where a
 closed form exists, the textbook one written out below; the MPICH algorithm chosen
 through ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` (set for p = 3 and 4) is recorded.
 """
@@ -17,19 +17,17 @@ from numpy.testing import assert_allclose
 
 import deep500 as d5
 from deep500.frameworks import reference as d5ref
-from deep500.frameworks.reference.distributed.consistent_decentralized import (
-    check_allreduce_options)
-from deep500.lv3_distributed import mpirun_executable
+from deep500.lv3_distributed import allreduce_algorithm, allreduce_names, mpirun_executable
 from deep500.lv3_distributed import volume as vol
-from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
-                                                   MPICH_ALLREDUCE_CVAR,
-                                                   mpich_allreduce_algorithm)
+from deep500.lv3_distributed.collectives.mpich import (MPICH_ALLREDUCE_CVAR,
+                                                       mpich_allreduce_algorithm)
+from deep500.lv3_distributed.collectives.options import check_allreduce_options
 from tests.lv3_distributed.mpi_helpers import SCRIPTS, run_program
 from tests.lv3_distributed.test_schemes import (BATCH, assert_identical_every_step,
                                                 assert_measured_equals_analytic,
                                                 run_scheme, single_process)
 
-OWN = [a for a in ALLREDUCE_ALGORITHMS if a != "mpi"]
+OWN = allreduce_names(counted_exactly=True)
 # MPICH's algorithm forced for some worlds (read at MPI_Init from the environment)
 FORCED = {3: "recursive_doubling", 4: "reduce_scatter_allgather"}
 
@@ -64,9 +62,9 @@ def test_every_algorithm_counts_exactly_its_formula(world):
                 continue
             assert entry["algorithm"] == algorithm and entry["calls"] == 1, name
             assert entry["counted"] == "exact", name
-            expected = vol.allreduce_traffic(
-                algorithm, params["count"], params["itemsize"], p, r,
-                params["segment_bytes"] or 1 << 20)
+            expected = allreduce_algorithm(algorithm).traffic(
+                params["count"], params["itemsize"], p, r,
+                segment_bytes=params["segment_bytes"] or 1 << 20)
             assert traffic(entry) == tuple(expected), (r, name)
             checked.add(algorithm)
     assert checked == set(OWN)
@@ -156,8 +154,8 @@ def test_mpi_records_mpichs_algorithm(world):
             assert entry["counted"] == (
                 f"modelled ({model.replace('_', ' ')}; MPICH {MPICH_ALLREDUCE_CVAR}="
                 f"{forced})")
-        assert traffic(entry) == tuple(vol.allreduce_traffic(model, 1001, 4, p,
-                                                             rank["rank"]))
+        assert traffic(entry) == tuple(allreduce_algorithm(model).traffic(1001, 4, p,
+                                                                          rank["rank"]))
 
 
 def test_bad_choices_name_the_option(world):
@@ -172,42 +170,49 @@ def test_bad_choices_name_the_option(world):
         assert "mpi_algorithm='fastest' is not an MPICH allreduce algorithm" in errors[
             "mpi_algorithm_unknown"]
         assert errors["unknown_algorithm"].startswith("UnknownAlgorithmError: ")
-        assert "choose one of 'ring', 'linear', 'binomial'" in errors["unknown_algorithm"]
+        assert (f"rank {rank['rank']} of {len(world)}: allreduce: unknown allreduce "
+                f"algorithm 'tree'; choose one of ring, linear, binomial") in errors[
+                    "unknown_algorithm"]
         assert "segment_bytes=0: give a positive integer" in errors["segment_bytes_zero"]
 
 
 # -- formulas by hand, without MPI ---------------------------------------------------------
 def test_formulas_by_hand():
     T = vol.Traffic
+    rabenseifner, recursive_doubling, binomial, linear, segmented_ring, ring = (
+        allreduce_algorithm(name).traffic for name in (
+            "rabenseifner", "recursive_doubling", "binomial", "linear", "segmented_ring",
+            "ring"))
     # 8 float32 on 4 ranks: Rabenseifner moves |R_0| + |R_1| = 8 + 4 elements each way
     # (reduce-scatter and allgather together), in 4 messages
-    assert vol.rabenseifner_allreduce_traffic(8, 4, 4, 2) == T(24 * 2, 24 * 2, 4, 4)
+    assert rabenseifner(8, 4, 4, 2) == T(24 * 2, 24 * 2, 4, 4)
     # 5 ranks: rank 0 folds into 1 and gets the result back; rank 1 adds that to its
     # share of the p' = 4 algorithm; rank 4 (new rank 3) only the p' = 4 algorithm
-    assert vol.rabenseifner_allreduce_traffic(8, 4, 5, 0) == T(32, 32, 1, 1)
-    assert vol.rabenseifner_allreduce_traffic(8, 4, 5, 1) == T(48 + 32, 48 + 32, 5, 5)
-    assert vol.rabenseifner_allreduce_traffic(8, 4, 5, 4) == T(48, 48, 4, 4)
+    assert rabenseifner(8, 4, 5, 0) == T(32, 32, 1, 1)
+    assert rabenseifner(8, 4, 5, 1) == T(48 + 32, 48 + 32, 5, 5)
+    assert rabenseifner(8, 4, 5, 4) == T(48, 48, 4, 4)
     # 5 elements on 4 ranks: blocks 2,1,1,1; new rank 0 keeps blocks {0,1} at step 0
     # (3 elements received, 2 sent), then {0}: |R_0| + |R_1| = 5 + 3 elements
-    assert vol.rabenseifner_allreduce_traffic(5, 8, 4, 0) == T(64, 64, 4, 4)
+    assert rabenseifner(5, 8, 4, 0) == T(64, 64, 4, 4)
     # new rank 1 keeps {2,3} at step 0, then one of them: |R_0| + |R_1| = 5 + 2
-    assert vol.rabenseifner_allreduce_traffic(5, 8, 4, 1) == T(56, 56, 4, 4)
-    assert vol.recursive_doubling_allreduce_traffic(10, 8, 3, 0) == T(80, 80, 1, 1)
-    assert vol.recursive_doubling_allreduce_traffic(10, 8, 3, 1) == T(160, 160, 2, 2)
-    assert vol.recursive_doubling_allreduce_traffic(10, 8, 3, 2) == T(80, 80, 1, 1)
-    assert vol.binomial_allreduce_traffic(3, 4, 6, 0) == T(36, 36, 3, 3)   # 1, 2, 4
-    assert vol.binomial_allreduce_traffic(3, 4, 6, 4) == T(24, 24, 2, 2)   # 5; parent 0
-    assert vol.binomial_allreduce_traffic(3, 4, 6, 5) == T(12, 12, 1, 1)
-    assert vol.linear_allreduce_traffic(3, 4, 6, 0) == T(60, 60, 5, 5)
-    assert vol.linear_allreduce_traffic(3, 4, 6, 3) == T(12, 12, 1, 1)
+    assert rabenseifner(5, 8, 4, 1) == T(56, 56, 4, 4)
+    assert recursive_doubling(10, 8, 3, 0) == T(80, 80, 1, 1)
+    assert recursive_doubling(10, 8, 3, 1) == T(160, 160, 2, 2)
+    assert recursive_doubling(10, 8, 3, 2) == T(80, 80, 1, 1)
+    assert binomial(3, 4, 6, 0) == T(36, 36, 3, 3)   # 1, 2, 4
+    assert binomial(3, 4, 6, 4) == T(24, 24, 2, 2)   # 5; parent 0
+    assert binomial(3, 4, 6, 5) == T(12, 12, 1, 1)
+    assert linear(3, 4, 6, 0) == T(60, 60, 5, 5)
+    assert linear(3, 4, 6, 3) == T(12, 12, 1, 1)
     # 100 float64 on 2 ranks in 80-byte segments (10 elements): chunks of 50 -> 5
-    assert vol.segmented_ring_allreduce_traffic(100, 8, 2, 0, 80) == T(800, 800, 10, 10)
+    assert segmented_ring(100, 8, 2, 0, segment_bytes=80) == T(800, 800, 10, 10)
     # fewer elements than ranks: empty chunks are still one (zero-byte) message
     # (chunks 1,1,0,0: rank 0 sends all but c_1 and c_2, receives all but c_0 and c_1)
-    assert vol.segmented_ring_allreduce_traffic(2, 8, 4, 0, 80) == T(24, 16, 6, 6)
-    assert vol.ring_allreduce_traffic(2, 8, 4, 0) == T(24, 16, 6, 6)
-    for algorithm in OWN:
-        assert vol.allreduce_traffic(algorithm, 10, 8, 1, 0, 64) == T(0, 0, 0, 0)
+    assert segmented_ring(2, 8, 4, 0, segment_bytes=80) == T(24, 16, 6, 6)
+    assert ring(2, 8, 4, 0) == T(24, 16, 6, 6) == vol.ring_allreduce_traffic(2, 8, 4, 0)
+    for algorithm in allreduce_names():
+        assert allreduce_algorithm(algorithm).traffic(10, 8, 1, 0, segment_bytes=64) == \
+            T(0, 0, 0, 0)
 
 
 def test_mpich_choice_is_read_from_the_environment():
@@ -221,8 +226,9 @@ def test_mpich_choice_is_read_from_the_environment():
 
 def test_consistent_decentralized_checks_its_options():
     owner = "ConsistentDecentralized"
-    with pytest.raises(d5.Deep500Error, match=r"algorithm='tree' is not an allreduce "
-                       r"algorithm; choose one of ring, linear, binomial"):
+    with pytest.raises(d5.Deep500Error, match=r"ConsistentDecentralized: algorithm: "
+                       r"unknown allreduce algorithm 'tree'; choose one of ring, linear, "
+                       r"binomial"):
         d5ref.ConsistentDecentralized(None, algorithm="tree")
     with pytest.raises(d5.Deep500Error, match="applies to algorithm='segmented_ring'"):
         d5ref.ConsistentDecentralized(None, algorithm="ring", segment_bytes=4096)

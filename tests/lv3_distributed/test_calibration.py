@@ -83,14 +83,14 @@ def test_two_ranks_quick_calibration(tmp_path):
     sizes = [m["nbytes"] for m in machine.raw["network"]["measurements"]]
     assert sizes == calibration.Plan.make(quick=True).pingpong_sizes
     # the per-call overhead o of every algorithm with a time model, and its samples
-    from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS
-    from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+    from deep500.lv3_distributed import allreduce_names
+    from deep500.lv3_distributed.collective_models import predict_allreduce
     table = machine.raw["software"]["allreduce_call_overhead_s"]
-    modelled = [a for a in ALLREDUCE_ALGORITHMS if a in ALLREDUCE_MODELS]
+    modelled = allreduce_names()
     assert sorted(table) == sorted(modelled)
     records = [json.loads(line) for line in open(calibration.samples_path_for(str(out)))]
     calls = {r["algorithm"]: r for r in records if r["phase"] == "allreduce_call"}
-    assert sorted(calls) == sorted(ALLREDUCE_ALGORITHMS)
+    assert sorted(calls) == sorted(allreduce_names())
     for name in modelled:
         o = machine.allreduce_overhead(name)
         # o is the median call minus the model, clamped at 0 (a Python call: < 10 ms)
@@ -103,7 +103,7 @@ def test_two_ranks_quick_calibration(tmp_path):
     assert context["ranks"] == 2 and sorted(context["algorithms"]) == sorted(modelled)
     lines = [r for r in records if r["phase"] == "allreduce_in_context"]
     assert {(r["algorithm"], r["nbytes"]) for r in lines} == {
-        (a, n) for a in ALLREDUCE_ALGORITHMS for n in calibration_software.CONTEXT_SIZES}
+        (a, n) for a in allreduce_names() for n in calibration_software.CONTEXT_SIZES}
     for name in modelled:
         for row in context["algorithms"][name]:
             seconds = next(r["seconds"] for r in lines

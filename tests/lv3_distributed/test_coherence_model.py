@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from deep500.lv3_distributed import allreduce_names
 from deep500.lv3_distributed import collective_models as cm
 from deep500.lv3_distributed.calibration_coherence import (PROBE_FACTOR, PROBE_FLOOR,
                                                  same_coherence_state)
@@ -61,7 +62,7 @@ def test_allreduce_with_delta_closed_forms(p, repeated):
 def test_no_coherence_section_is_the_textbook_model():
     plain = load_machine(_data())
     assert plain.shared_sum(N) == plain.shared_receive(N) == 0.0
-    for algorithm in cm.ALLREDUCE_MODELS:
+    for algorithm in allreduce_names():
         assert cm.predict_allreduce(algorithm, N, 4, plain, repeated=True) == \
             cm.predict_allreduce(algorithm, N, 4, plain)
 

@@ -158,7 +158,7 @@ def test_thread_scaling_uses_the_machine_peaks():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(ranks=0), "ranks"),
     (dict(ranks=2, algorithm="butterfly"), "unknown allreduce algorithm 'butterfly'"),
-    (dict(ranks=2, comm_dtype="int8"), "unknown comm_dtype 'int8'"),
+    (dict(ranks=2, comm_dtype="int8"), "comm_dtype='int8' is not a communication dtype"),
     (dict(ranks=2, overlap=True, bucket_bytes=0), "bucket_bytes"),
 ])
 def test_bad_options_are_named(kwargs, message):

@@ -50,8 +50,8 @@ def test_a_checked_recipe_lists_its_schemes():
     (_with_schemes({"scheme": "ConsistentNeighbors", "comm_dtype": "half"}),
      "ConsistentNeighbors: comm_dtype='half' is not a communication dtype"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "tree"}),
-     "ConsistentDecentralized: algorithm='tree' is not an allreduce algorithm; choose one "
-     "of ring, linear, binomial, recursive_doubling, rabenseifner, segmented_ring, mpi"),
+     "mutable.scheme[0].algorithm: unknown allreduce algorithm 'tree'; registered: "
+     "binomial, linear, mpi, rabenseifner, recursive_doubling, ring, segmented_ring."),
     (_with_schemes({"scheme": "ConsistentDecentralized", "segment_bytes": 4096}),
      "segment_bytes=4096 applies to algorithm='segmented_ring' only"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "algorithm": "segmented_ring",

@@ -163,9 +163,11 @@ def _bad(**changes):
 
 @pytest.mark.parametrize("recipe, message", [
     (_bad(mutable__algorithm=["ring", "tree"]),
-     "mutable.algorithm[1]: unknown allreduce algorithm 'tree'; ConsistentDecentralized "
-     "runs and the simulator models ring, linear, binomial"),
-    (_bad(mutable__algorithm=[{"name": "ring"}]), "unknown allreduce algorithm a mapping"),
+     "mutable.algorithm[1]: unknown allreduce algorithm 'tree'; registered: binomial, "
+     "linear, mpi, rabenseifner, recursive_doubling, ring, segmented_ring."),
+    (_bad(mutable__algorithm=[{"name": "ring"}]),
+     "mutable.algorithm[0]: expected an allreduce algorithm name (a string), got a "
+     "mapping"),
     (_bad(fixed__scaling_ranks=1000), "fixed.scaling_ranks: the scaling curves double the "
                                       "ranks from 1; give a power of two"),
     (_bad(fixed__what_if_machines=["no-such-machine"]),

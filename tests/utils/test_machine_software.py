@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 import deep500 as d5
-from deep500.lv3_distributed import ALLREDUCE_ALGORITHMS
-from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS, predict_allreduce
+from deep500.lv3_distributed import allreduce_names
+from deep500.lv3_distributed.collective_models import predict_allreduce
 from deep500.utils.machine import (MachineError, load_machine, machine_to_dict,
                                    save_machine, shipped_machines)
 
@@ -37,7 +37,7 @@ def test_fusion_copy_time():
     assert m.fusion_copy_time(1000, tensors=3) == pytest.approx(3e-6 + 1e-7)
 
 
-@pytest.mark.parametrize("algorithm", list(ALLREDUCE_MODELS))
+@pytest.mark.parametrize("algorithm", allreduce_names())
 def test_predict_allreduce_call_adds_o(algorithm):
     o = {"ring": 3e-6, "mpi": 1e-6, "segmented_ring": 9e-6}.get(algorithm, 5e-6)
     m = load_machine(_data({"allreduce_call_overhead_s": {algorithm: o}}))
@@ -70,9 +70,7 @@ def test_shipped_machines_load_and_price_1024_ranks():
         assert m.path == path and m.name == name and "published" in m.source
         assert load_machine(path).raw == m.raw
         assert m.memory_bandwidth > 1e10 and m.peak_flops(1) > 1e9
-        for algorithm in ALLREDUCE_ALGORITHMS:
-            if algorithm not in ALLREDUCE_MODELS:
-                continue
+        for algorithm in allreduce_names():
             for nbytes in (4, 1 << 20, 100 << 20):
                 t = predict_allreduce(algorithm, nbytes, 1024, m)
                 assert math.isfinite(t) and t > 0, (name, algorithm, nbytes)

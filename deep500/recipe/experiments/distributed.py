@@ -54,6 +54,7 @@ import os
 
 from deep500.frameworks import registry
 from deep500.lv2_training.events import TrainingEvent
+from deep500.recipe import components
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import executor_factory, \
     parse_network
@@ -168,6 +169,10 @@ def _check_options(cls, options: dict, where: str) -> None:
                           f"{sorted(accepted) or 'none'}")
     for key, value in options.items():
         base.check_like_default(parameters[key].default, value, key_path(where, key))
+    # Every scheme's ``algorithm`` option is its allreduce algorithm.
+    if "algorithm" in options:
+        components.allreduce_algorithm_name(options["algorithm"],
+                                            key_path(where, "algorithm"))
     # A scheme may check its option values up front (e.g. the allreduce algorithm's name).
     check = getattr(cls, "check_options", None)
     if check is not None:

@@ -14,9 +14,8 @@ import sys
 import numpy as np
 from numpy.testing import assert_array_equal
 
-from deep500.lv3_distributed import CommunicationNetwork, guarded_main
-from deep500.lv3_distributed.communication import (ALLREDUCE_ALGORITHMS,
-                                                   MPICH_ALLREDUCE_CVAR)
+from deep500.lv3_distributed import CommunicationNetwork, allreduce_names, guarded_main
+from deep500.lv3_distributed.collectives.mpich import MPICH_ALLREDUCE_CVAR
 
 CASES = [  # name, shape, dtype, op
     ("f64_divisible", (840,), np.float64, "sum"),
@@ -78,7 +77,7 @@ def main(out_dir):
         cases[name] = {"params": params, "entry": entries[0]}
         return result
 
-    runs = [(a, None) for a in ALLREDUCE_ALGORITHMS if a != "segmented_ring"]
+    runs = [(a, None) for a in allreduce_names() if a != "segmented_ring"]
     runs += [("segmented_ring", s) for s in SEGMENTS]
     for algorithm, segment in runs:
         label = algorithm if segment is None else f"{algorithm}/{segment}"

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
-from deep500.lv3_distributed.compressed_allreduce import WIRE_ALGORITHMS
-from deep500.lv3_distributed.wire_dtype import check_comm_dtype
+from deep500.lv3_distributed.collectives.options import check_allreduce_options
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.utils.errors import Deep500Error
 
@@ -36,20 +34,14 @@ class ModelAverageDecentralized(DistributedOptimizer):
     def __init__(self, base_optimizer, comm=None, period: int = 4,
                  algorithm: str = "ring", comm_dtype: str = "float32",
                  overlap: bool = False):
-        check_comm_dtype(comm_dtype, "ModelAverageDecentralized: comm_dtype")
-        if comm_dtype != "float32" and algorithm not in WIRE_ALGORITHMS:
-            raise Deep500Error(f"ModelAverageDecentralized: comm_dtype={comm_dtype!r} "
-                               f"needs algorithm {' or '.join(map(repr, WIRE_ALGORITHMS))}"
-                               f", not {algorithm!r}; change one of the two")
+        chosen = check_allreduce_options("ModelAverageDecentralized", algorithm,
+                                         comm_dtype=comm_dtype)
         super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if int(period) < 1:
             raise Deep500Error(f"ModelAverageDecentralized: period must be at least 1 "
                                f"step, got {period}")
-        if algorithm not in ALLREDUCE_ALGORITHMS:
-            raise Deep500Error(f"ModelAverageDecentralized: algorithm={algorithm!r}; "
-                               f"choose one of {', '.join(ALLREDUCE_ALGORITHMS)}")
         self.period = int(period)
-        self.algorithm = algorithm
+        self.algorithm = chosen.name
         self.averagings = 0
         self._drift: list[float] = []
 
@@ -99,4 +91,4 @@ class ModelAverageDecentralized(DistributedOptimizer):
                 "bytes_received": calls * one.bytes_received,
                 "model": f"the parameters, every {self.period} steps: {self.algorithm} "
                          f"allreduce of {self.wire_nbytes(fused.buffer)} B"
-                         f"{self._wire_note()} (volume.py)"}
+                         f"{self._wire_note()} (AllreduceAlgorithm.traffic)"}

@@ -1,0 +1,54 @@
+"""The linear allreduce, the naive algorithm of R. Thakur, R. Rabenseifner, W. Gropp,
+"Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005:
+every rank sends its buffer to rank 0, which receives them in rank order and reduces;
+rank 0 then sends the result to every rank (a linear broadcast).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.messages import Counter, recv, send
+from deep500.lv3_distributed.collectives.pricing import shared, step
+from deep500.lv3_distributed.message_tags import LINEAR_BROADCAST, LINEAR_REDUCE
+from deep500.lv3_distributed.volume import Traffic
+
+
+class Linear(AllreduceAlgorithm):
+    """Reduce at rank 0 (p - 1 receives in rank order), then a linear broadcast."""
+    name = "linear"
+
+    def _run(self, net, target, ufunc, average) -> Traffic:
+        p, r, counter = net.size, net.rank, Counter()
+        if r != 0:
+            send(net, target, 0, LINEAR_REDUCE, counter)
+            recv(net, target, 0, LINEAR_BROADCAST, counter)
+            return counter.traffic()
+        scratch = net._scratch_for(target.dtype, target.size)
+        for source in range(1, p):
+            recv(net, scratch, source, LINEAR_REDUCE, counter)
+            ufunc(target, scratch, out=target)
+        if average:
+            np.true_divide(target, p, out=target)
+        for dest in range(1, p):
+            send(net, target, dest, LINEAR_BROADCAST, counter)
+        return counter.traffic()
+
+    def _traffic(self, count, itemsize, size, rank) -> Traffic:
+        """Rank 0 sends and receives (p - 1) messages of n bytes, every other rank one
+        each way."""
+        n = count * itemsize
+        if rank == 0:
+            return Traffic((size - 1) * n, (size - 1) * n, size - 1, size - 1)
+        return Traffic(n, n, 1, 1)
+
+    def _cost(self, m, n, p) -> float:
+        """The root receives and sums p - 1 messages, then sends p - 1.
+        T = 2(p-1)α + 2(p-1)nβ + (p-1)nγ + nδ_receive: the last rank receives the
+        result into the buffer the root read (plus nδ_sum for the root's first sum when
+        ``repeated``)."""
+        return (p - 1) * (step(m, n, reduce=True) + step(m, n)) \
+            + shared(m, n, "sum", False) + shared(m, n, "receive")
+
+
+LINEAR = Linear()

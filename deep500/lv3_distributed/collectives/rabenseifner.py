@@ -1,0 +1,100 @@
+"""Rabenseifner's allreduce (R. Rabenseifner, "Optimization of collective reduction
+operations", ICCS 2004; R. Thakur, R. Rabenseifner, W. Gropp, IJHPCA 2005, section 4.4):
+a reduce-scatter by recursive halving (step k exchanges half of the range held, keeping
+the half whose index matches bit k of the new rank), then an allgather by recursive
+doubling, the same steps reversed. The n elements are cut into p' blocks as
+``volume.ring_chunks``; a rank ends the reduce-scatter owning one block (bit-reversed
+order, as MPICH). Non-power-of-two p: the fold of ``collectives.fold``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.fold import (fold, fold_cost, fold_partner,
+                                                      old_rank, unfold, with_fold)
+from deep500.lv3_distributed.collectives.messages import (Counter, chunk_bounds,
+                                                          sendrecv)
+from deep500.lv3_distributed.collectives.pricing import lg, pof2, shared, swap
+from deep500.lv3_distributed.message_tags import DOUBLING, HALVING
+from deep500.lv3_distributed.volume import Traffic, ring_chunks
+
+
+class Rabenseifner(AllreduceAlgorithm):
+    """Recursive-halving reduce-scatter, then recursive-doubling allgather, on p'
+    blocks, after the fold of non-power-of-two p."""
+    name = "rabenseifner"
+
+    def _run(self, net, target, ufunc, average) -> Traffic:
+        counter = Counter()
+        new_rank = fold(net, target, ufunc, counter)
+        if new_rank >= 0:
+            q = pof2(net.size)
+            bounds = chunk_bounds(target.size, q)
+            scratch = net._scratch_for(target.dtype, bounds[(q + 1) // 2])
+            lo, hi, mask, steps = 0, q, 1, []
+            while mask < q:
+                peer = old_rank(new_rank ^ mask, net.size)
+                mid = (lo + hi) // 2
+                keep, give = ((lo, mid), (mid, hi)) if not new_rank & mask else (
+                    (mid, hi), (lo, mid))
+                k0, k1 = bounds[keep[0]], bounds[keep[1]]
+                incoming = scratch[:k1 - k0]
+                sendrecv(net, target[bounds[give[0]]:bounds[give[1]]], incoming, peer,
+                         HALVING, counter)
+                ufunc(target[k0:k1], incoming, out=target[k0:k1])
+                steps.append((peer, keep, give))
+                lo, hi = keep
+                mask <<= 1
+            if average:
+                owned = target[bounds[lo]:bounds[hi]]
+                np.true_divide(owned, net.size, out=owned)
+            for peer, keep, give in reversed(steps):
+                sendrecv(net, target[bounds[keep[0]]:bounds[keep[1]]],
+                         target[bounds[give[0]]:bounds[give[1]]], peer, DOUBLING,
+                         counter)
+        unfold(net, target, new_rank, counter)
+        return counter.traffic()
+
+    @lru_cache(maxsize=4096)  # MPI's modelled calls ask for it on every call
+    def _traffic(self, count, itemsize, size, rank) -> Traffic:
+        """Reduce-scatter step k sends the half of the block range R_k held that the
+        partner keeps and receives the other half, the allgather repeats the steps in
+        reverse with the halves swapped, so each step moves |R_k| elements each way over
+        both phases::
+
+            bytes sent = bytes received = itemsize * sum_{k < log2 p'} |R_k|,
+            R_0 = all blocks, R_{k+1} = the half of R_k picked by bit k of the new rank
+            messages = 2 log2 p' each way
+
+        which is 2(p'-1)/p' n bytes when p' divides the elements; plus the fold's."""
+        n = count * itemsize
+        _, new_rank = fold_partner(size, rank)
+        q = pof2(size)
+        if new_rank < 0:
+            return Traffic(n, n, 1, 1)
+        chunks = ring_chunks(count, q)
+        lo, hi, mask, moved, steps = 0, q, 1, 0, 0
+        while mask < q:
+            moved += sum(chunks[lo:hi])
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if not new_rank & mask else (mid, hi)
+            mask <<= 1
+            steps += 2
+        return with_fold(size, rank, n, Traffic(moved * itemsize, moved * itemsize, steps,
+                                                 steps))
+
+    def _cost(self, m, n, p) -> float:
+        """Step k moves n/2^k bytes. T = 2 lg p' α + 2(p'-1)/p' nβ + (p'-1)/p' nγ
+        + (p'-1)/p' nδ_receive, plus the fold for p ≠ p': the allgather receives each
+        half into the range it sent in the reduce-scatter (the reduce-scatter's sums pay
+        δ_sum when ``repeated``)."""
+        t = sum(swap(m, n / 2 ** k, reduce=True) + shared(m, n / 2 ** k, "sum", False)
+                + swap(m, n / 2 ** k) + shared(m, n / 2 ** k, "receive")
+                for k in range(1, lg(pof2(p)) + 1))
+        return t + fold_cost(m, n, p)
+
+
+RABENSEIFNER = Rabenseifner()

@@ -1,0 +1,165 @@
+"""The ring allreduce pipelined in segments (P. Patarasuk, X. Yuan, "Bandwidth optimal
+all-reduce algorithms for clusters of workstations", JPDC 69(2), 2009, the pipelined
+ring).
+
+Each step's chunk travels as segments of at most ``segment_bytes`` (a whole number of
+elements, at least one) with non-blocking ``Isend``/``Irecv``; the receives of the next
+step are posted before this step's segments are reduced, and each segment is forwarded
+to the right as soon as it is reduced (allgather: as soon as it arrives), so reducing
+segment j overlaps the transfer of segment j + 1 and the next step starts before this
+one has finished. Same bytes as the ring; messages: one per segment of every chunk sent.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.messages import Counter, chunk_bounds
+from deep500.lv3_distributed.collectives.pricing import shared, swap
+from deep500.lv3_distributed.message_tags import (SEGMENT_ALLGATHER,
+                                                  SEGMENT_REDUCE_SCATTER)
+from deep500.lv3_distributed.volume import Traffic, ring_allreduce_traffic, ring_chunks
+from deep500.utils.errors import Deep500Error
+
+#: Default segment size (bytes).
+DEFAULT_SEGMENT_BYTES = 1 << 20
+
+
+def check_segment_bytes(value, where: str = "segment_bytes") -> int:
+    """``value`` if it is a positive integer number of bytes, else a ``Deep500Error``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
+                           f"(the default is {DEFAULT_SEGMENT_BYTES})")
+    return int(value)
+
+
+def segment_elements(segment_bytes: int, itemsize: int) -> int:
+    """Elements per segment: the whole elements that fit in ``segment_bytes``, at least
+    one."""
+    return max(1, int(segment_bytes) // itemsize)
+
+
+def _segments(elements: int, per_segment: int) -> int:
+    return max(1, -(-elements // per_segment))
+
+
+class SegmentedRing(AllreduceAlgorithm):
+    """The ring with every chunk sent as segments (module docstring)."""
+    name = "segmented_ring"
+    options = ("segment_bytes",)
+
+    def _run(self, net, target, ufunc, average, segment_bytes=None) -> Traffic:
+        """Reduce-scatter step s receives chunk (r - s - 1) from the left and reduces
+        it; chunk (r - s) goes to the right (at step 0 this rank's own, later the chunk
+        just reduced, forwarded segment by segment). Allgather step s receives chunk
+        (r - s) straight into ``target`` and forwards it at step s + 1.
+        ``segment_bytes``: default the network's."""
+        segment_bytes = (net.segment_bytes if segment_bytes is None
+                         else check_segment_bytes(segment_bytes))
+        MPI = net._MPI
+        p, r, comm, counter = net.size, net.rank, net._own, Counter()
+        per_segment = segment_elements(segment_bytes, target.itemsize)
+        bounds = chunk_bounds(target.size, p)
+        right, left = (r + 1) % p, (r - 1) % p
+
+        def segments(chunk):
+            lo, hi = bounds[chunk], bounds[chunk + 1]
+            starts = range(lo, hi, per_segment) if hi > lo else [lo]
+            return [(start, min(start + per_segment, hi)) for start in starts]
+
+        def isend(lo, hi, tag, sends):
+            sends.append(comm.Isend(target[lo:hi], right, tag))
+            counter.send((hi - lo) * target.itemsize)
+
+        def post_receives(chunk, buffer, offset, tag):
+            posted = []
+            for lo, hi in segments(chunk):
+                part = buffer[lo - offset:hi - offset]
+                posted.append((comm.Irecv(part, left, tag), part, lo, hi))
+                counter.receive(part.nbytes)
+            return posted
+
+        def wait(request, part):
+            request.Wait(net._status)
+            net._check_received(net._status, part.nbytes, "allreduce", left)
+
+        largest = bounds[1] - bounds[0]
+        scratch = net._scratch_for(target.dtype, 2 * largest)
+        halves = (scratch[:largest], scratch[largest:])
+        sends = []
+        tag = SEGMENT_REDUCE_SCATTER
+        for lo, hi in segments(r % p):
+            isend(lo, hi, tag, sends)
+        pending = post_receives((r - 1) % p, halves[0], bounds[(r - 1) % p], tag)
+        for step in range(p - 1):
+            following = None
+            if step + 1 < p - 1:
+                after = (r - step - 2) % p
+                following = post_receives(after, halves[(step + 1) % 2], bounds[after],
+                                          tag)
+            for request, part, lo, hi in pending:
+                wait(request, part)
+                ufunc(target[lo:hi], part, out=target[lo:hi])
+                if following is not None:  # the reduced segment goes on at the next step
+                    isend(lo, hi, tag, sends)
+            pending = following
+        owned = (r + 1) % p
+        if average:
+            chunk = target[bounds[owned]:bounds[owned + 1]]
+            np.true_divide(chunk, p, out=chunk)
+        MPI.Request.Waitall(sends)
+        sends = []
+        tag = SEGMENT_ALLGATHER
+        received = [post_receives((r - step) % p, target, 0, tag)
+                    for step in range(p - 1)]
+        for lo, hi in segments(owned):
+            isend(lo, hi, tag, sends)
+        for step in range(p - 1):
+            for request, part, lo, hi in received[step]:
+                wait(request, part)
+                if step + 1 < p - 1:
+                    isend(lo, hi, tag, sends)
+        MPI.Request.Waitall(sends)
+        return counter.traffic()
+
+    @lru_cache(maxsize=4096)
+    def _traffic(self, count, itemsize, size, rank, segment_bytes=None) -> Traffic:
+        """The bytes of the ring; a chunk of c_i elements travels as k_i = max(1,
+        ceil(c_i / e)) messages, e = ``segment_elements(segment_bytes, itemsize)``, so
+        (indices mod p)::
+
+            messages sent     = sum_{i != r+1} k_i + sum_{i != r+2} k_i
+            messages received = sum_{i != r} k_i + sum_{i != r+1} k_i
+
+        which is 2(p - 1) ceil(n / (p e)) each way when p divides the n elements."""
+        ring = ring_allreduce_traffic(count, itemsize, size, rank)
+        e = segment_elements(DEFAULT_SEGMENT_BYTES if segment_bytes is None
+                             else segment_bytes, itemsize)
+        k = [_segments(c, e) for c in ring_chunks(count, size)]
+        total = sum(k)
+        sent = 2 * total - k[(rank + 1) % size] - k[(rank + 2) % size]
+        received = 2 * total - k[rank] - k[(rank + 1) % size]
+        return Traffic(ring.bytes_sent, ring.bytes_received, sent, received)
+
+    def _cost(self, m, n, p, segment_bytes=None) -> float:
+        """Every chunk of n/p sent as k = ⌈n/(p s)⌉ segments of at most s bytes:
+        T = 2(p-1)kα + 2(p-1)/p nβ + (p-1)/p nγ. Pipelining can hide the sums behind
+        transfers on a machine with idle cores; this model does not assume it (it is
+        exact for a blocking segment loop). δ as for the ring."""
+        s = float(segment_bytes or DEFAULT_SEGMENT_BYTES)
+        if not s > 0:
+            raise Deep500Error(f"segmented_ring: segment_bytes is {segment_bytes!r}; give "
+                               f"a positive number of bytes")
+        c = n / p
+        k = max(1, math.ceil(c / s))
+        last = c - (k - 1) * s
+        per_chunk_reduce = (k - 1) * swap(m, s, reduce=True) + swap(m, last, reduce=True)
+        per_chunk_copy = (k - 1) * swap(m, s) + swap(m, last)
+        return (p - 1) * (per_chunk_reduce + per_chunk_copy + shared(m, c, "sum", False)
+                          + shared(m, c, "receive"))
+
+
+SEGMENTED_RING = SegmentedRing()
