@@ -51,13 +51,28 @@ def _run_table(manifest: dict) -> Table:
                 f"{hardware.get('physical_cores')} physical cores)"],
         ["GPUs", ", ".join(g["name"] for g in hardware.get("gpus", [])) or "none"],
         ["Software", ", ".join(f"{k} {v}" for k, v in versions.items() if v)],
-        ["Threads", f"requested {threads.get('requested') or 'framework defaults'}; "
-                    f"at start {threads.get('in_force_at_start')}" + (
-                        f"; once loaded {threads['in_force_after_loading']}"
-                        if threads.get("in_force_after_loading") else "")],
+        ["Threads", _threads_text(threads)],
         ["Git revision", manifest.get("git_revision", {}).get("deep500")],
     ]
     return Table("Run", ["", ""], rows)
+
+
+def _threads_text(threads: dict) -> str:
+    """The manifest's threads: what the recipe asked for (fixed or varied), the counts
+    the configurations ran with once resolved, and the frameworks' settings."""
+    if threads.get("varied"):
+        asked = f"varied {threads['varied']}"
+    elif threads.get("requested"):
+        asked = f"requested {threads['requested']}"
+    elif "resolved" in threads:  # the default: the usable CPUs shared by the ranks
+        asked = "not given (usable CPUs shared by the ranks)"
+    else:  # a run from before counts were resolved
+        asked = "requested framework defaults"
+    resolved = (f"; per configuration {', '.join(map(str, threads['resolved']))}"
+                if threads.get("resolved") else "")
+    return (f"{asked}{resolved}; at start {threads.get('in_force_at_start')}" + (
+        f"; once loaded {threads['in_force_after_loading']}"
+        if threads.get("in_force_after_loading") else ""))
 
 
 def _status(manifest: dict) -> str | None:
