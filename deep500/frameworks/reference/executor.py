@@ -15,10 +15,12 @@ import numpy as np
 
 from deep500.frameworks._bridge.inner_network import register_inner_network
 from deep500.frameworks.reference.network import ReferenceNetwork
+from deep500.frameworks.reference.operators._op_common_sequence import (as_value,
+                                                                         value_nbytes)
 from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
-from deep500.utils.errors import Deep500Error, UnsupportedError
+from deep500.utils.errors import Deep500Error, ModelError, UnsupportedError
 from deep500.utils.framework_errors import tag_node
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 from deep500.utils.onnx_interop.parser import load_and_parse_model
@@ -87,11 +89,14 @@ class ReferenceGraphExecutor(GraphExecutor):
     reports_gradients_early = True
 
     def __init__(self, network: ReferenceNetwork, device=None, events=(),
-                 input_specs: dict | None = None):
+                 input_specs: dict | None = None, value_inputs=()):
         super().__init__(network, device, events, input_specs)
         if self.device.is_gpu:
             raise UnsupportedError(f"The reference executor runs on the CPU only, not on "
                                    f"{self.device}; use device='cpu'")
+        # Inputs of sequence or optional type: fed as lists, arrays or None, they have
+        # no tensor spec to check.
+        self.value_inputs = tuple(value_inputs)
         self.last_peak_bytes = 0
         self.events_in_backward = False
         self._plan: _Plan | None = None
@@ -227,18 +232,26 @@ class ReferenceGraphExecutor(GraphExecutor):
         return g.nbytes
 
     # -- runs ----------------------------------------------------------------------
+    def _check_inputs_fully(self, inputs: dict) -> None:
+        super()._check_inputs_fully(inputs)
+        missing = [name for name in self.value_inputs if name not in inputs]
+        if missing:
+            raise ModelError(f"Network '{self.network.name}' needs the sequence or optional "
+                             f"inputs {missing} (given: {sorted(inputs)}); feed a list of "
+                             f"arrays for a sequence, None for an empty optional")
+
     def _environment(self, plan: _Plan, inputs: dict) -> dict:
         env = dict(self.network.persistent_tensors)
         for name, value in inputs.items():
             if name in plan.feedable:
-                env[name] = value if type(value) is np.ndarray else np.asarray(value)
+                env[name] = as_value(value)
         return env
 
     def _forward(self, plan: _Plan, env: dict, frees, saved: dict | None) -> tuple[int, int]:
         """Run every step, freeing ``frees[i]`` after step i; for the step indices in
         ``saved``, keep (inputs, all outputs) there. Returns the peak and the final count
         of live bytes."""
-        live = sum(v.nbytes for v in env.values())
+        live = sum(value_nbytes(v) for v in env.values())
         peak = live
         env[None] = None   # an omitted optional input reads as None
         op_events = self.operator_events
@@ -277,21 +290,23 @@ class ReferenceGraphExecutor(GraphExecutor):
                         live += nbytes
                 else:
                     result = self._outputs(step, result)
-                    produced = sum(r.nbytes for r in result)
+                    produced = sum(value_nbytes(r) for r in result)
                     if live + produced > peak:
                         peak = live + produced
                     for name, value in zip(step.outputs, result):
                         if name is not None:
                             env[name] = value
-                            live += value.nbytes
+                            live += value_nbytes(value)
                     if saved is not None and index in saved:
                         saved[index] = (args, result)
                         # Every output, named or not, stays alive until the backward pass.
-                        live += sum(r.nbytes for name, r in
+                        live += sum(value_nbytes(r) for name, r in
                                     zip(step.outputs + (None,) * len(result), result)
                                     if name is None)
                 for name in frees[index]:
-                    live -= env.pop(name).nbytes
+                    # No local name for the freed value: it may be the array the next
+                    # step overwrites in place, whose references are counted.
+                    live -= value_nbytes(env.pop(name))
         except Exception as exc:
             if step is not None:
                 tag_node(exc, step.op)
@@ -300,11 +315,12 @@ class ReferenceGraphExecutor(GraphExecutor):
         return peak, live
 
     def _outputs(self, step: _Step, result) -> tuple:
-        """An operator's result as a tuple of arrays with one per named output at least."""
+        """An operator's result as a tuple of values (arrays, sequences as lists, None for
+        an empty optional) with one per named output at least."""
         if type(result) is not tuple:
             result = tuple(result) if isinstance(result, list) else (result,)
         if any(type(r) is not np.ndarray for r in result):
-            result = tuple(np.asarray(r) for r in result)
+            result = tuple(as_value(r) for r in result)
         if len(result) < len(step.outputs):
             raise Deep500Error(f"Reference operator {step.op.op_type} returned {len(result)} "
                                f"outputs; node '{step.op.name}' of network "
@@ -379,10 +395,11 @@ class ReferenceGraphExecutor(GraphExecutor):
                 peak = max(peak, live)
             # The step's upstream gradients, unnamed outputs and saved tensors are dead now.
             live -= sum(g.nbytes for g in upstream if g is not None)
-            live -= sum(r.nbytes for r in result[len(step.outputs):])
-            live -= sum(r.nbytes for name, r in zip(step.outputs, result) if name is None)
+            live -= sum(value_nbytes(r) for r in result[len(step.outputs):])
+            live -= sum(value_nbytes(r) for name, r in zip(step.outputs, result)
+                        if name is None)
             for name in free:
-                live -= env.pop(name).nbytes
+                live -= value_nbytes(env.pop(name))
             if early:
                 for name in completes.get(index, ()):
                     g = grads.get(name)
@@ -415,10 +432,21 @@ def from_onnx(path_or_model, device=None, events=(), **options) -> ReferenceGrap
              else load_and_parse_model(path_or_model))
     network = ReferenceNetwork(model.name)
     ReferenceVisitor().visit_model(model, network)
-    executor = ReferenceGraphExecutor(network, device, events,
-                                      {vi.name: vi for vi in model.feed_inputs})
+    values = value_typed_inputs(model)
+    executor = ReferenceGraphExecutor(
+        network, device, events,
+        {vi.name: vi for vi in model.feed_inputs if vi.name not in values},
+        [vi.name for vi in model.feed_inputs if vi.name in values])
     executor.plan()
     return executor
+
+
+def value_typed_inputs(model: OnnxModel) -> set:
+    """The names of the model's graph inputs of sequence or optional type."""
+    if model.proto is None:
+        return set()
+    return {value.name for value in model.proto.graph.input
+            if value.type.WhichOneof("value") in ("sequence_type", "optional_type")}
 
 
 def body_executor(model: OnnxModel, where: str) -> ReferenceGraphExecutor:

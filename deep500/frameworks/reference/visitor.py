@@ -24,6 +24,9 @@ from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.schemas import REQUIRED, OnnxOperation
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
+# ONNX value types the reference network carries (see operators/_op_common_sequence.py).
+_CARRIED = ("tensor_type", "sequence_type", "optional_type", None)
+
 
 def _numpy_attribute(value):
     """Tensor attributes (ConstantOfShape's value, ...) as NumPy arrays."""
@@ -70,11 +73,12 @@ class ReferenceVisitor(NodeErrors, OnnxBaseVisitor):
         if model.proto is not None:
             graph = model.proto.graph
             for value in list(graph.input) + list(graph.output):
-                if value.type.WhichOneof("value") not in ("tensor_type", None):
+                kind = value.type.WhichOneof("value")
+                if kind not in _CARRIED:
                     raise UnsupportedError(
-                        f"{self.framework} runs tensors only; graph value '{value.name}' of "
-                        f"model '{model.name}' ({model.source}) is a "
-                        f"{value.type.WhichOneof('value').replace('_type', '')}")
+                        f"{self.framework} carries tensors, sequences and optionals; graph "
+                        f"value '{value.name}' of model '{model.name}' ({model.source}) is a "
+                        f"{kind.replace('_type', '')}")
 
         for name, value in model.constants.items():
             network.add_constant(name, value)

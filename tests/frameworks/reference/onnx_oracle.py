@@ -26,3 +26,19 @@ def onnx_run(op_type: str, inputs: list, attributes: dict | None = None,
         "", opset or onnx.defs.onnx_opset_version())])
     feeds = {name: np.asarray(x) for name, x in zip(names, inputs) if name}
     return ReferenceEvaluator(model).run(None, feeds)
+
+
+def onnx_model_run(model: onnx.ModelProto, feeds: dict) -> list:
+    """The outputs of ``model`` under ONNX's ReferenceEvaluator (sequences as lists)."""
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def onnxruntime_model_run(model: onnx.ModelProto, feeds: dict) -> list:
+    """The outputs of ``model`` under onnxruntime: sequences as lists, an optional as its
+    element or None, as the reference executor carries them. (ONNX's ReferenceEvaluator
+    wraps an optional's element in a list and reads no outer-scope names in a
+    SequenceMap body.)"""
+    import onnxruntime
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)

@@ -11,9 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import deep500 as d5
 import deep500.frameworks.reference as d5ref
-from deep500.frameworks.reference.visitor import ReferenceVisitor
-from deep500.utils.errors import Deep500Error, UnsupportedError
-from deep500.utils.onnx_interop.parser import load_and_parse_model
+from deep500.utils.errors import Deep500Error
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
@@ -227,27 +225,6 @@ def test_loop_without_trip_count_or_condition_is_refused():
                    params)
     with pytest.raises(Deep500Error, match="neither the trip count M nor cond"):
         d5ref.from_onnx(model).inference({"X": np.zeros((4, 2, 3))})
-
-
-def test_sequence_loop_values_are_unsupported():
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("SequenceInsert", ["seq_in", "x"], ["seq_out"])], "body",
-        [_info("i", TensorProto.INT64, []), _info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_sequence_value_info("seq_in", DOUBLE, [2])],
-        [_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_sequence_value_info("seq_out", DOUBLE, [2])])
-    graph = helper.make_graph(
-        [helper.make_node("SequenceEmpty", [], ["seq0"], dtype=DOUBLE),
-         helper.make_node("Loop", ["M", "", "seq0"], ["seqT"], body=body),
-         helper.make_node("ConcatFromSequence", ["seqT"], ["Y"], axis=0)], "seq",
-        [_info("x", DOUBLE, [2])], [_info("Y", DOUBLE, [None])],
-        [numpy_helper.from_array(np.array(3, np.int64), "M")])
-    model = load_and_parse_model(helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17)]))
-    loop = next(op for op in model.operations if op.op_type == "Loop")
-    with pytest.raises(UnsupportedError, match="seq_in' is a sequence.*out of scope"):
-        ReferenceVisitor().convert(loop)
 
 
 # -- If -------------------------------------------------------------------------------

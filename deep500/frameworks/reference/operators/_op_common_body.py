@@ -1,5 +1,5 @@
-"""Shared machinery of the control-flow operators (Loop, If, Scan): a body (a graph
-attribute) run as a nested reference network, forward and in reverse mode.
+"""Shared machinery of the control-flow operators (Loop, If, Scan, SequenceMap): a body
+(a graph attribute) run as a nested reference network, forward and in reverse mode.
 
 ONNX control flow: https://onnx.ai/onnx/repo-docs/IR.html#graphs (nested graphs and
 outer-scope names). A body reads the names it neither takes as input nor computes from
@@ -18,18 +18,21 @@ the intermediates.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from deep500.frameworks._bridge.inner_network import inner_network_factory
+from deep500.frameworks.reference.operators._op_common_sequence import (as_value,
+                                                                         copy_value,
+                                                                         is_sequence)
 from deep500.frameworks.reference.operators.registry import ReferenceOp
-from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
+from deep500.utils.errors import Deep500Error, ShapeError
 from deep500.utils.framework_errors import tag_node
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 
 
 def is_float(value) -> bool:
     """Whether gradients flow through ``value`` (float tensors only)."""
-    return value is not None and np.issubdtype(np.asarray(value).dtype, np.floating)
+    return (value is not None and not is_sequence(value)
+            and np.issubdtype(np.asarray(value).dtype, np.floating))
 
 
 def scalar(value, what: str):
@@ -38,16 +41,6 @@ def scalar(value, what: str):
     if array.size != 1:
         raise ShapeError(f"{what} must hold one element, got shape {list(array.shape)}")
     return array.reshape(-1)[0].item()
-
-
-def _tensor_values(graph: onnx.GraphProto, where: str) -> None:
-    for value in list(graph.input) + list(graph.output):
-        kind = value.type.WhichOneof("value")
-        if kind not in ("tensor_type", None):
-            raise UnsupportedError(
-                f"{where}: value '{value.name}' is a {kind.replace('_type', '')}; the "
-                f"reference control-flow operators carry tensors only (sequence and "
-                f"optional values are out of scope)")
 
 
 class Body:
@@ -86,7 +79,7 @@ class Body:
         env = dict(self.network.persistent_tensors)
         env.update(outer)
         for name, value in zip(self.inputs, values):
-            env[name] = value if type(value) is np.ndarray else np.asarray(value)
+            env[name] = as_value(value)
         return env
 
     def run(self, values: list, outer: dict) -> list:
@@ -172,11 +165,9 @@ class ControlFlowOp(ReferenceOp):
         self.bodies = {}
         for key in self.graph_attributes:
             where = f"body {key!r} of node '{op.name}' ({op.op_type})"
-            proto, model = op.attributes.get(key), op.subgraphs.get(key)
+            model = op.subgraphs.get(key)
             if model is None:
                 raise Deep500Error(f"{where}: the node has no graph attribute {key!r}")
-            if isinstance(proto, onnx.GraphProto):
-                _tensor_values(proto, where)
             self.bodies[key] = Body(model, where)
 
     def split(self, args) -> tuple[list, dict]:
@@ -243,7 +234,7 @@ def own(outputs, args, persistent: dict) -> tuple:
     no output aliases a tensor the caller or the body keeps."""
     kept = {id(a) for a in args if a is not None}
     kept.update(id(v) for v in persistent.values())
-    return tuple(np.array(v, copy=True) if id(v) in kept else v for v in outputs)
+    return tuple(copy_value(v) if id(v) in kept else v for v in outputs)
 
 
 def add(total: dict, grads: dict, names) -> None:
