@@ -14,7 +14,7 @@ Under ``mpirun -np 2`` (started by ``mpi_fork`` when run as a plain script):
    and Rabenseifner, which the models price with this second fit) and γ
    from ``numpy.add`` measured on both ranks at once (as both reduce at once in an
    allreduce), the median of the two, and δ_sum and δ_receive
-   (``deep500.lv3_distributed.calibration_coherence``: what summing or receiving into a buffer
+   (``deep500.lv3_distributed.calibration.coherence``: what summing or receiving into a buffer
    costs more when the peer's receive has just read it). ``--save-machine FILE``
    keeps it.
 2. **Coherence state**: some hosts switch, for seconds at a time, between states in
@@ -82,7 +82,7 @@ from deep500.lv3_distributed import allreduce_names  # noqa: E402
 from deep500.lv3_distributed.collective_models import (predict_allreduce,  # noqa: E402
                                                        predict_allreduce_call)
 from deep500.lv3_distributed import calibration  # noqa: E402
-from deep500.lv3_distributed import calibration_coherence as coherence  # noqa: E402
+from deep500.lv3_distributed.calibration import coherence  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lv3_allreduce import _label, _us, say  # noqa: E402  (the same table formats)

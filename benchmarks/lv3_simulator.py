@@ -160,7 +160,7 @@ def profile_worker(out: str, batches, reruns: int, context_repeats: int) -> int:
     for batch in batches:
         world.Barrier()
         profiles[batch] = profile(settings, batch, reruns, sync=world.Barrier).to_dict()
-    from deep500.lv3_distributed.calibration_software import measure_allreduce_in_context
+    from deep500.lv3_distributed.calibration.software import measure_allreduce_in_context
     in_context = measure_allreduce_in_context(world, context_repeats, progress=False)
     if world.Get_rank() == 0:
         with open(out, "w") as f:
@@ -173,7 +173,7 @@ def with_round_in_context(machine, samples: dict, ranks: int):
     from this round's samples: this host switches coherence states for seconds to
     minutes (docs/performance_models.md), so the calibration's table, taken minutes
     before, may describe another state than the round's training runs in."""
-    from deep500.lv3_distributed.calibration_software import in_context_table
+    from deep500.lv3_distributed.calibration.software import in_context_table
     from deep500.utils.machine import machine_to_dict
     data = machine_to_dict(machine)
     software = dict(data.get("software") or {})

@@ -14,7 +14,7 @@ A machine file holds, with units in every key name::
            beta_s_per_byte: 8.0e-11, ci_beta: [7.8e-11, 8.3e-11]}
       exchange_segments: [...]     # optional: both ranks Sendrecv at once, same form
       coherence:                   # optional: δ, the extra cost per byte of writing lines
-        sum_curve:                 # a peer's receive has read (calibration_coherence):
+        sum_curve:                 # a peer's receive has read (calibration.coherence):
           - {buffer_bytes: 1048576, value: 4.4e-11, ci: [...]}   # summing into them
         receive_curve: [...]       # receiving into them
     reduction:
@@ -107,7 +107,7 @@ class MachineModel:
     def shared_sum(self, nbytes: float) -> float:
         """δ_sum (s/byte): how much more summing into a buffer of ``nbytes`` costs when a
         peer's receive has read it since this rank last wrote it (its lines are shared
-        with the peer's core; ``deep500.lv3_distributed.calibration_coherence``); linear in
+        with the peer's core; ``deep500.lv3_distributed.calibration.coherence``); linear in
         log(size) between the measured sizes, flat beyond them. 0.0 when the file has
         no ``network.coherence`` (over a network the NIC reads the pages, no core
         keeps them)."""

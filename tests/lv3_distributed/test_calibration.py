@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import deep500 as d5
-from deep500.lv3_distributed import calibration, calibration_software
+from deep500.lv3_distributed import calibration
+from deep500.lv3_distributed.calibration import software as calibration_software
 from deep500.utils.machine import load_machine
 
 DEEP500 = [sys.executable, "-m", "deep500"]
@@ -120,7 +121,7 @@ def test_two_ranks_quick_calibration(tmp_path):
     assert [r["round"] for r in rounds] == list(
         range(calibration.Plan.make(quick=True).context_repeats))
     # δ_sum and δ_receive at every coherence size, as on disk (median clamped at 0)
-    from deep500.lv3_distributed import calibration_coherence as coherence
+    from deep500.lv3_distributed.calibration import coherence
     sizes = list(calibration.Plan.make(quick=True).coherence_sizes)
     samples = coherence.read_coherence_samples(calibration.samples_path_for(str(out)))
     for kind, curve in (("sum", machine.shared_sum_curve),
@@ -182,7 +183,7 @@ def test_in_context_samples_of_a_killed_calibration_come_from_its_rounds(tmp_pat
 def test_coherence_samples_of_a_killed_calibration_are_read_back(tmp_path):
     """One line per (kind, size) is written as it is measured; a line cut by a kill is
     passed over."""
-    from deep500.lv3_distributed import calibration_coherence as coherence
+    from deep500.lv3_distributed.calibration import coherence
     path = tmp_path / "m.samples.jsonl"
     with open(path, "w") as f:
         f.write(json.dumps({"phase": "coherence", "kind": "sum", "nbytes": 65536,

@@ -6,8 +6,8 @@ import pytest
 
 from deep500.lv3_distributed import allreduce_names
 from deep500.lv3_distributed import collective_models as cm
-from deep500.lv3_distributed.calibration_coherence import (PROBE_FACTOR, PROBE_FLOOR,
-                                                 same_coherence_state)
+from deep500.lv3_distributed.calibration.coherence import (PROBE_FACTOR, PROBE_FLOOR,
+                                                           same_coherence_state)
 from deep500.utils.machine import MachineError, load_machine, machine_to_dict, save_machine
 
 A, B, G = 2e-6, 1e-9, 3e-10

@@ -38,6 +38,8 @@ import time
 
 import numpy as np
 
+from deep500.lv3_distributed.calibration.progress import progress_bar
+from deep500.lv3_distributed.calibration.samples import read_sample_records, summarize
 
 #: Buffer sizes of δ: from MPICH's single-copy threshold to memory-resident.
 COHERENCE_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
@@ -61,14 +63,13 @@ def measure_shared_write(comm, sizes=COHERENCE_SIZES, repeats: int = COHERENCE_R
     one samples line per size (so a calibration killed halfway keeps the sizes done);
     the other ranks return None (ranks above 1 only wait)."""
     from mpi4py import MPI
-    from deep500.lv3_distributed.calibration import _progress
     rank = comm.Get_rank()
     pair = comm.Split(0 if rank < 2 else MPI.UNDEFINED, rank)
     if pair == MPI.COMM_NULL:
         comm.Barrier()
         return None
     peer, results = 1 - rank, {"sum": {}, "receive": {}}
-    bar = _progress(len(sizes), "coherence (write after send)", progress and rank == 0)
+    bar = progress_bar(len(sizes), "coherence (write after send)", progress and rank == 0)
     clock = time.perf_counter
 
     def twice(operation):
@@ -114,10 +115,9 @@ def measure_shared_write(comm, sizes=COHERENCE_SIZES, repeats: int = COHERENCE_R
 
 
 def _curve(samples: dict) -> list:
-    from deep500.lv3_distributed.calibration import _summary
     curve = []
     for nbytes in sorted(samples):
-        point = _summary(samples[nbytes])
+        point = summarize(samples[nbytes])
         curve.append({"buffer_bytes": int(nbytes), **point,
                       "value": max(0.0, point["value"])})
     return curve
@@ -133,7 +133,6 @@ def coherence_section(samples: dict) -> dict:
 def read_coherence_samples(path: str) -> dict:
     """``{"sum": {nbytes: samples}, "receive": {...}}`` from the ``coherence`` lines of
     a samples file (empty dicts where there are none)."""
-    from deep500.lv3_distributed.calibration import read_sample_records
     samples = {"sum": {}, "receive": {}}
     for record in read_sample_records(path, "coherence"):
         samples[record["kind"]][int(record["nbytes"])] = record["s_per_byte"]

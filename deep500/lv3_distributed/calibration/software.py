@@ -3,8 +3,8 @@ call, which no α-β-γ term holds (see ``deep500.utils.machine``).
 
 * **Per-call overhead o of each allreduce algorithm** (LogP's o: D. Culler et al.,
   "LogP: Towards a Realistic Model of Parallel Computation", PPoPP 1993): for every
-  name of ``collectives.allreduce_names()``, ``CommunicationNetwork.allreduce`` of one float32
-  (4 bytes) on every rank, two warm-up calls, then calls each timed after a
+  name of ``collectives.allreduce_names()``, ``CommunicationNetwork.allreduce`` of one
+  float32 (4 bytes) on every rank, two warm-up calls, then calls each timed after a
   ``Barrier`` outside the clock; a call's time is the slower rank's (a collective is
   done when every rank is), as ``benchmarks/lv3_models.py`` times it. o = the median
   call minus ``predict_allreduce(name, 4, p, machine)`` of the machine just
@@ -36,6 +36,14 @@ import time
 
 import numpy as np
 
+from deep500.lv3_distributed.calibration.progress import progress_bar
+from deep500.lv3_distributed.calibration.samples import read_sample_records
+from deep500.lv3_distributed.collective_models import (predict_allreduce,
+                                                       predict_allreduce_call)
+from deep500.lv3_distributed.collectives.registry import allreduce_names
+from deep500.lv3_distributed.communication import CommunicationNetwork
+from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
+from deep500.utils.machine import machine_from_dict, machine_to_dict
 from deep500.utils.statistics import median_ci
 
 #: Message of the per-call overhead: one float32.
@@ -58,14 +66,11 @@ def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats
     slower rank's time of one call) and writes one samples line per algorithm, the
     other ranks return None."""
     from mpi4py import MPI
-    from deep500.lv3_distributed.collectives.registry import allreduce_names
-    from deep500.lv3_distributed.communication import CommunicationNetwork
-    from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     buffer = np.zeros(OVERHEAD_BYTES // 4, dtype=np.float32)  # 0 + 0 stays 0
     results = {}
-    bar = _progress(len(allreduce_names()), "allreduce call overhead",
+    bar = progress_bar(len(allreduce_names()), "allreduce call overhead",
                     progress and rank == 0)
     clock = time.perf_counter
     try:
@@ -139,9 +144,6 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
     samples}}`` (each sample the smallest time over the ranks of one call) and writes
     one samples line per (algorithm, size); the other ranks return None."""
     from mpi4py import MPI
-    from deep500.lv3_distributed.collectives.registry import allreduce_names
-    from deep500.lv3_distributed.communication import CommunicationNetwork
-    from deep500.lv3_distributed.calibration import _progress
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     # Every rank runs the same burst: rank 0's trial sets its length for all.
@@ -153,7 +155,7 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
     buffers = {count: np.empty_like(source) for count, source in sources.items()}
     spent = np.empty((int(repeats), len(configurations)))
     last_arrival = np.empty_like(spent)
-    bar = _progress(int(repeats), "allreduce in context", progress and rank == 0)
+    bar = progress_bar(int(repeats), "allreduce in context", progress and rank == 0)
     clock = time.perf_counter
     try:
         comm.Barrier()
@@ -197,7 +199,6 @@ def read_in_context_samples(path: str) -> dict:
     """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
     samples file; from its per-round lines where a killed calibration wrote no summary
     lines."""
-    from deep500.lv3_distributed.calibration import read_sample_records
     samples = {}
     for record in read_sample_records(path, "allreduce_in_context"):
         samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
@@ -215,8 +216,6 @@ def in_context_table(samples: dict, ranks: int, machine) -> dict:
     in-context medians and their ratio to ``predict_allreduce_call`` (model + o) on
     ``machine``; names no registered algorithm has (an older samples file) are left
     out."""
-    from deep500.lv3_distributed.collective_models import predict_allreduce_call
-    from deep500.lv3_distributed.collectives.registry import allreduce_names
     table = {}
     for name, by_size in samples.items():
         if name not in allreduce_names():
@@ -238,7 +237,6 @@ def in_context_table(samples: dict, ranks: int, machine) -> dict:
 def read_allreduce_samples(path: str) -> tuple[dict, int | None]:
     """``({algorithm: samples}, ranks)`` from the ``allreduce_call`` lines of a samples
     file (ranks None when there are none)."""
-    from deep500.lv3_distributed.calibration import read_sample_records
     samples, ranks = {}, None
     for record in read_sample_records(path, "allreduce_call"):
         samples[record["algorithm"]] = record["seconds"]
@@ -250,8 +248,6 @@ def allreduce_overheads(samples: dict, ranks: int, machine) -> dict:
     """``{algorithm: {value, ci, measured_median_s, predicted_s, n}}``: o per algorithm
     (module docstring); names no registered algorithm has (an older samples file) are
     left out."""
-    from deep500.lv3_distributed.collective_models import predict_allreduce
-    from deep500.lv3_distributed.collectives.registry import allreduce_names
     table = {}
     for name, seconds in samples.items():
         if name not in allreduce_names():
@@ -270,7 +266,6 @@ def measure_fusion_copy(repeats: int, log=None) -> dict:
     """``FusedBuffer.pack`` timed per (tensors, bytes) configuration (module docstring);
     returns ``{per_tensor_s, s_per_byte}`` entries with value and CI, and the medians."""
     from scipy.optimize import nnls
-    from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
     rows = []
     for tensors in FUSION_TENSORS:
         for nbytes in FUSION_BYTES:
@@ -317,7 +312,6 @@ def measure_fusion_copy(repeats: int, log=None) -> dict:
 def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
                      fusion: dict | None, in_context_samples: dict | None = None) -> dict:
     """The machine file's ``software`` section."""
-    from deep500.utils.machine import machine_from_dict, machine_to_dict
     section = {}
     if allreduce_samples:
         section["allreduce_call_overhead_s"] = allreduce_overheads(allreduce_samples,
