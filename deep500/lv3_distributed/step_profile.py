@@ -300,11 +300,42 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
     inputs = minibatches[0]
     batch = int(batch or _batch_of(inputs))
     proto = with_static_batch(proto, batch)
-    rounds = min(int(rounds), max(1, int(reruns)))
-    per_round = [len(part) for part in np.array_split(np.arange(max(1, int(reruns))),
-                                                      rounds)]
     parts = _ThreeParts(optimizer, minibatches, sync)
     parts.run(warmup, timed=False)
+
+    def node_round(count, first):
+        return measure_profile(proto, executor, inputs, loss=loss, reruns=count,
+                               warmup=1 if first else 0, name=name or model_name,
+                               executor_name=executor_name, batch=batch)
+    round_parts, overheads, wrapped, node_rounds = _measure_rounds(
+        _round_sizes(reruns, rounds), parts, step, minibatches, sync, node_round)
+    layers = _layers(proto, parameters, merge_profiles(node_rounds, "median"))
+
+    def figure(key):   # the median over rounds of the rounds' medians
+        return float(np.median([np.median(r[key]) for r in round_parts]))
+    loop_overhead = max(0.0, float(np.median(overheads))) if overheads else 0.0
+    node_sum = sum(layer.forward_s + layer.backward_s for layer in layers)
+    samples = wrapped or [s for r in round_parts for s in r["whole"]]
+    return StepProfile(
+        model=name or model_name, batch=batch, threads=int(threads),
+        layers=layers,
+        other_compute_s=max(0.0, figure("compute") - node_sum) + loop_overhead,
+        update_s=figure("update"), fusion_s=figure("fusion"),
+        step_samples=[float(s) for s in samples], source=f"measured ({executor_name})",
+        executor=executor_name)
+
+
+def _round_sizes(reruns: int, rounds: int) -> list[int]:
+    """The ``reruns`` split into ``rounds`` rounds (at most one per rerun)."""
+    rounds = min(int(rounds), max(1, int(reruns)))
+    return [len(part) for part in np.array_split(np.arange(max(1, int(reruns))), rounds)]
+
+
+def _measure_rounds(per_round, parts, step, minibatches, sync, node_round) -> tuple:
+    """The rounds of ``measure_step_profile``, in turn: the three parts, the whole
+    steps (with ``step``) and the per-node runs (``node_round(count, first)``). Returns
+    (the parts' rounds, each round's whole-step overhead, the whole steps' times, the
+    node profiles' rounds)."""
     round_parts, overheads, wrapped, node_rounds = [], [], [], []
     for count in per_round:
         round_parts.append(parts.run(count))
@@ -315,15 +346,13 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
             overheads.append(float(np.median(whole))
                              - float(np.median(round_parts[-1]["whole"])))
             wrapped.extend(whole)
-        node_rounds.append(measure_profile(
-            proto, executor, inputs, loss=loss, reruns=count,
-            warmup=1 if not node_rounds else 0, name=name or model_name,
-            executor_name=executor_name, batch=batch))
-    nodes = merge_profiles(node_rounds, "median")
+        node_rounds.append(node_round(count, not node_rounds))
+    return round_parts, overheads, wrapped, node_rounds
 
-    def figure(key):   # the median over rounds of the rounds' medians
-        return float(np.median([np.median(r[key]) for r in round_parts]))
-    loop_overhead = max(0.0, float(np.median(overheads))) if overheads else 0.0
+
+def _layers(proto, parameters, nodes) -> list:
+    """A ``LayerTime`` per node in graph order: its measured times and the gradients
+    complete after its backward."""
     owners = gradient_owners(proto, parameters)
     layers = []
     for node_name, node in zip(node_names(proto), proto.graph.node):
@@ -331,15 +360,7 @@ def measure_step_profile(model, executor, optimizer, inputs: dict, loss: str = "
         layers.append(LayerTime(node_name, node.op_type, nodes.forward.get(node_name, 0.0),
                                 nodes.backward.get(node_name, 0.0),
                                 sum(b for _, b in owned), tuple(p for p, _ in owned)))
-    node_sum = sum(layer.forward_s + layer.backward_s for layer in layers)
-    samples = wrapped or [s for r in round_parts for s in r["whole"]]
-    return StepProfile(
-        model=name or model_name, batch=batch, threads=int(threads),
-        layers=layers,
-        other_compute_s=max(0.0, figure("compute") - node_sum) + loop_overhead,
-        update_s=figure("update"), fusion_s=figure("fusion"),
-        step_samples=[float(s) for s in samples], source=f"measured ({executor_name})",
-        executor=executor_name)
+    return layers
 
 
 class _ThreeParts:

@@ -297,11 +297,36 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     name = str(data.get("name") or (os.path.splitext(os.path.basename(path))[0] if path else "machine"))
     source = str(data.get("source") or "unknown")
     network = _get(data, "network", "", path)
+    # each part in the order of the file, so that the first problem is reported first
+    alpha, segments = _hockney_segments(network, path)
+    exchange = _exchange_segments(network, path)
+    shared_sum, shared_receive = _coherence(
+        network.get("coherence") if isinstance(network, Mapping) else None, path)
+    g_cache, g_mem, g_cache_bytes, g_mem_bytes, curve = _reduction(
+        _get(data, "reduction", "", path), path)
+    memory = _get(data, "memory", "", path)
+    bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
+                        "memory.bandwidth_bytes_per_s", path)
+    peak = _peak(data.get("compute") or {}, path)
+    overheads, fusion, context = _software(data.get("software"), path)
+    return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
+                        gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
+                        gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth,
+                        peak=peak, raw=dict(data), path=path, exchange_segments=exchange,
+                        gamma_curve=tuple(curve), allreduce_overheads=overheads,
+                        fusion_copy=fusion, allreduce_context=context,
+                        shared_sum_curve=shared_sum, shared_receive_curve=shared_receive)
+
+
+def _hockney_segments(network, path) -> tuple:
+    """``network``'s (α, [Segment]): its ``segments``, or one line from ``alpha_s`` and
+    ``beta_s_per_byte``; no segment and α NaN for a file calibrated without the
+    network, so that network predictions refuse it."""
     raw_segments = network.get("segments") if isinstance(network, Mapping) else None
     segments = []
     if isinstance(network, Mapping) and network.get("skipped"):
-        alpha = math.nan  # 'deep500 calibrate --no-network': network predictions refuse
-    elif raw_segments:
+        return math.nan, segments  # 'deep500 calibrate --no-network'
+    if raw_segments:
         if not isinstance(raw_segments, list):
             raise MachineError(f"{_where(path)}: field 'network.segments' must be a list; {_FIX}")
         for i, seg in enumerate(raw_segments):
@@ -321,13 +346,17 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
         segments.sort(key=lambda s: s.min_bytes)
         alpha = _number(network.get("alpha_s", segments[0].alpha_s), "network.alpha_s", path,
                         allow_zero=True)
-    else:
-        alpha = _number(_get(network, "alpha_s", "network.", path), "network.alpha_s", path,
-                        allow_zero=True)
-        beta = _number(_get(network, "beta_s_per_byte", "network.", path),
-                       "network.beta_s_per_byte", path)
-        segments = [Segment(0.0, math.inf, alpha, beta, ci_beta=_ci(network["beta_s_per_byte"]),
-                            ci_alpha=_ci(network["alpha_s"]))]
+        return alpha, segments
+    alpha = _number(_get(network, "alpha_s", "network.", path), "network.alpha_s", path,
+                    allow_zero=True)
+    beta = _number(_get(network, "beta_s_per_byte", "network.", path),
+                   "network.beta_s_per_byte", path)
+    return alpha, [Segment(0.0, math.inf, alpha, beta, ci_beta=_ci(network["beta_s_per_byte"]),
+                           ci_alpha=_ci(network["alpha_s"]))]
+
+
+def _exchange_segments(network, path) -> tuple:
+    """``network.exchange_segments`` (both ranks ``Sendrecv`` at once), sorted by size."""
     exchange = []
     raw_exchange = network.get("exchange_segments") if isinstance(network, Mapping) else None
     for i, seg in enumerate(raw_exchange or []):
@@ -343,9 +372,12 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
             ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
             ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
     exchange.sort(key=lambda s: s.min_bytes)
-    shared_sum, shared_receive = _coherence(
-        network.get("coherence") if isinstance(network, Mapping) else None, path)
-    reduction = _get(data, "reduction", "", path)
+    return tuple(exchange)
+
+
+def _reduction(reduction, path) -> tuple:
+    """``reduction``: (γ cache-resident, γ memory-resident, the buffer sizes they were
+    measured at, and the ``gamma_curve`` as sorted (bytes, s/byte) points)."""
     g_cache_raw = _get(reduction, "gamma_cache_s_per_byte", "reduction.", path)
     g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path)
     g_mem_raw = reduction.get("gamma_memory_s_per_byte", g_cache_raw)
@@ -358,40 +390,35 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
         curve.append((_number(_get(point, "buffer_bytes", prefix, path), prefix + "buffer_bytes", path),
                       _number(_get(point, "value", prefix, path), prefix + "value", path)))
     curve.sort()
-    memory = _get(data, "memory", "", path)
-    bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
-                        "memory.bandwidth_bytes_per_s", path)
+    return g_cache, g_mem, g_cache_bytes, g_mem_bytes, curve
+
+
+def _peak(compute, path) -> dict:
+    """``compute.peak_flops_per_s``: {kind: {threads: FLOP/s}}."""
     peak = {}
-    compute = data.get("compute") or {}
     table = compute.get("peak_flops_per_s") if isinstance(compute, Mapping) else None
-    if table is not None:
-        if not isinstance(table, Mapping):
-            raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s' must map a kind "
-                               f"('gemm', 'conv') to thread counts; {_FIX}")
-        for kind, per_threads in table.items():
-            if not isinstance(per_threads, Mapping) or not per_threads:
-                raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s.{kind}' must "
-                                   f"map thread counts to FLOP/s; {_FIX}")
-            peak[str(kind)] = {}
-            for threads, value in per_threads.items():
-                fname = f"compute.peak_flops_per_s.{kind}.{threads}"
-                try:
-                    t = int(threads)
-                except (TypeError, ValueError):
-                    raise MachineError(f"{_where(path)}: field '{fname}': thread count "
-                                       f"{threads!r} is not an integer; {_FIX}") from None
-                if t < 1:
-                    raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
-                                       f">= 1; {_FIX}")
-                peak[str(kind)][t] = _number(value, fname, path)
-    overheads, fusion, context = _software(data.get("software"), path)
-    return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
-                        gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
-                        gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth, peak=peak,
-                        raw=dict(data), path=path, exchange_segments=tuple(exchange),
-                        gamma_curve=tuple(curve), allreduce_overheads=overheads,
-                        fusion_copy=fusion, allreduce_context=context,
-                        shared_sum_curve=shared_sum, shared_receive_curve=shared_receive)
+    if table is None:
+        return peak
+    if not isinstance(table, Mapping):
+        raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s' must map a kind "
+                           f"('gemm', 'conv') to thread counts; {_FIX}")
+    for kind, per_threads in table.items():
+        if not isinstance(per_threads, Mapping) or not per_threads:
+            raise MachineError(f"{_where(path)}: field 'compute.peak_flops_per_s.{kind}' must "
+                               f"map thread counts to FLOP/s; {_FIX}")
+        peak[str(kind)] = {}
+        for threads, value in per_threads.items():
+            fname = f"compute.peak_flops_per_s.{kind}.{threads}"
+            try:
+                t = int(threads)
+            except (TypeError, ValueError):
+                raise MachineError(f"{_where(path)}: field '{fname}': thread count "
+                                   f"{threads!r} is not an integer; {_FIX}") from None
+            if t < 1:
+                raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
+                                   f">= 1; {_FIX}")
+            peak[str(kind)][t] = _number(value, fname, path)
+    return peak
 
 
 def _coherence(section, path) -> tuple:
