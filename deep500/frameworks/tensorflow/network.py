@@ -3,7 +3,7 @@ behind the same :class:`~deep500.lv1_network.network.Network` interface.
 
 A :class:`TensorFlowNetwork` keeps parameters (floating-point initializers) as
 ``tf.Variable``s, other initializers as constants, the ONNX operations, and the
-:class:`~deep500.frameworks.tensorflow.visitor.Plan` built from them: a flat list of
+:class:`~deep500.frameworks.tensorflow._plan.Plan` built from them: a flat list of
 prebuilt closures. ``run`` executes the plan; the executor runs it eagerly or traces it
 once into a ``tf.function``.
 """
@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks._bridge.inner_network import register_inner_network
+from deep500.frameworks.tensorflow._layout import ParameterLayout
+from deep500.frameworks.tensorflow._plan import Plan
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.visitor import ParameterLayout, Plan, TensorFlowVisitor
+from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
 from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
@@ -284,6 +287,10 @@ class TensorFlowNetwork(Network):
                                    f"{[op.name for op in remaining][:10]} form a cycle")
             pending = remaining
         return order
+
+
+# Control-flow bodies (ops/control.py) are networks of this kind too.
+register_inner_network("tensorflow", TensorFlowNetwork)
 
 
 def run_node(op, steps, env: dict, operator_events=(), sync=None) -> None:

@@ -51,7 +51,7 @@ class NodeBackward:
     it writes.
 
     Args:
-        plan: the network's :class:`~deep500.frameworks.tensorflow.visitor.Plan`.
+        plan: the network's :class:`~deep500.frameworks.tensorflow._plan.Plan`.
         parameters: keys of the trainable parameters (``network.get_params()``).
     """
 

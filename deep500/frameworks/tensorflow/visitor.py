@@ -30,41 +30,63 @@ Constant data stays in NumPy: non-floating initializers and ``Constant`` nodes, 
 so that shape arithmetic costs no TensorFlow operations and yields static shapes.
 
 This module holds what every operator uses (the hooks, the plan being built, layouts of
-tensors while building); the ``visit_<op>`` methods live in one module per operator
-family (``ops_elementwise``, ``ops_conv``, ``ops_normalization``, ``ops_loss``,
-``ops_shape``, ``ops_reduce``, ``ops_tensor``, ``ops_sequence``, ``ops_control``), mixed
-into :class:`TensorFlowVisitor`: adding a family is adding a module. Layouts, helpers and the
-plan are in ``_tf_common``. The parser has normalised every node to the newest opset's
-form (``deep500.utils.onnx_interop.normalize``).
+tensors while building); the ``visit_<op>`` methods live in ``ops/<family>.py``, one
+mixin per operator family of ``deep500/frameworks/families.py`` (the same file names in
+every bridge), composed into :class:`TensorFlowVisitor` below. The ways families emit
+their nodes are in ``ops/_patterns.py``, layouts in ``_layout.py``, the plan in
+``_plan.py``. The parser has normalised every node to the newest opset's form
+(``deep500.utils.onnx_interop.normalize``).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks._bridge.node_errors import NodeErrors
+from deep500.frameworks.tensorflow._layout import (_aligned_channels_last, CHANNELS_LAST,
+                                                   CL, ONNX_LAYOUT, ParameterLayout,
+                                                   to_channels_last, to_channels_last_perm,
+                                                   to_onnx_layout, UNUSED)
+from deep500.frameworks.tensorflow._plan import Plan
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import (_aligned_channels_last,
-                                                      CHANNELS_LAST, CL, ONNX_LAYOUT,
-                                                      ParameterLayout, Plan,
-                                                      tf_supports_dtype, to_channels_last,
-                                                      to_channels_last_perm,
-                                                      to_onnx_layout, UNUSED)
-from deep500.frameworks.tensorflow.ops_control import ControlFlowOps
-from deep500.frameworks.tensorflow.ops_conv import ConvolutionOps
-from deep500.frameworks.tensorflow.ops_elementwise import ElementwiseOps
-from deep500.frameworks.tensorflow.ops_loss import LossOps
-from deep500.frameworks.tensorflow.ops_normalization import NormalizationOps
-from deep500.frameworks.tensorflow.ops_reduce import ReduceOps
-from deep500.frameworks.tensorflow.ops_sequence import SequenceOps
-from deep500.frameworks.tensorflow.ops_shape import ShapeOps
-from deep500.frameworks.tensorflow.ops_tensor import TensorOps
+from deep500.frameworks.tensorflow.ops._patterns import OperatorPatterns
+from deep500.frameworks.tensorflow.ops._values import tf_supports_dtype
+from deep500.frameworks.tensorflow.ops.activation import ActivationOps
+from deep500.frameworks.tensorflow.ops.attention import AttentionOps
+from deep500.frameworks.tensorflow.ops.control import ControlOps
+from deep500.frameworks.tensorflow.ops.conv import ConvOps
+from deep500.frameworks.tensorflow.ops.detection import DetectionOps
+from deep500.frameworks.tensorflow.ops.index import IndexOps
+from deep500.frameworks.tensorflow.ops.linalg import LinalgOps
+from deep500.frameworks.tensorflow.ops.logic import LogicOps
+from deep500.frameworks.tensorflow.ops.loss import LossOps
+from deep500.frameworks.tensorflow.ops.math import MathOps
+from deep500.frameworks.tensorflow.ops.ml import MlOps
+from deep500.frameworks.tensorflow.ops.normalization import NormalizationOps
+from deep500.frameworks.tensorflow.ops.pooling import PoolingOps
+from deep500.frameworks.tensorflow.ops.quantization import QuantizationOps
+from deep500.frameworks.tensorflow.ops.random import RandomOps
+from deep500.frameworks.tensorflow.ops.recurrent import RecurrentOps
+from deep500.frameworks.tensorflow.ops.reduction import ReductionOps
+from deep500.frameworks.tensorflow.ops.resample import ResampleOps
+from deep500.frameworks.tensorflow.ops.shape import ShapeOps
+from deep500.frameworks.tensorflow.ops.signal import SignalOps
+from deep500.frameworks.tensorflow.ops.tensor import TensorOps
+from deep500.frameworks.tensorflow.ops.text import TextOps
+from deep500.frameworks.tensorflow.ops.training import TrainingOps
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
 __all__ = ["ParameterLayout", "Plan", "TensorFlowVisitor", "tf_supports_dtype"]
 
 
-class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, ShapeOps,
-                        ReduceOps, TensorOps, SequenceOps, ControlFlowOps, OnnxBaseVisitor):
+# One mixin per operator family (deep500/frameworks/families.py), in the families' order.
+FAMILY_MIXINS = (MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
+                 NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps, RecurrentOps,
+                 AttentionOps, ControlOps, QuantizationOps, ResampleOps, DetectionOps,
+                 SignalOps, LossOps, RandomOps, TextOps, MlOps, TrainingOps)
+
+
+class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVisitor):
     """Builds a :class:`~deep500.frameworks.tensorflow.network.TensorFlowNetwork`'s plan.
 
     Args:
@@ -275,9 +297,9 @@ class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOp
                 pending.extend(producer.inputs + producer.implicit_inputs)
         return self.key(name)
 
-    def _dynamic_error(self, what: str) -> UnsupportedError:
-        return self._unsupported(f"{what} computed at run time inside a traced function "
-                                 f"are not supported", "use mode='eager'")
+    def _dynamic_error(self, op, what: str) -> UnsupportedError:
+        return self.node_error(op, f"{what} computed at run time inside a traced function "
+                                   f"are not supported; use mode='eager'")
 
     def _convert(self, source: str, target: str, fn) -> None:
         self._emit(fn, [source], target)
@@ -336,80 +358,11 @@ class TensorFlowVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOp
             return rank
         return None
 
-    def _unsupported(self, what: str, advice: str = "") -> UnsupportedError:
-        op = self.op
-        return UnsupportedError(f"{self.framework}: node '{op.name}' ({op.op_type}, opset "
-                                f"version {op.original_version}) of network "
-                                f"'{self.network.name}': {what}" + (f"; {advice}" if advice
-                                                                    else ""))
-
     def _check_rank(self, name: str, rank: int, why: str) -> None:
         """A known rank of input ``name`` other than ``rank`` is a ShapeError here: some
         of TensorFlow's kernels (oneDNN's convolution) abort the process on it."""
         known = self.rank(name)
         if known is not None and known != rank:
-            op = self.op
-            raise ShapeError(f"{self.framework}: node '{op.name}' ({op.op_type}) of network "
-                             f"'{self.network.name}': input {name!r} has rank {known}, but "
-                             f"{why}, so it needs rank {rank}; fix the model's shapes")
-
-    # -- families ------------------------------------------------------------------
-    def _same_layout(self, op, fn) -> None:
-        """An operator computing each element from the same element of its one tensor
-        input (other inputs are attributes-like scalars)."""
-        x = op.inputs[0]
-        layout = self.layout(x) if self.propagate_layout else ONNX_LAYOUT
-        inputs = [self.key(x, layout)] + [self.key(n) for n in op.inputs[1:]]
-        outputs = op.outputs[0] if len(op.outputs) == 1 else list(op.outputs)
-        self.emit(fn, inputs, outputs, layout, self.rank(x))
-
-    def _elementwise(self, op, fn, names=None) -> None:
-        """A broadcasting elementwise operator over ``names`` (default: all inputs)."""
-        names = list(op.inputs if names is None else names)
-        rank = self._channels_last_rank(names)
-        if rank is None:
-            ranks = [self.rank(n) for n in names if n]
-            self.emit(fn, [self.key(n) for n in names], op.outputs[0], ONNX_LAYOUT,
-                      max(ranks) if ranks and None not in ranks else None)
-        else:
-            self.emit(fn, [self.aligned_key(n, rank) for n in names], op.outputs[0],
-                      CHANNELS_LAST, rank)
-
-    def _channels_last_op(self, op, core, n_outputs: int = 1) -> None:
-        """An operator computed in channels-last by ``core(x, *rest)`` on input 0."""
-        x = op.inputs[0]
-        rank = self.rank(x)
-        rest = [self.key(n) for n in op.inputs[1:]]
-        outputs = op.outputs[0] if n_outputs == 1 else list(op.outputs[:n_outputs])
-        if rank is not None and rank >= 3:
-            self.emit(core, [self.key(x, CHANNELS_LAST)] + rest, outputs, CHANNELS_LAST, rank)
-            return
-        if rank is not None:
-            self.emit(core, [self.key(x)] + rest, outputs, ONNX_LAYOUT, rank)
-            return
-
-        def converted(x, *rest):   # rank known only at run time
-            if len(x.shape) < 3:
-                return core(x, *rest)
-            result = core(to_channels_last(x), *rest)
-            if n_outputs == 1:
-                return to_onnx_layout(result)
-            return (to_onnx_layout(result[0]),) + tuple(result[1:])
-        self.emit(converted, [self.key(x)] + rest, outputs)
-
-    def _axes_input(self, op):
-        """(axes, or None; the name of a runtime axes tensor, or None): the second
-        input."""
-        name = op.inputs[1] if len(op.inputs) > 1 else ""
-        if not name:
-            return None, None
-        value = self._value(name)
-        if value is not None:
-            return [int(a) for a in np.reshape(value, -1)], None
-        self.static_key(name)
-        return None, name
-
-
-# -- helpers of the closures above -------------------------------------------------------
-
-
+            raise self.node_error(self.op, f"input {name!r} has rank {known}, but {why}, so "
+                                           f"it needs rank {rank}; fix the model's shapes",
+                                  ShapeError)

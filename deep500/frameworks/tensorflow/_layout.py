@@ -1,16 +1,16 @@
-"""What the TensorFlow visitor and its operator modules share: tensor layouts
-(ONNX channels-first vs TensorFlow channels-last) and their permutations, helpers on
-NumPy and TensorFlow values, parameters stored in their operator's layout
-(:class:`ParameterLayout`) and the :class:`Plan` a network runs. See the module
-docstring of ``deep500.frameworks.tensorflow.visitor``."""
+"""Tensor layouts of the TensorFlow visitor: ONNX's channels-first (NCHW) and the
+channels-last (NHWC) TensorFlow's CPU convolution and pooling kernels take, the
+permutations between them, the run-time keys of converted copies, and
+:class:`ParameterLayout`, parameters stored in the layout their operator computes in.
+See the module docstring of ``deep500.frameworks.tensorflow.visitor``."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow.ops._values import _dims, _shape_list
 
 CL = "|cl"            # key suffix of a tensor's channels-last copy
 FLAT = "|flat_cl"     # key suffix of a flattened channels-last tensor
@@ -33,11 +33,6 @@ def channels_last_axis(axis: int, rank: int) -> int:
     """Where ONNX axis ``axis`` of a rank-``rank`` tensor sits in channels-last layout."""
     axis %= rank
     return 0 if axis == 0 else rank - 1 if axis == 1 else axis - 1
-
-
-def _dims(x) -> list:
-    """Static dimensions (None where unknown) of a tensor, variable or array."""
-    return list(x.shape)
 
 
 def _permute(x, perm):
@@ -70,78 +65,6 @@ def _aligned_channels_last(rank: int):
             return np.transpose(x.reshape((1,) * missing + x.shape), perm)
         return tf.transpose(tf.reshape(x, [1] * missing + _shape_list(x)), perm)
     return align
-
-
-def _shape_list(x) -> list:
-    """Dimensions, with a dynamic tensor for those unknown statically."""
-    dims = _dims(x)
-    if None not in dims:
-        return dims
-    dynamic = tf.shape(x)
-    return [d if d is not None else dynamic[i] for i, d in enumerate(dims)]
-
-
-# -- small helpers used by the closures ------------------------------------------------
-def _is_np(*values) -> bool:
-    return all(isinstance(v, np.ndarray) for v in values)
-
-
-def _static(value):
-    """The value of a constant operand as a NumPy array, or None if only known at run
-    time (inside a traced function)."""
-    if value is None or isinstance(value, np.ndarray):
-        return value
-    return tf.get_static_value(value)
-
-
-def _ints(value) -> list[int] | None:
-    static = _static(value)
-    return None if static is None else [int(v) for v in np.reshape(static, -1)]
-
-
-def _tf_dtype(x):
-    return tf.as_dtype(x.dtype)
-
-
-def _like(value, x):
-    """``value`` in ``x``'s dtype (ONNX lets some parameters differ in precision)."""
-    if value is None or tf.as_dtype(value.dtype) == _tf_dtype(x):
-        return value
-    return tf.cast(value, _tf_dtype(x))
-
-
-def _onnx_to_np_dtype(elem_type: int) -> np.dtype:
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-
-
-# Element types TensorFlow computes with (it stores, but cannot cast, float8 and int4).
-TF_DTYPE_NAMES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                            "uint32", "uint64", "float16", "bfloat16", "float32", "float64"))
-
-
-def tf_supports_dtype(dtype) -> bool:
-    return dtype is not None and np.dtype(dtype).name in TF_DTYPE_NAMES
-
-
-def _is_floating(dtype) -> bool:
-    return np.issubdtype(np.dtype(dtype), np.floating)
-
-
-def _axis(axis: int, rank: int) -> int:
-    return axis + rank if axis < 0 else axis
-
-
-# -- convolution and pooling geometry ---------------------------------------------------
-
-
-
-
-
-
-
-
-
-
 
 
 # -- parameter layouts -----------------------------------------------------------------
@@ -202,40 +125,3 @@ class ParameterLayout:
 
     def __hash__(self):
         return hash(self._key())
-
-
-# -- the plan ----------------------------------------------------------------------------
-class Plan:
-    """What a network runs: ``steps``, a flat list of ``(fn, input keys, output key)``
-    (a tuple of keys when ``fn`` returns several tensors), and per step the ONNX
-    operation it belongs to (``None`` for the final layout conversions of outputs)."""
-
-    def __init__(self):
-        self.steps: list[tuple] = []
-        self.step_ops: list = []
-        self.constants: dict = {}      # build-time values: converted constants, '' → None
-        self.layouts: dict[str, str] = {}
-        # ONNX name → (key, function) of tensors held in another layout
-        self.converters: dict[str, tuple] = {}
-        self.parameter_layouts: dict[str, ParameterLayout] = {}
-        self.outputs: list[str] = []
-        # Graph inputs whose values decide shapes (axes, pads, slice bounds, ...): a
-        # traced function takes them as constants, retracing when they change.
-        self.static_inputs: set[str] = set()
-        self.node_steps: list[tuple] = []   # (op, [steps]) in order, for operator events
-
-    def add(self, op, fn, inputs, output) -> None:
-        self.steps.append((fn, tuple(inputs), output))
-        self.step_ops.append(op)
-
-    def finish(self) -> None:
-        groups: list[tuple] = []
-        for op, step in zip(self.step_ops, self.steps):
-            if groups and groups[-1][0] is op:
-                groups[-1][1].append(step)
-            else:
-                groups.append((op, [step]))
-        self.node_steps = groups
-
-
-# -- the visitor -------------------------------------------------------------------------

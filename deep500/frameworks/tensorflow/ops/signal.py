@@ -1,8 +1,7 @@
-"""TensorFlowVisitor methods for the window, spectrum (DFT, STFT) and mel filter-bank
-operators of the ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the signal family (``deep500/frameworks/families.py``), spectral
+transforms and windows: https://onnx.ai/onnx/operators/onnx__DFT.html, .../onnx__STFT.html,
+the cosine-sum windows and MelWeightMatrix. Transforms compute in float64 (float32 FFTs
+err by ~1e-6 of the sum) and cast back.
 """
 from __future__ import annotations
 
@@ -12,14 +11,14 @@ import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _axis, _ints, _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr
+from deep500.frameworks.tensorflow.ops._values import _axis, _ints, _tf_dtype
 from deep500.utils.errors import ShapeError
 
 
 class SignalOps:
-    """``visit_<op>`` methods of the window, spectrum (DFT, STFT) and mel filter-
-    bank operators, part of :class:`TensorOps`."""
+    """``visit_<op>`` of the signal family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _window(self, op, coefficients) -> None:
         """A cosine-sum window sum_k c_k·cos(2πkn/N') of ``size`` points, N' = size
@@ -87,7 +86,7 @@ class SignalOps:
         onesided = bool(_attr(op, "onesided", 0))
         attribute_axis = op.attributes.get("axis")
         inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:3]]
-        dynamic_error = self._dynamic_error("dft_length and axis")
+        dynamic_error = self._dynamic_error(op, "dft_length and axis")
 
         def dft(x, length=None, axis=None):
             x = tf.convert_to_tensor(x)
@@ -99,8 +98,9 @@ class SignalOps:
             along = along[0] if isinstance(along, list) else along
             along = _axis(along, rank)
             if along == rank - 1:
-                raise ShapeError(f"DFT node '{op.name}': axis {along} is the real/imaginary "
-                                 f"axis; transform one of the first {rank - 1} axes")
+                raise self.node_error(op, f"axis {along} is the real/imaginary axis; "
+                                          f"transform one of the first {rank - 1} axes",
+                                      ShapeError)
             parts = tf.cast(x, tf.float64)   # float32 FFTs err by ~1e-6 of the sum
             signal = (tf.complex(parts[..., 0], parts[..., 1]) if x.shape[-1] == 2
                       else tf.complex(parts[..., 0], tf.zeros_like(parts[..., 0])))
@@ -141,7 +141,7 @@ class SignalOps:
         inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
         inputs += [self.key(n) for n in op.inputs[2:3]]
         inputs += [self.static_key(n) for n in op.inputs[3:4]]
-        dynamic_error = self._dynamic_error("frame_step and frame_length")
+        dynamic_error = self._dynamic_error(op, "frame_step and frame_length")
 
         def stft(signal, step, window=None, length=None):
             signal = tf.convert_to_tensor(signal)

@@ -1,8 +1,7 @@
-"""TensorFlowVisitor methods for the detection operators (NonMaxSuppression, RoiAlign) of
-the ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the detection family (``deep500/frameworks/families.py``),
+object-detection operators: https://onnx.ai/onnx/operators/onnx__NonMaxSuppression.html,
+.../onnx__RoiAlign.html. NonMaxSuppression runs TensorFlow's per batch and class;
+RoiAlign's sampling grids are computed per region when the closure runs.
 """
 from __future__ import annotations
 
@@ -11,13 +10,13 @@ import math
 import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _ints, _static, _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._values import _ints, _static, _tf_dtype
 
 
 class DetectionOps:
-    """``visit_<op>`` methods of the detection operators (NonMaxSuppression,
-    RoiAlign), part of :class:`TensorOps`."""
+    """``visit_<op>`` of the detection family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def visit_nonmaxsuppression(self, op, network) -> None:
         """NonMaxSuppression: per batch and class, greedily the highest-scoring boxes whose
@@ -27,7 +26,7 @@ class DetectionOps:
         inputs = [self.key(op.inputs[0]), self.key(op.inputs[1])]
         inputs += [self.static_key(n) for n in op.inputs[2:3]]
         inputs += [self.key(n) for n in op.inputs[3:5]]
-        dynamic_error = self._dynamic_error("max_output_boxes_per_class")
+        dynamic_error = self._dynamic_error(op, "max_output_boxes_per_class")
 
         def scalar_or(value, default):   # an optional input, possibly empty
             if value is None:
@@ -68,11 +67,9 @@ class DetectionOps:
         """RoiAlign (https://arxiv.org/abs/1703.06870): per region and output bin, the
         average (or the largest weighted corner term, in max mode) of bilinear samples
         on a regular grid (https://onnx.ai/onnx/operators/onnx__RoiAlign.html)."""
-        half_pixel = _attr(op, "coordinate_transformation_mode", "half_pixel")
-        half_pixel = (half_pixel.decode() if isinstance(half_pixel, bytes)
-                      else half_pixel) == "half_pixel"
-        mode = _attr(op, "mode", "avg")
-        use_max = (mode.decode() if isinstance(mode, bytes) else mode) == "max"
+        half_pixel = _text(op.attributes.get("coordinate_transformation_mode"),
+                           "half_pixel") == "half_pixel"
+        use_max = _text(op.attributes.get("mode"), "avg") == "max"
         out_h, out_w = int(_attr(op, "output_height", 1)), int(_attr(op, "output_width", 1))
         ratio = int(_attr(op, "sampling_ratio", 0))
         scale = float(_attr(op, "spatial_scale", 1.0))
@@ -80,7 +77,7 @@ class DetectionOps:
         self._check_rank(op.inputs[0], 4, "RoiAlign pools (N, C, H, W) feature maps")
         inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1]),
                   self.key(op.inputs[2])]
-        dynamic_error = self._dynamic_error("regions (which decide the sampling grids)")
+        dynamic_error = self._dynamic_error(op, "regions (which decide the sampling grids)")
 
         def axis_samples(start, extent, bins, grid, size):
             """Per sample along one axis: (low index, high index, weight of low, weight

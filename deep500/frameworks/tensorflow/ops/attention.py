@@ -1,5 +1,8 @@
-"""TensorFlowVisitor methods for attention (Attention, LinearAttention, RotaryEmbedding)
-and Gelu: https://onnx.ai/onnx/operators/."""
+"""TensorFlowVisitor: the attention family (``deep500/frameworks/families.py``),
+attention and positional encodings: https://onnx.ai/onnx/operators/onnx__Attention.html,
+.../onnx__LinearAttention.html, .../onnx__RotaryEmbedding.html. Built from differentiable
+TensorFlow operations; NumPy only computes masks known from static shapes.
+"""
 from __future__ import annotations
 
 import math
@@ -7,31 +10,15 @@ import math
 import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.seq_common import _FLOAT_TYPES, NodeOps, _like, _text
-from deep500.utils.errors import Deep500Error
+from deep500.frameworks.tensorflow.ops._attributes import _text
+from deep500.frameworks.tensorflow.ops._values import FLOAT_TYPES, _like
+from deep500.utils.errors import Deep500Error, ShapeError
 
 
-class AttentionOps(NodeOps):
-    """``visit_<op>`` methods of the attention operators."""
+class AttentionOps:
+    """``visit_<op>`` of the attention family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
-    # -- activations ---------------------------------------------------------------
-    def visit_gelu(self, op, network) -> None:
-        """Gelu: https://onnx.ai/onnx/operators/onnx__Gelu.html (exact, or the tanh
-        approximation)."""
-        approximate = _text(op.attributes.get("approximate"), "none")
-        if approximate not in ("none", "tanh"):
-            raise self._node_error(op, f"approximate={approximate!r} is not 'none' or 'tanh'",
-                                   Deep500Error)
-        if approximate == "tanh":
-            def gelu(x):   # tf.nn.gelu rounds its constants to float32 in float64 too
-                inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
-                return 0.5 * x * (1 + tf.tanh(inner))
-        else:
-            def gelu(x):
-                return 0.5 * x * (1 + tf.math.erf(x * (1 / math.sqrt(2))))
-        self._emit_node(op, gelu)
-
-    # -- attention -----------------------------------------------------------------
     def visit_rotaryembedding(self, op, network) -> None:
         """RotaryEmbedding (Su et al., https://arxiv.org/abs/2104.09864):
         https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"""
@@ -46,8 +33,8 @@ class AttentionOps(NodeOps):
                 x = tf.transpose(x, [0, 2, 1, 3])
             else:
                 if not heads:
-                    raise self._node_error(op, "3-D input needs the attribute num_heads",
-                                           Deep500Error)
+                    raise self.node_error(op, "3-D input needs the attribute num_heads",
+                                          Deep500Error)
                 b, s, hidden = x.shape
                 x = tf.reshape(x, [b, s, heads, hidden // heads])
             size = x.shape[3]
@@ -57,8 +44,8 @@ class AttentionOps(NodeOps):
                 cos, sin = tf.gather(cos, position_ids), tf.gather(sin, position_ids)
             cos, sin = _like(cos, x)[:, :, tf.newaxis], _like(sin, x)[:, :, tf.newaxis]
             if cos.shape[-1] != dim // 2:
-                raise self._node_error(op, f"the caches' last dimension {cos.shape[-1]} is not "
-                                       f"rotary_embedding_dim / 2 = {dim // 2}")
+                raise self.node_error(op, f"the caches' last dimension {cos.shape[-1]} is not "
+                                      f"rotary_embedding_dim / 2 = {dim // 2}", ShapeError)
             if interleaved:
                 x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
             else:
@@ -92,33 +79,33 @@ class AttentionOps(NodeOps):
         left = int(a["left_window_size"]) if a.get("left_window_size") is not None else -1
         right = int(a["right_window_size"]) if a.get("right_window_size") is not None else -1
         if mode not in (0, 1, 2, 3):
-            raise self._node_error(op, f"qk_matmul_output_mode={mode} is not 0, 1, 2 or 3",
-                                   Deep500Error)
-        if precision is not None and int(precision) not in _FLOAT_TYPES:
-            raise self._node_error(op, f"softmax_precision={precision} is not a float type "
-                                   f"(1, 10, 11 or 16)", Deep500Error)
+            raise self.node_error(op, f"qk_matmul_output_mode={mode} is not 0, 1, 2 or 3",
+                                  Deep500Error)
+        if precision is not None and int(precision) not in FLOAT_TYPES:
+            raise self.node_error(op, f"softmax_precision={precision} is not a float type "
+                                  f"(1, 10, 11 or 16)", Deep500Error)
         n_out = len(op.outputs)
 
         def split(x, heads, name):
             b, s, hidden = x.shape
             if not heads:
-                raise self._node_error(op, "3-D Q, K and V need the attributes q_num_heads and "
-                                       "kv_num_heads", Deep500Error)
+                raise self.node_error(op, "3-D Q, K and V need the attributes q_num_heads and "
+                                      "kv_num_heads", Deep500Error)
             if hidden % heads:
-                raise self._node_error(op, f"the hidden size {hidden} of {name} is not a "
-                                       f"multiple of its {heads} heads")
+                raise self.node_error(op, f"the hidden size {hidden} of {name} is not a "
+                                      f"multiple of its {heads} heads", ShapeError)
             return tf.transpose(tf.reshape(x, [b, s, heads, hidden // heads]), [0, 2, 1, 3])
 
         def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
             three_d = len(q.shape) == 3
             if not len(q.shape) == len(k.shape) == len(v.shape) or len(q.shape) not in (3, 4):
-                raise self._node_error(op, f"Q, K and V must all be 3-D or all 4-D, got shapes "
-                                       f"{q.shape}, {k.shape} and {v.shape}")
+                raise self.node_error(op, f"Q, K and V must all be 3-D or all 4-D, got shapes "
+                                      f"{q.shape}, {k.shape} and {v.shape}", ShapeError)
             if three_d:
                 q, k, v = split(q, q_heads, "Q"), split(k, kv_heads, "K"), split(v, kv_heads, "V")
             if (past_k is None) != (past_v is None):
-                raise self._node_error(op, "past_key and past_value must be given together",
-                                       Deep500Error)
+                raise self.node_error(op, "past_key and past_value must be given together",
+                                      Deep500Error)
             past = 0
             if past_k is not None:
                 past = past_k.shape[2]
@@ -126,9 +113,9 @@ class AttentionOps(NodeOps):
                 v = tf.concat([_like(past_v, v), v], 2)
             present_k, present_v = k, v
             if q.shape[1] % k.shape[1] or q.shape[3] != k.shape[3]:
-                raise self._node_error(op, f"Q (as 4-D {q.shape}) and K ({k.shape}) disagree: "
-                                       f"Q's heads must be a multiple of K's and the head "
-                                       f"sizes must match")
+                raise self.node_error(op, f"Q (as 4-D {q.shape}) and K ({k.shape}) disagree: "
+                                      f"Q's heads must be a multiple of K's and the head "
+                                      f"sizes must match", ShapeError)
             repeats = q.shape[1] // k.shape[1]
             if repeats > 1:
                 k, v = tf.repeat(k, repeats, axis=1), tf.repeat(v, repeats, axis=1)
@@ -170,7 +157,7 @@ class AttentionOps(NodeOps):
                 extra = tf.where(allowed, tf.constant(0, dtype), tf.constant(-np.inf, dtype))
                 bias = extra if bias is None else bias + extra
             biased = capped if bias is None else capped + bias
-            wide = dtype if precision is None else _FLOAT_TYPES[int(precision)]
+            wide = dtype if precision is None else FLOAT_TYPES[int(precision)]
             if bias is None:
                 probs = tf.cast(tf.nn.softmax(tf.cast(biased, wide), -1), dtype)
             else:
@@ -201,36 +188,36 @@ class AttentionOps(NodeOps):
         a = op.attributes
         rule = _text(a.get("update_rule"), "gated_delta")
         if rule not in ("linear", "gated", "delta", "gated_delta"):
-            raise self._node_error(op, f"update_rule={rule!r} is not linear, gated, delta "
-                                       f"or gated_delta", Deep500Error)
+            raise self.node_error(op, f"update_rule={rule!r} is not linear, gated, delta "
+                                      f"or gated_delta", Deep500Error)
         q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
         if not q_heads or not kv_heads or q_heads % kv_heads:
-            raise self._node_error(op, f"q_num_heads ({q_heads}) must be a positive multiple "
-                                       f"of kv_num_heads ({kv_heads})", Deep500Error)
+            raise self.node_error(op, f"q_num_heads ({q_heads}) must be a positive multiple "
+                                      f"of kv_num_heads ({kv_heads})", Deep500Error)
         q_heads, kv_heads = int(q_heads), int(kv_heads)
         gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
         given = {name: bool(n) for name, n in zip(("decay", "beta"), list(op.inputs[4:6]) +
                                                   [""] * 2)}
         for name, needed in (("decay", gating), ("beta", delta)):
             if given[name] != needed:
-                raise self._node_error(op, f"update_rule={rule!r} "
-                                           f"{'requires' if needed else 'forbids'} the input "
-                                           f"{name}", Deep500Error)
+                raise self.node_error(op, f"update_rule={rule!r} "
+                                          f"{'requires' if needed else 'forbids'} the input "
+                                          f"{name}", Deep500Error)
         scale_attr = a.get("scale")
         n_out = len(op.outputs)
 
         def heads(x, count):   # (B, T, H·D) -> (B, H, T, D)
             b, t, hd = x.shape
             if hd % count:
-                raise self._node_error(op, f"the last axis {hd} of shape {list(x.shape)} is "
-                                           f"not a multiple of {count} heads")
+                raise self.node_error(op, f"the last axis {hd} of shape {list(x.shape)} is "
+                                          f"not a multiple of {count} heads", ShapeError)
             return tf.transpose(tf.reshape(x, [b, t, count, hd // count]), [0, 2, 1, 3])
 
         def linear_attention(q, k, v, past=None, decay=None, beta=None):
             for name, x in (("query", q), ("key", k), ("value", v)):
                 if len(x.shape) != 3:
-                    raise self._node_error(op, f"{name} must be 3-D (B, T, H·D), got shape "
-                                               f"{list(x.shape)}")
+                    raise self.node_error(op, f"{name} must be 3-D (B, T, H·D), got shape "
+                                              f"{list(x.shape)}", ShapeError)
             work = tf.float64 if q.dtype == tf.float64 else tf.float32
             b, t = q.shape[0], q.shape[1]
             q4, k4, v4 = (tf.cast(heads(x, n), work) for x, n in
@@ -242,19 +229,19 @@ class AttentionOps(NodeOps):
                 elif decay.shape[-1] == kv_heads * d_k:
                     decay4 = heads(decay, kv_heads)
                 else:
-                    raise self._node_error(op, f"decay's last axis {decay.shape[-1]} must be "
-                                               f"kv_num_heads ({kv_heads}) or kv_num_heads·d_k "
-                                               f"({kv_heads * d_k})")
+                    raise self.node_error(op, f"decay's last axis {decay.shape[-1]} must be "
+                                              f"kv_num_heads ({kv_heads}) or kv_num_heads·d_k "
+                                              f"({kv_heads * d_k})", ShapeError)
                 decay4 = tf.cast(decay4, work)
             if beta is not None:
                 if beta.shape[-1] not in (kv_heads, 1):
-                    raise self._node_error(op, f"beta's last axis {beta.shape[-1]} must be "
-                                               f"kv_num_heads ({kv_heads}) or 1")
+                    raise self.node_error(op, f"beta's last axis {beta.shape[-1]} must be "
+                                              f"kv_num_heads ({kv_heads}) or 1", ShapeError)
                 beta4 = tf.cast(tf.transpose(beta, [0, 2, 1])[..., tf.newaxis], work)
             if past is not None:
                 if tuple(past.shape) != (b, kv_heads, d_k, d_v):
-                    raise self._node_error(op, f"past_state has shape {list(past.shape)}, "
-                                               f"not {[b, kv_heads, d_k, d_v]}")
+                    raise self.node_error(op, f"past_state has shape {list(past.shape)}, "
+                                              f"not {[b, kv_heads, d_k, d_v]}", ShapeError)
                 state = tf.cast(past, work)
             else:
                 state = tf.zeros([b, kv_heads, d_k, d_v], work)

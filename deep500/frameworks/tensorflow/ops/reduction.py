@@ -1,16 +1,17 @@
-"""TensorFlowVisitor methods for the reductions, arg-extremes, Hardmax, TopK and
-cumulative operators of the ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the reduction family (``deep500/frameworks/families.py``),
+reductions over axes, arg-reductions, TopK and cumulative scans:
+https://onnx.ai/onnx/operators/. A Reduce* over constant axes of a channels-last tensor
+reduces its remapped axes in place.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks.tensorflow._layout import (CHANNELS_LAST, channels_last_axis,
+                                                   ONNX_LAYOUT, to_channels_last_perm)
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _axis, _ints, _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr
+from deep500.frameworks.tensorflow.ops._values import _axis, _ints, _tf_dtype
 
 
 def _first_along(mask, axis, last=False):
@@ -68,8 +69,60 @@ def _reduce_log_sum_exp(x, axis=None, keepdims=True):
 
 
 class ReductionOps:
-    """``visit_<op>`` methods of the reductions, arg-extremes, Hardmax, TopK and
-    cumulative operators, part of :class:`TensorOps`."""
+    """``visit_<op>`` of the reduction family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
+
+    def _reduce(self, op, tf_fn) -> None:
+        """Reduce* over the ``axes`` input; no axes: all of them, or none with
+        noop_with_empty_axes."""
+        keepdims = op.attributes.get("keepdims")
+        keepdims = True if keepdims is None else bool(keepdims)
+        noop = bool(op.attributes.get("noop_with_empty_axes") or 0)
+        axes, dynamic = self._axes_input(op)
+        x = op.inputs[0]
+        rank = self.rank(x)
+        if (dynamic is None and axes is not None and rank is not None and axes
+                and self.layout(x) == CHANNELS_LAST and self.propagate_layout):
+            inner = sorted(channels_last_axis(a, rank) for a in axes)
+            remaining = [to_channels_last_perm(rank)[j] for j in range(rank) if j not in inner]
+            if keepdims or remaining == sorted(remaining):
+                layout = CHANNELS_LAST if keepdims else ONNX_LAYOUT
+                self.emit(lambda x: tf_fn(x, axis=inner, keepdims=keepdims),
+                          [self.key(x, CHANNELS_LAST)], op.outputs[0], layout,
+                          rank if keepdims else len(remaining))
+                return
+
+        def reduce(x, axes_input=None):
+            chosen = axes
+            if dynamic is not None:
+                chosen = _ints(axes_input)
+                if chosen is None:
+                    return tf_fn(x, axis=axes_input, keepdims=keepdims)
+            if not chosen:
+                if noop:
+                    return x
+                chosen = None
+            return tf_fn(x, axis=chosen, keepdims=keepdims)
+        inputs = [self.key(x)] + ([self.key(dynamic)] if dynamic else [])
+        self.emit(reduce, inputs, op.outputs[0])
+
+    def visit_reducemean(self, op, network) -> None:
+        self._reduce(op, tf.reduce_mean)
+
+    def visit_reducesum(self, op, network) -> None:
+        self._reduce(op, tf.reduce_sum)
+
+    def visit_reducemax(self, op, network) -> None:
+        def reduce_max(x, axis=None, keepdims=True):
+            fn = tf.reduce_any if _tf_dtype(x) == tf.bool else tf.reduce_max
+            return fn(x, axis=axis, keepdims=keepdims)
+        self._reduce(op, reduce_max)
+
+    def visit_reducemin(self, op, network) -> None:
+        def reduce_min(x, axis=None, keepdims=True):
+            fn = tf.reduce_all if _tf_dtype(x) == tf.bool else tf.reduce_min
+            return fn(x, axis=axis, keepdims=keepdims)
+        self._reduce(op, reduce_min)
 
     def _reduce_mapped(self, op, tf_fn) -> None:
         """A Reduce* whose elementwise part still applies with noop_with_empty_axes and
@@ -135,19 +188,6 @@ class ReductionOps:
         """ArgMin: as ArgMax, for the smallest element."""
         self._arg_extreme(op, False)
 
-    def visit_hardmax(self, op, network) -> None:
-        """Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere."""
-        axis = int(_attr(op, "axis", -1))
-
-        def hardmax(x):
-            x = tf.convert_to_tensor(x)
-            along = _axis(axis, len(x.shape))
-            hit = tf.equal(x, tf.reduce_max(x, axis=along, keepdims=True))
-            first = tf.logical_and(hit, tf.equal(tf.cumsum(tf.cast(hit, tf.int32), along), 1))
-            return tf.cast(first, _tf_dtype(x))
-        self.emit(hardmax, [self.key(op.inputs[0])], op.outputs[0],
-                  rank=self.rank(op.inputs[0]))
-
     def visit_topk(self, op, network) -> None:
         """TopK: https://onnx.ai/onnx/operators/onnx__TopK.html (ties: lower index
         first; the output is always sorted)."""
@@ -172,7 +212,7 @@ class ReductionOps:
     def _cumulative(self, op, tf_fn) -> None:
         exclusive = bool(_attr(op, "exclusive", 0))
         reverse = bool(_attr(op, "reverse", 0))
-        dynamic_error = self._dynamic_error("axis")
+        dynamic_error = self._dynamic_error(op, "axis")
 
         def cumulative(x, axis):
             along = _ints(axis)

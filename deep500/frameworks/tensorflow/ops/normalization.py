@@ -1,17 +1,58 @@
-"""TensorFlowVisitor methods for the normalization operators (LayerNormalization,
-RMSNormalization, GroupNormalization, InstanceNormalization, MeanVarianceNormalization,
-LpNormalization, LRN): https://onnx.ai/onnx/operators/."""
+"""TensorFlowVisitor: the normalization family (``deep500/frameworks/families.py``),
+normalization layers: https://onnx.ai/onnx/operators/. BatchNormalization computes in
+channels-last; the others standardise in the ``stash_type`` precision, or at least in
+float32 for half-precision inputs.
+"""
 from __future__ import annotations
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.seq_common import NodeOps, _like, _tensor, _wide
-from deep500.utils.errors import Deep500Error
+from deep500.frameworks.tensorflow.ops._values import FLOAT_TYPES, _like, _tensor, _wide
+from deep500.utils.errors import Deep500Error, ShapeError
 
 
-class SequenceNormalizationOps(NodeOps):
-    """``visit_<op>`` methods of the normalization operators."""
+class NormalizationOps:
+    """``visit_<op>`` of the normalization family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
-    # -- normalizations ------------------------------------------------------------
+    def _stash(self, op):
+        """The dtype of stage one of a normalization (``stash_type``, default float)."""
+        value = op.attributes.get("stash_type")
+        value = 1 if value is None else int(value)
+        if value not in FLOAT_TYPES:
+            raise self.node_error(op, f"stash_type={value} is not a float type (1, 10, 11 "
+                                      f"or 16)", Deep500Error)
+        return FLOAT_TYPES[value]
+
+    def visit_batchnormalization(self, op, network) -> None:
+        """BatchNormalization: https://onnx.ai/onnx/operators/onnx__BatchNormalization.html
+        (inference: the given statistics; training_mode=1: the batch's population
+        statistics, and running statistics as outputs)."""
+        a = op.attributes
+        eps = float(a["epsilon"])
+        momentum = float(a.get("momentum") if a.get("momentum") is not None else 0.9)
+        training = bool(a.get("training_mode") or 0)
+        extra_outputs = [o for o in op.outputs[1:] if o]
+
+        def inference(x, scale, b, mean, var):
+            # Channels are the last axis here; tf.nn.batch_normalization broadcasts.
+            return tf.nn.batch_normalization(x, _like(mean, x), _like(var, x), _like(b, x),
+                                             _like(scale, x), eps)
+
+        def train(x, scale, b, mean, var):
+            batch_mean, batch_var = tf.nn.moments(x, list(range(len(x.shape) - 1)))
+            y = tf.nn.batch_normalization(x, batch_mean, batch_var, _like(b, x),
+                                          _like(scale, x), eps)
+            running_mean = mean * momentum + _like(batch_mean, mean) * (1 - momentum)
+            running_var = var * momentum + _like(batch_var, var) * (1 - momentum)
+            return y, running_mean, running_var
+
+        if training:
+            self._channels_last_op(op, train, 3)
+        else:
+            if extra_outputs:
+                raise self.node_error(op, "running-statistic outputs need training_mode=1")
+            self._channels_last_op(op, inference)
+
     def visit_layernormalization(self, op, network) -> None:
         """LayerNormalization: https://onnx.ai/onnx/operators/onnx__LayerNormalization.html
         (stage one, the standardisation over axes [axis, rank), in the ``stash_type``
@@ -25,7 +66,8 @@ class SequenceNormalizationOps(NodeOps):
         def layer_norm(x, scale, b=None):
             rank = len(x.shape)
             if not -rank <= axis < rank:
-                raise self._node_error(op, f"axis={axis} is out of range for X of rank {rank}")
+                raise self.node_error(op, f"axis={axis} is out of range for X of rank {rank}",
+                                      ShapeError)
             axes = list(range(axis % rank, rank))
             xs = tf.cast(x, stash)
             mean = tf.reduce_mean(xs, axes, keepdims=True)
@@ -51,7 +93,8 @@ class SequenceNormalizationOps(NodeOps):
         def rms_norm(x, scale):
             rank = len(x.shape)
             if not -rank <= axis < rank:
-                raise self._node_error(op, f"axis={axis} is out of range for X of rank {rank}")
+                raise self.node_error(op, f"axis={axis} is out of range for X of rank {rank}",
+                                      ShapeError)
             xs = tf.cast(x, stash)
             inv = tf.math.rsqrt(tf.reduce_mean(xs * xs, list(range(axis % rank, rank)),
                                                keepdims=True) + tf.constant(eps, stash))
@@ -68,7 +111,8 @@ class SequenceNormalizationOps(NodeOps):
             c = x.shape[1]
             groups = groups_of(c)
             if c is not None and c % groups:
-                raise self._node_error(op, f"{c} channels do not split into {groups} groups")
+                raise self.node_error(op, f"{c} channels do not split into {groups} groups",
+                                      ShapeError)
             xs = _wide(x) if stash is None else tf.cast(x, stash)
             grouped = tf.reshape(xs, tf.stack([shape[0], groups, -1]))
             mean, var = tf.nn.moments(grouped, [2], keepdims=True)
@@ -84,8 +128,8 @@ class SequenceNormalizationOps(NodeOps):
         a = op.attributes
         groups = int(a["num_groups"])
         if op.original_version < 21:
-            raise self._unsupported("GroupNormalization before opset 21 (per-group scale "
-                                    "and bias) is not supported", "export with opset >= 21")
+            raise self.node_error(op, "GroupNormalization before opset 21 (per-group scale "
+                                      "and bias) is not supported; export with opset >= 21")
         eps = a.get("epsilon")
         self._per_channel_norm(op, lambda c: groups, float(1e-5 if eps is None else eps),
                                self._stash(op))
@@ -116,7 +160,7 @@ class SequenceNormalizationOps(NodeOps):
         axis = int(a["axis"] if a.get("axis") is not None else -1)
         p = int(a["p"] if a.get("p") is not None else 2)
         if p not in (1, 2):
-            raise self._node_error(op, f"p={p} is not 1 or 2", Deep500Error)
+            raise self.node_error(op, f"p={p} is not 1 or 2", Deep500Error)
 
         def lp_norm(x):
             if p == 1:

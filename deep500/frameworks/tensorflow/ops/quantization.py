@@ -1,8 +1,7 @@
-"""TensorFlowVisitor methods for the quantization and integer-arithmetic operators of the
-ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the quantization family (``deep500/frameworks/families.py``),
+quantized arithmetic and (de)quantization: https://onnx.ai/onnx/operators/. Integer
+products are exact (int32, or float64 convolutions of integer values); requantization
+rounds half to even and saturates.
 """
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _axis, _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr
+from deep500.frameworks.tensorflow.ops._values import _axis, _tf_dtype
 from deep500.utils.onnx_interop.window import resolve_pads
 
 
@@ -39,8 +38,8 @@ def _wider_float(a, b):
 
 
 class QuantizationOps:
-    """``visit_<op>`` methods of the quantization and integer-arithmetic operators,
-    part of :class:`TensorOps`."""
+    """``visit_<op>`` of the quantization family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def visit_dequantizelinear(self, op, network) -> None:
         """DequantizeLinear: (x - zero_point)·scale, per tensor, per axis or per block
@@ -77,8 +76,8 @@ class QuantizationOps:
         target = np.dtype(zero_dtype if zero_dtype is not None else
                           onnx.helper.tensor_dtype_to_np_dtype(given) if given else np.uint8)
         if target.kind not in "iu":
-            raise self._unsupported(f"quantization to {target.name} is not supported "
-                                    f"(8-, 16- and 32-bit integers are)")
+            raise self.node_error(op, f"quantization to {target.name} is not supported "
+                                      f"(8-, 16- and 32-bit integers are)")
         low, high = np.iinfo(target).min, np.iinfo(target).max
         divide_in = (tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(precision))
                      if precision else None)

@@ -1,46 +1,28 @@
-"""TensorFlowVisitor methods for the ai.onnx.ml operators and TfIdfVectorizer of the ONNX
-operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the text family (``deep500/frameworks/families.py``), string
+operators and text features: https://onnx.ai/onnx/operators/onnx__TfIdfVectorizer.html.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _text
 
 
-class MachineLearningOps:
-    """``visit_<op>`` methods of the ai.onnx.ml operators and TfIdfVectorizer, part
-    of :class:`TensorOps`."""
-
-    def visit_binarizer(self, op, network) -> None:
-        """Binarizer (ai.onnx.ml): 1 where x > threshold, else 0, in x's type."""
-        threshold = float(_attr(op, "threshold", 0.0))
-        self._unary(op, lambda x: tf.cast(x > tf.cast(threshold, _tf_dtype(x)), _tf_dtype(x)))
-
-    def visit_arrayfeatureextractor(self, op, network) -> None:
-        """ArrayFeatureExtractor (ai.onnx.ml): the last axis' elements at the (flattened)
-        indices; a vector input gives one row."""
-        def extract(x, indices):
-            x = tf.convert_to_tensor(x)
-            picked = tf.gather(x, tf.reshape(tf.cast(indices, tf.int64), [-1]), axis=-1)
-            return picked[None, :] if len(x.shape) == 1 else picked
-        self.emit(extract, [self.key(n) for n in op.inputs], op.outputs[0])
+class TextOps:
+    """``visit_<op>`` of the text family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def visit_tfidfvectorizer(self, op, network) -> None:
         """TfIdfVectorizer: counts of the pool's n-grams (with skips) per row, weighted as
         TF, IDF or TFIDF (https://onnx.ai/onnx/operators/onnx__TfIdfVectorizer.html)."""
         a = op.attributes
         if a.get("pool_int64s") is None:
-            raise self._unsupported("string n-gram pools (pool_strings) are not supported",
-                                    "use integer token ids (pool_int64s)")
+            raise self.node_error(op, "string n-gram pools (pool_strings) are not "
+                                      "supported; use integer token ids (pool_int64s)")
         shortest, longest = int(a["min_gram_length"]), int(a["max_gram_length"])
         max_skip = int(a["max_skip_count"])
-        mode = a["mode"].decode() if isinstance(a["mode"], bytes) else a["mode"]
+        mode = _text(a["mode"], "TF")
         pool = [int(v) for v in a["pool_int64s"]]
         starts = [int(v) for v in a["ngram_counts"]] + [len(pool)]
         indexes = [int(v) for v in a["ngram_indexes"]]

@@ -1,38 +1,70 @@
-"""TensorFlowVisitor methods for the recurrent operators (RNN, GRU, LSTM), unrolled over
-time with TensorFlow operations so that GradientTape backpropagates through time:
-https://onnx.ai/onnx/operators/onnx__LSTM.html."""
+"""TensorFlowVisitor: the recurrent family (``deep500/frameworks/families.py``), RNN,
+GRU and LSTM: https://onnx.ai/onnx/operators/onnx__LSTM.html. The time loop is unrolled
+with TensorFlow operations, so that GradientTape backpropagates through time; directions
+and activations follow ``deep500.utils.onnx_interop.recurrent``.
+"""
 from __future__ import annotations
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.seq_common import NodeOps, _like, _text
-from deep500.utils.errors import Deep500Error
+from deep500.frameworks.tensorflow.ops._attributes import _text
+from deep500.frameworks.tensorflow.ops._values import _like
+from deep500.utils.errors import Deep500Error, ShapeError
+from deep500.utils.onnx_interop.recurrent import DIRECTIONS, activation_specs
 
 
-class RecurrentOps(NodeOps):
-    """``visit_<op>`` methods of the recurrent operators."""
+def _tf_activation(name: str, alpha, beta):
+    """The TensorFlow form of a recurrent cell's activation function (ONNX's list in
+    https://onnx.ai/onnx/operators/onnx__LSTM.html)."""
+    name = name.lower()
+    if name == "relu":
+        return tf.nn.relu
+    if name == "tanh":
+        return tf.tanh
+    if name == "sigmoid":
+        return tf.sigmoid
+    if name == "affine":
+        return lambda x: alpha * x + beta
+    if name == "leakyrelu":
+        return lambda x: tf.where(x >= 0, x, alpha * x)
+    if name == "thresholdedrelu":
+        return lambda x: tf.where(x > alpha, x, tf.zeros_like(x))
+    if name == "scaledtanh":
+        return lambda x: alpha * tf.tanh(beta * x)
+    if name == "hardsigmoid":
+        return lambda x: tf.clip_by_value(alpha * x + beta, 0, 1)
+    if name == "elu":
+        return lambda x: tf.where(x >= 0, x, alpha * tf.math.expm1(tf.minimum(x, 0)))
+    if name == "softsign":
+        return tf.nn.softsign
+    if name == "softplus":
+        return tf.math.softplus
+    raise AssertionError(name)   # parse_activations has rejected other names
 
-    # -- recurrent -----------------------------------------------------------------
+
+class RecurrentOps:
+    """``visit_<op>`` of the recurrent family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
+
     def _recurrent(self, op, gates: int, defaults: tuple, cell) -> None:
         """RNN, GRU and LSTM: https://onnx.ai/onnx/operators/onnx__RNN.html, .../onnx__GRU.html,
         .../onnx__LSTM.html. The time loop is unrolled with TensorFlow operations, so
         GradientTape backpropagates through time. ``cell(xa, h, c, R, Rb, P, fns)``
         returns (h, c) from the step's X-projection ``xa`` (with W's bias)."""
-        from deep500.utils.onnx_interop.recurrent import DIRECTIONS, activation_specs
         a = op.attributes
         direction = _text(a.get("direction"), "forward")
         if direction not in DIRECTIONS:
-            raise self._node_error(op, f"direction={direction!r} is not one of {DIRECTIONS}",
-                                   Deep500Error)
+            raise self.node_error(op, f"direction={direction!r} is not one of {DIRECTIONS}",
+                                  Deep500Error)
         layout = int(a.get("layout") or 0)
         if layout not in (0, 1):
-            raise self._node_error(op, f"layout={layout} must be 0 (sequence first) or 1 (batch "
-                                   f"first)", Deep500Error)
+            raise self.node_error(op, f"layout={layout} must be 0 (sequence first) or 1 (batch "
+                                  f"first)", Deep500Error)
         nd = 2 if direction == "bidirectional" else 1
         clip = a.get("clip")
         if clip is not None and clip <= 0:
-            raise self._node_error(op, f"clip={clip} must be positive", Deep500Error)
+            raise self.node_error(op, f"clip={clip} must be positive", Deep500Error)
         activations = activation_specs(op.op_type, a.get("activations"),
-                                       a.get("activation_alpha"), a.get("activation_beta"),
+                                      a.get("activation_alpha"), a.get("activation_beta"),
                                        nd, defaults)
         fns = [[_tf_activation(f.name, f.alpha, f.beta) for f in per] for per in activations]
         n_out = len(op.outputs)
@@ -43,7 +75,7 @@ class RecurrentOps(NodeOps):
 
         def run(x, w, r, b=None, lengths=None, h0=None, c0=None, p=None):
             if len(x.shape) != 3:
-                raise self._node_error(op, f"X must be 3-D, got shape {x.shape}")
+                raise self.node_error(op, f"X must be 3-D, got shape {x.shape}", ShapeError)
             if layout == 1:
                 x = tf.transpose(x, [1, 0, 2])
                 h0 = None if h0 is None else tf.transpose(h0, [1, 0, 2])
@@ -52,9 +84,9 @@ class RecurrentOps(NodeOps):
             hidden = r.shape[2] if hidden_attr is None else int(hidden_attr)
             if tuple(w.shape) != (nd, gates * hidden, x.shape[2]) or tuple(r.shape) != (
                     nd, gates * hidden, hidden):
-                raise self._node_error(op, f"W {list(w.shape)} and R {list(r.shape)} must be "
-                                       f"[{nd}, {gates}*{hidden}, {x.shape[2]}] and "
-                                       f"[{nd}, {gates}*{hidden}, {hidden}]")
+                raise self.node_error(op, f"W {list(w.shape)} and R {list(r.shape)} must be "
+                                      f"[{nd}, {gates}*{hidden}, {x.shape[2]}] and "
+                                      f"[{nd}, {gates}*{hidden}, {hidden}]", ShapeError)
             mask = None
             if lengths is not None:
                 lengths = tf.cast(lengths, tf.int64)
@@ -134,7 +166,7 @@ class RecurrentOps(NodeOps):
         1 - i)."""
         input_forget = bool(op.attributes.get("input_forget") or 0)
         if len(op.outputs) > 3:
-            raise self._node_error(op, "LSTM has at most 3 outputs", Deep500Error)
+            raise self.node_error(op, "LSTM has at most 3 outputs", Deep500Error)
 
         def cell(xa, h, c, r, rb, p, fns, clipped):
             f, g, hf = fns
@@ -149,32 +181,3 @@ class RecurrentOps(NodeOps):
             o = f(clipped(ao if po is None else ao + po * c_new))
             return o * hf(c_new), c_new
         self._recurrent(op, 4, ("Sigmoid", "Tanh", "Tanh"), cell)
-
-
-def _tf_activation(name: str, alpha, beta):
-    """The TensorFlow form of a recurrent cell's activation function (ONNX's list in
-    https://onnx.ai/onnx/operators/onnx__LSTM.html)."""
-    name = name.lower()
-    if name == "relu":
-        return tf.nn.relu
-    if name == "tanh":
-        return tf.tanh
-    if name == "sigmoid":
-        return tf.sigmoid
-    if name == "affine":
-        return lambda x: alpha * x + beta
-    if name == "leakyrelu":
-        return lambda x: tf.where(x >= 0, x, alpha * x)
-    if name == "thresholdedrelu":
-        return lambda x: tf.where(x > alpha, x, tf.zeros_like(x))
-    if name == "scaledtanh":
-        return lambda x: alpha * tf.tanh(beta * x)
-    if name == "hardsigmoid":
-        return lambda x: tf.clip_by_value(alpha * x + beta, 0, 1)
-    if name == "elu":
-        return lambda x: tf.where(x >= 0, x, alpha * tf.math.expm1(tf.minimum(x, 0)))
-    if name == "softsign":
-        return tf.nn.softsign
-    if name == "softplus":
-        return tf.math.softplus
-    raise AssertionError(name)   # parse_activations has rejected other names

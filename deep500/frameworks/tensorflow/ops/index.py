@@ -1,19 +1,16 @@
-"""TensorFlowVisitor methods for the indexing, scattering, matrix and rearrangement
-operators of the ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the index family (``deep500/frameworks/families.py``), gathering,
+scattering and selecting by index: https://onnx.ai/onnx/operators/. Negative indices count
+from the end of their axis; constant operands of Gather stay NumPy.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _axis, _shape_list, _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr, _in_wider
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._values import _axis, _is_np, _tf_dtype
 
 
 def _wrap_negative(indices, size):
@@ -79,61 +76,42 @@ def _unique_rows(rows, n_cols, keep_sorted):
     return first, inverse, counts
 
 
-class IndexingOps:
-    """``visit_<op>`` methods of the indexing, scattering, matrix and rearrangement
-    operators, part of :class:`TensorOps`."""
+class IndexOps:
+    """``visit_<op>`` of the index family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
-    def visit_trilu(self, op, network) -> None:
-        """Trilu: the upper (or lower) triangle of the last two axes, from diagonal k."""
-        upper = bool(_attr(op, "upper", 1))
-        inputs = [self.key(op.inputs[0])] + [self.key(n) for n in op.inputs[1:2] if n]
+    def visit_gather(self, op, network) -> None:
+        """Gather along ``axis``; negative indices count from the end."""
+        axis = int(op.attributes.get("axis") or 0)
 
-        def trilu(x, k=None):
-            x = tf.convert_to_tensor(x)
-            shift = tf.constant(0, tf.int64) if k is None else tf.reshape(
-                tf.cast(k, tf.int64), [])
-            dims = tf.shape(x, out_type=tf.int64)
-            rows = tf.range(dims[-2])[:, None]
-            cols = tf.range(dims[-1])[None, :]
-            keep = cols - rows >= shift if upper else cols - rows <= shift
-            return tf.where(keep, x, tf.zeros_like(x))
-        self.emit(trilu, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+        def gather(data, indices):
+            rank = len(data.shape)
+            along = _axis(axis, rank)
+            if _is_np(data, indices):
+                return np.take(data, indices, axis=along)
+            dim = data.shape[along]
+            if isinstance(indices, np.ndarray) and dim is not None:
+                indices = np.where(indices < 0, indices + dim, indices)
+            elif not isinstance(indices, np.ndarray) or np.any(indices < 0):
+                indices = tf.convert_to_tensor(indices)
+                size = dim if dim is not None else tf.shape(data, out_type=indices.dtype)[along]
+                indices = tf.where(indices < 0, indices + tf.cast(size, indices.dtype), indices)
+            return tf.gather(data, indices, axis=along)
+        self.emit(gather, [self.key(n) for n in op.inputs], op.outputs[0])
 
-    def visit_eyelike(self, op, network) -> None:
-        """EyeLike: ones on diagonal k of a matrix shaped as the input."""
-        k = int(_attr(op, "k", 0))
-        given = op.attributes.get("dtype")
-        target = None if given is None else tf.as_dtype(
-            onnx.helper.tensor_dtype_to_np_dtype(int(given)))
+    def visit_gatherelements(self, op, network) -> None:
+        """GatherElements: out[i][j][k] = data[index[i][j][k]][j][k] (for axis 0), negative
+        indices counting from the end."""
+        axis = int(op.attributes.get("axis") or 0)
 
-        def eye_like(x):
-            x = tf.convert_to_tensor(x)
-            dims = tf.shape(x, out_type=tf.int64)
-            diagonal = tf.equal(tf.range(dims[1])[None, :] - tf.range(dims[0])[:, None], k)
-            return tf.cast(diagonal, target or _tf_dtype(x))
-        self.emit(eye_like, [self.key(op.inputs[0])], op.outputs[0], rank=2)
-
-    def visit_det(self, op, network) -> None:
-        """Det: determinants of the (..., M, M) input."""
-        def det(x):
-            return _in_wider(tf.linalg.det, tf.convert_to_tensor(x))
-        self.emit(det, [self.key(op.inputs[0])], op.outputs[0])
-
-    def visit_einsum(self, op, network) -> None:
-        """Einsum: https://onnx.ai/onnx/operators/onnx__Einsum.html"""
-        equation = _attr(op, "equation", "")
-        equation = (equation.decode() if isinstance(equation, bytes) else equation)
-        equation = equation.replace(" ", "")
-
-        def einsum(*xs):
-            return tf.einsum(equation, *xs)
-        self.emit(einsum, [self.key(n) for n in op.inputs], op.outputs[0])
-
-    def visit_tile(self, op, network) -> None:
-        """Tile: repeat the input ``repeats[i]`` times along axis i."""
-        def tile(x, repeats):
-            return tf.tile(x, tf.cast(repeats, tf.int64))
-        self.emit(tile, [self.key(op.inputs[0]), self.key(op.inputs[1])], op.outputs[0],
+        def gather_elements(data, indices):
+            along = _axis(axis, len(data.shape))
+            indices = tf.convert_to_tensor(indices)
+            size = tf.cast(tf.shape(data)[along], indices.dtype)
+            indices = tf.where(indices < 0, indices + size, indices)
+            return tf.experimental.numpy.take_along_axis(tf.convert_to_tensor(data), indices,
+                                                         along)
+        self.emit(gather_elements, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 
     def visit_onehot(self, op, network) -> None:
@@ -163,11 +141,10 @@ class IndexingOps:
         self.emit(gather_nd, [self.key(n) for n in op.inputs], op.outputs[0])
 
     def _reduction(self, op) -> str:
-        reduction = _attr(op, "reduction", "none")
-        reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+        reduction = _text(op.attributes.get("reduction"), "none")
         if reduction not in ("none", "add", "mul", "max", "min"):
-            raise self._unsupported(f"reduction {reduction!r} is not one of none, add, mul, "
-                                    f"max, min", "fix the node's attribute")
+            raise self.node_error(op, f"reduction {reduction!r} is not one of none, add, "
+                                      f"mul, max, min; fix the node's attribute")
         return reduction
 
     def visit_scatternd(self, op, network) -> None:
@@ -206,11 +183,10 @@ class IndexingOps:
         batch entry's write index, modulo the axis length in circular mode
         (https://onnx.ai/onnx/operators/onnx__TensorScatter.html)."""
         axis = int(_attr(op, "axis", -2))
-        mode = _attr(op, "mode", "linear")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = _text(op.attributes.get("mode"), "linear")
         if mode not in ("linear", "circular"):
-            raise self._unsupported(f"TensorScatter mode {mode!r} is not 'linear' or "
-                                    f"'circular'", "fix the node's attribute")
+            raise self.node_error(op, f"TensorScatter mode {mode!r} is not 'linear' or "
+                                      f"'circular'; fix the node's attribute")
 
         def tensor_scatter(cache, update, write_indices=None):
             cache, update = tf.convert_to_tensor(cache), tf.convert_to_tensor(update)
@@ -285,9 +261,9 @@ class IndexingOps:
         indices of first occurrences, inverse indices, counts)."""
         axis = op.attributes.get("axis")
         keep_sorted = bool(_attr(op, "sorted", 1))
-        dynamic_error = self._unsupported(
-            "Unique along an axis needs the other axes' sizes when the model is built",
-            "give the input a static shape")
+        dynamic_error = self.node_error(
+            op, "Unique along an axis needs the other axes' sizes when the model is built; "
+                "give the input a static shape")
 
         def unique(x):
             x = tf.convert_to_tensor(x)
@@ -309,39 +285,3 @@ class IndexingOps:
                 y = tf.transpose(y, list(np.argsort(perm)))
             return y, first, inverse, counts
         self.emit(unique, [self.key(op.inputs[0])], list(op.outputs))
-
-    def _depth_space(self, op, to_depth: bool) -> None:
-        block = int(op.attributes["blocksize"])
-        mode = _attr(op, "mode", "DCR")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
-        if mode not in ("DCR", "CRD"):
-            raise self._unsupported(f"mode {mode!r} is not 'DCR' or 'CRD'",
-                                    "fix the node's attribute")
-        self._check_rank(op.inputs[0], 4, "the operator rearranges (N, C, H, W) tensors")
-
-        def rearrange(x):
-            x = tf.convert_to_tensor(x)
-            n, c, h, w = _shape_list(x)
-            if to_depth:
-                split = tf.reshape(x, tf.stack([n, c, h // block, block, w // block, block]))
-                perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
-                return tf.reshape(tf.transpose(split, perm),
-                                  tf.stack([n, c * block * block, h // block, w // block]))
-            depth = c // (block * block)
-            if mode == "DCR":
-                split = tf.reshape(x, tf.stack([n, block, block, depth, h, w]))
-                perm = [0, 3, 4, 1, 5, 2]
-            else:
-                split = tf.reshape(x, tf.stack([n, depth, block, block, h, w]))
-                perm = [0, 1, 4, 2, 5, 3]
-            return tf.reshape(tf.transpose(split, perm),
-                              tf.stack([n, depth, h * block, w * block]))
-        self.emit(rearrange, [self.key(op.inputs[0])], op.outputs[0], rank=4)
-
-    def visit_spacetodepth(self, op, network) -> None:
-        """SpaceToDepth: https://onnx.ai/onnx/operators/onnx__SpaceToDepth.html"""
-        self._depth_space(op, True)
-
-    def visit_depthtospace(self, op, network) -> None:
-        """DepthToSpace: https://onnx.ai/onnx/operators/onnx__DepthToSpace.html"""
-        self._depth_space(op, False)

@@ -1,11 +1,12 @@
-"""TensorFlowVisitor methods for ONNX control flow (Loop, If, Scan), mixed into
-:class:`deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`:
-https://onnx.ai/onnx/operators/onnx__Loop.html, .../onnx__If.html, .../onnx__Scan.html.
+"""TensorFlowVisitor: the control family (``deep500/frameworks/families.py``), Loop, If
+and Scan: https://onnx.ai/onnx/operators/onnx__Loop.html, .../onnx__If.html,
+.../onnx__Scan.html.
 
 A body (a graph attribute) is built once, by a visitor of the same kind, into a nested
-:class:`~deep500.frameworks.tensorflow.network.TensorFlowNetwork` whose inputs are the
-body's formal inputs and its outer-scope names (``OnnxModel.outer_inputs``, the names
-ONNX lets a body read from the enclosing graphs: https://onnx.ai/onnx/repo-docs/IR.html#graphs).
+TensorFlow network (made by the factory ``deep500.frameworks.tensorflow.network``
+registers in ``deep500.frameworks._bridge.inner_network``) whose inputs are the body's
+formal inputs and its outer-scope names (``OnnxModel.outer_inputs``, the names ONNX lets
+a body read from the enclosing graphs: https://onnx.ai/onnx/repo-docs/IR.html#graphs).
 The node reads those names as its ``implicit_inputs``, after its explicit ones, so that
 they are scheduled and differentiated like any input: an outer parameter (a recurrent
 weight) reaches the body as the ``tf.Variable`` itself and GradientTape records its
@@ -25,10 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks._bridge.inner_network import inner_network_factory
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _dims
-from deep500.frameworks.tensorflow.seq_common import NodeOps, _static, _tensor
-from deep500.utils.errors import UnsupportedError
+from deep500.frameworks.tensorflow.ops._values import _dims, _known_value, _tensor
+from deep500.utils.errors import ShapeError, UnsupportedError
+
 
 #: Iterations of a Loop a traced function unrolls before a ``tf.while_loop`` runs the
 #: rest (each unrolled iteration adds the body's operations to the traced graph).
@@ -41,28 +43,27 @@ class _Body:
     (``{outer name: value}``) and returns its outputs."""
 
     def __init__(self, visitor, op, attribute: str):
-        # Imported here: network.py imports the visitor, which mixes this module in.
-        from deep500.frameworks.tensorflow.network import TensorFlowNetwork
         outer = visitor.network
         model = op.subgraphs.get(attribute)
         graph = op.attributes.get(attribute)
         where = f"body {attribute!r} of node '{op.name}' ({op.op_type})"
         if model is None:
-            raise visitor._unsupported(f"its {where} was not parsed (a node built by hand "
-                                       f"has no op.subgraphs)",
-                                       "load the model with deep500's ONNX parser")
+            raise visitor.node_error(op, f"its {where} was not parsed (a node built by hand "
+                                         f"has no op.subgraphs); load the model with "
+                                         f"deep500's ONNX parser")
         for value in (list(graph.input) + list(graph.output)) if graph is not None else ():
             kind = value.type.WhichOneof("value")
             if kind not in ("tensor_type", None):
-                raise visitor._unsupported(
-                    f"value {value.name!r} of its {attribute!r} is a "
-                    f"{kind.replace('_type', '')}; control flow carries tensors only "
-                    f"(sequence and optional values are not supported)")
+                raise visitor.node_error(
+                    op, f"value {value.name!r} of its {attribute!r} is a "
+                        f"{kind.replace('_type', '')}; control flow carries tensors only "
+                        f"(sequence and optional values are not supported)")
         self.inputs = [v.name for v in model.inputs]
         self.outer = list(model.outer_inputs)
         self.outputs = list(model.outputs)
-        network = TensorFlowNetwork(f"{outer.name}: {where}", outer.device,
-                                    type(visitor)(propagate_layout=visitor.propagate_layout))
+        network = inner_network_factory("tensorflow")(
+            f"{outer.name}: {where}", outer.device,
+            type(visitor)(propagate_layout=visitor.propagate_layout))
         network.operations = list(model.operations)
         for name in self.outer:
             network.shapes[name] = outer.shapes.get(name)
@@ -93,13 +94,13 @@ class _Body:
 
 def _scalar(value, what: str, visitor, op):
     """The Python value of a one-element operand, or None when only known at run time."""
-    known = _static(value)
+    known = _known_value(value)
     if known is None:
         return None
     known = np.asarray(known)
     if known.size != 1:
-        raise visitor._node_error(op, f"{what} must hold one element, got shape "
-                                      f"{list(known.shape)}")
+        raise visitor.node_error(op, f"{what} must hold one element, got shape "
+                                     f"{list(known.shape)}", ShapeError)
     return known.reshape(-1)[0].item()
 
 
@@ -118,21 +119,21 @@ def _take(x, index: int, axis: int):
     return x[(slice(None),) * axis + (index,)]
 
 
-class ControlFlowOps(NodeOps):
-    """``visit_<op>`` methods of Loop, If and Scan."""
+class ControlOps:
+    """``visit_<op>`` of the control family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _outer_keys(self, op) -> list[str]:
         return [self.key(name) for name in op.implicit_inputs]
 
-    # -- If ------------------------------------------------------------------------
     def visit_if(self, op, network) -> None:
         """If: run ``then_branch`` or ``else_branch``; a condition known only at run
         time (inside a traced function) becomes a ``tf.cond``."""
         branches = [_Body(self, op, "then_branch"), _Body(self, op, "else_branch")]
         for branch, name in zip(branches, ("then_branch", "else_branch")):
             if len(branch.outputs) != len(op.outputs):
-                raise self._unsupported(f"{name} has {len(branch.outputs)} outputs, the "
-                                        f"node {len(op.outputs)}; fix the model")
+                raise self.node_error(op, f"{name} has {len(branch.outputs)} outputs, the "
+                                          f"node {len(op.outputs)}; fix the model")
         outer = list(op.implicit_inputs)
 
         def if_(cond, *values):
@@ -146,7 +147,6 @@ class ControlFlowOps(NodeOps):
             return tuple(tf.cond(_as_bool(cond), branch(branches[0]), branch(branches[1])))
         self.emit(if_, [self.key(op.inputs[0])] + self._outer_keys(op), list(op.outputs))
 
-    # -- Loop ----------------------------------------------------------------------
     def visit_loop(self, op, network) -> None:
         """Loop: ``body(iteration, cond, v...) -> (cond, v..., scan elements...)`` while
         ``iteration < M`` (when M is given) and ``cond`` (when cond is given; the
@@ -158,11 +158,11 @@ class ControlFlowOps(NodeOps):
         n_scan = len(op.outputs) - n_carried
         if len(body.inputs) != 2 + n_carried or len(body.outputs) != 1 + n_carried + n_scan \
                 or n_scan < 0:
-            raise self._unsupported(f"the body takes {len(body.inputs)} inputs and returns "
-                                    f"{len(body.outputs)} outputs; with {n_carried} "
-                                    f"loop-carried values and {len(op.outputs)} node outputs "
-                                    f"it must take {2 + n_carried} and return "
-                                    f"{1 + len(op.outputs)}; fix the model")
+            raise self.node_error(op, f"the body takes {len(body.inputs)} inputs and returns "
+                                      f"{len(body.outputs)} outputs; with {n_carried} "
+                                      f"loop-carried values and {len(op.outputs)} node "
+                                      f"outputs it must take {2 + n_carried} and return "
+                                      f"{1 + len(op.outputs)}; fix the model")
         has_trip, has_cond = bool(names[0]), bool(names[1])
         outer = list(op.implicit_inputs)
 
@@ -215,9 +215,9 @@ class ControlFlowOps(NodeOps):
             dtype = (tf.convert_to_tensor(scan[0]).dtype if scan
                      else body.outputs[1 + n_carried + k].dtype)
             if dtype is None:
-                raise self._node_error(op, f"the body declares no element type for scan "
-                                           f"output {k}, which a tf.while_loop needs; declare "
-                                           f"it, or use mode='eager'", UnsupportedError)
+                raise self.node_error(op, f"the body declares no element type for scan "
+                                          f"output {k}, which a tf.while_loop needs; declare "
+                                          f"it, or use mode='eager'", UnsupportedError)
             dtypes.append(tf.as_dtype(dtype))
         bound = None if limit is None else tf.cast(tf.reshape(_tensor(limit), []), tf.int64)
         initial = ([tf.constant(start, tf.int64), _as_bool(keep)]
@@ -252,7 +252,6 @@ class ControlFlowOps(NodeOps):
             outputs.append(tf.concat([_stack(scan, 0), stacked], 0) if scan else stacked)
         return tuple(outputs)
 
-    # -- Scan ----------------------------------------------------------------------
     def visit_scan(self, op, network) -> None:
         """Scan (opset 9 and newer): ``body(state..., elements...) -> (state...,
         scan elements...)`` over slices of the scan inputs along ``scan_input_axes``
@@ -269,18 +268,18 @@ class ControlFlowOps(NodeOps):
         n_out = len(op.outputs) - n_state
         if n_state < 0 or n_out < 0 or len(body.inputs) != n_state + n_in \
                 or len(body.outputs) != n_state + n_out:
-            raise self._unsupported(f"the body takes {len(body.inputs)} inputs and returns "
-                                    f"{len(body.outputs)} outputs; with {len(names)} inputs "
-                                    f"({n_in} scanned) and {len(op.outputs)} outputs it must "
-                                    f"take {len(names)} and return {len(op.outputs)}; fix "
-                                    f"the model")
+            raise self.node_error(op, f"the body takes {len(body.inputs)} inputs and returns "
+                                      f"{len(body.outputs)} outputs; with {len(names)} "
+                                      f"inputs ({n_in} scanned) and {len(op.outputs)} outputs "
+                                      f"it must take {len(names)} and return "
+                                      f"{len(op.outputs)}; fix the model")
 
         def listed(key: str, count: int) -> list[int]:
             values = a.get(key)
             values = [0] * count if values is None else [int(v) for v in values]
             if len(values) != count:
-                raise self._unsupported(f"{key} has {len(values)} entries for {count} "
-                                        f"values; fix the model")
+                raise self.node_error(op, f"{key} has {len(values)} entries for {count} "
+                                          f"values; fix the model")
             return values
         if batched:
             in_dirs, out_dirs = listed("directions", n_in), [0] * n_out
@@ -296,11 +295,12 @@ class ControlFlowOps(NodeOps):
             axes = [axis + len(x.shape) if axis < 0 else axis for x, axis in zip(xs, in_axes)]
             lengths = {_dims(x)[axis] for x, axis in zip(xs, axes)}
             if None in lengths:
-                raise self._node_error(op, "the scanned axis has a length known only at run "
-                                           "time; use mode='eager'", UnsupportedError)
+                raise self.node_error(op, "the scanned axis has a length known only at run "
+                                          "time; use mode='eager'", UnsupportedError)
             if len(lengths) > 1:
-                raise self._node_error(op, f"the scan inputs have different lengths "
-                                           f"{sorted(lengths)} along their scan axes")
+                raise self.node_error(op, f"the scan inputs have different lengths "
+                                          f"{sorted(lengths)} along their scan axes",
+                                      ShapeError)
             length = lengths.pop() if lengths else 0
             scans = [[] for _ in range(n_out)]
             for t in range(length):
@@ -325,14 +325,14 @@ class ControlFlowOps(NodeOps):
             values = values[:len(names)]
             batch = _dims(values[0])[0] if values else 0
             if batch is None:
-                raise self._node_error(op, "the batch size is known only at run time; use "
-                                           "mode='eager'", UnsupportedError)
+                raise self.node_error(op, "the batch size is known only at run time; use "
+                                          "mode='eager'", UnsupportedError)
             if lengths is not None:
-                given = _static(lengths)
+                given = _known_value(lengths)
                 full = {_dims(x)[1] for x in values[n_state:]}
                 if given is None or len(full) != 1 or np.any(np.asarray(given) != full.pop()):
-                    raise self._node_error(op, "sequence_lens shorter than the scan inputs "
-                                               "are not supported; omit it", UnsupportedError)
+                    raise self.node_error(op, "sequence_lens shorter than the scan inputs "
+                                              "are not supported; omit it", UnsupportedError)
             per_batch = [run([_take(s, b, 0) for s in values[:n_state]],
                              [_take(x, b, 0) for x in values[n_state:]], scope)
                          for b in range(batch)]

@@ -1,23 +1,22 @@
-"""TensorFlowVisitor: shapes and data movement (Identity, Flatten, Reshape, Transpose,
-Concat, Split, Squeeze, Unsqueeze, Shape, Size, Gather, Slice, Cast, Constant, Expand,
-Range, Pad, ...). https://onnx.ai/onnx/operators/
+"""TensorFlowVisitor: the shape family (``deep500/frameworks/families.py``), reshaping,
+joining, splitting, slicing and padding: https://onnx.ai/onnx/operators/. Constant
+operands stay NumPy, so that shape computations cost no TensorFlow operations; Concat,
+Transpose and Shape work on channels-last tensors through remapped axes, and a Flatten
+read by one Gemm stays a reshape of the channels-last tensor.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import onnx
-import onnx.numpy_helper
 
+from deep500.frameworks.tensorflow._layout import (CHANNELS_LAST, channels_last_axis, FLAT,
+                                                   ONNX_LAYOUT, to_onnx_layout, to_onnx_perm)
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import (_axis, CHANNELS_LAST,
-                                                      channels_last_axis, _dims, FLAT,
-                                                      _ints, _is_floating, _is_np,
-                                                      ONNX_LAYOUT, _onnx_to_np_dtype,
-                                                      _shape_list, _static, _tf_dtype,
-                                                      tf_supports_dtype, to_onnx_layout,
-                                                      to_onnx_perm)
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._values import (_axis, _dims, _ints, _is_np,
+                                                       _required_ints, _shape_list, _static,
+                                                       _tf_dtype)
 from deep500.utils.errors import ShapeError
 
 
@@ -65,10 +64,20 @@ def _pad(x, per_axis, mode, fill):
     return x
 
 
+def _dynamic_reshape_target(x, shape, allow_zero):
+    """Reshape's target computed at run time: 0 copies the input's dimension
+    unless ``allow_zero``."""
+    shape = tf.cast(shape, tf.int64)
+    if allow_zero:
+        return shape
+    n = tf.size(shape)
+    current = tf.concat([tf.shape(x, out_type=tf.int64), tf.zeros([n], tf.int64)], 0)[:n]
+    return tf.where(tf.equal(shape, 0), current, shape)
+
+
 class ShapeOps:
-    """``visit_<op>`` of the shape and data-movement operators, mixed into
-    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`, whose helpers they use
-    (``emit``, ``key``, ``rank``, ``layout``, ``_value``, ``_unsupported``, ...)."""
+    """``visit_<op>`` of the shape family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _flatten_into_gemm(self, op) -> bool:
         """Flatten a channels-last (N, d..., C) tensor as is, when its only reader is a
@@ -129,7 +138,7 @@ class ShapeOps:
         def reshape(x, shape):
             target = _static(shape)
             if target is None:
-                return tf.reshape(x, self._dynamic_target(x, shape, allow_zero))
+                return tf.reshape(x, _dynamic_reshape_target(x, shape, allow_zero))
             target = [int(t) for t in np.reshape(target, -1)]
             if not allow_zero:
                 dims = _shape_list(x)
@@ -138,16 +147,6 @@ class ShapeOps:
                 return x.reshape(target)
             return tf.reshape(x, target)
         self.emit(reshape, inputs, op.outputs[0])
-
-    @staticmethod
-
-    def _dynamic_target(x, shape, allow_zero):
-        shape = tf.cast(shape, tf.int64)
-        if allow_zero:
-            return shape
-        n = tf.size(shape)
-        current = tf.concat([tf.shape(x, out_type=tf.int64), tf.zeros([n], tf.int64)], 0)[:n]
-        return tf.where(tf.equal(shape, 0), current, shape)
 
     def visit_transpose(self, op, network) -> None:
         """Transpose: perm (default: reversed axes); a channels-last input is permuted
@@ -206,7 +205,7 @@ class ShapeOps:
         sizes = None
         inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:2]]
         num_outputs = op.attributes.get("num_outputs")
-        dynamic_error = self._dynamic_error("split sizes")
+        dynamic_error = self._dynamic_error(op, "split sizes")
 
         def split(x, split_input=None):
             given = sizes if split_input is None else _ints(split_input)
@@ -242,7 +241,7 @@ class ShapeOps:
         """Unsqueeze: insert size-1 axes (attribute before opset 13, input after)."""
         axes, dynamic = self._axes_input(op)
         inputs = [self.key(op.inputs[0])] + ([self.key(dynamic)] if dynamic else [])
-        dynamic_error = self._dynamic_error("axes")
+        dynamic_error = self._dynamic_error(op, "axes")
 
         def unsqueeze(x, axes_input=None):
             chosen = axes if axes_input is None else _ints(axes_input)
@@ -284,29 +283,10 @@ class ShapeOps:
         self.emit(size, [self.key(op.inputs[0], self.layout(op.inputs[0]))], op.outputs[0],
                   rank=0)
 
-    def visit_gather(self, op, network) -> None:
-        """Gather along ``axis``; negative indices count from the end."""
-        axis = int(op.attributes.get("axis") or 0)
-
-        def gather(data, indices):
-            rank = len(data.shape)
-            along = _axis(axis, rank)
-            if _is_np(data, indices):
-                return np.take(data, indices, axis=along)
-            dim = data.shape[along]
-            if isinstance(indices, np.ndarray) and dim is not None:
-                indices = np.where(indices < 0, indices + dim, indices)
-            elif not isinstance(indices, np.ndarray) or np.any(indices < 0):
-                indices = tf.convert_to_tensor(indices)
-                size = dim if dim is not None else tf.shape(data, out_type=indices.dtype)[along]
-                indices = tf.where(indices < 0, indices + tf.cast(size, indices.dtype), indices)
-            return tf.gather(data, indices, axis=along)
-        self.emit(gather, [self.key(n) for n in op.inputs], op.outputs[0])
-
     def visit_slice(self, op, network) -> None:
         """Slice: starts/ends/axes/steps inputs; bounds clamped as ONNX specifies."""
         inputs = [self.key(op.inputs[0])] + [self.static_key(n) for n in op.inputs[1:]]
-        dynamic_error = self._dynamic_error("slice bounds")
+        dynamic_error = self._dynamic_error(op, "slice bounds")
 
         def slice_(x, *bounds):
             values = [_ints(b) if b is not None else None for b in bounds]
@@ -324,69 +304,6 @@ class ShapeOps:
             return x[tuple(index)]
         self.emit(slice_, inputs, op.outputs[0])
 
-    def visit_cast(self, op, network) -> None:
-        """Cast to ``to``."""
-        target = _onnx_to_np_dtype(int(op.attributes["to"]))
-        source = self.network.dtypes.get(op.inputs[0])
-        for dtype in (target, source):
-            if dtype is not None and not tf_supports_dtype(dtype):
-                raise self._unsupported(f"TensorFlow cannot cast {np.dtype(dtype).name} "
-                                        f"tensors")
-        tf_target = tf.as_dtype(target)
-
-        def cast(x):
-            if isinstance(x, np.ndarray):
-                return x.astype(target)
-            return x if x.dtype == tf_target else tf.cast(x, tf_target)
-        self._same_layout(op, cast)
-
-    def visit_castlike(self, op, network) -> None:
-        """CastLike: cast the input to the element type of ``target_type``."""
-        def cast_like(x, like):
-            if isinstance(x, np.ndarray) and isinstance(like, np.ndarray):
-                return x.astype(like.dtype)
-            return tf.cast(x, _tf_dtype(like))
-        self.emit(cast_like, [self.key(n) for n in op.inputs], op.outputs[0],
-                  rank=self.rank(op.inputs[0]))
-
-    def visit_gatherelements(self, op, network) -> None:
-        """GatherElements: out[i][j][k] = data[index[i][j][k]][j][k] (for axis 0), negative
-        indices counting from the end."""
-        axis = int(op.attributes.get("axis") or 0)
-
-        def gather_elements(data, indices):
-            along = _axis(axis, len(data.shape))
-            indices = tf.convert_to_tensor(indices)
-            size = tf.cast(tf.shape(data)[along], indices.dtype)
-            indices = tf.where(indices < 0, indices + size, indices)
-            return tf.experimental.numpy.take_along_axis(tf.convert_to_tensor(data), indices,
-                                                         along)
-        self.emit(gather_elements, [self.key(n) for n in op.inputs], op.outputs[0],
-                  rank=self.rank(op.inputs[0]))
-
-    def visit_constant(self, op, network) -> None:
-        """Constant: its value, NumPy unless floating (then a TensorFlow constant). The
-        parser made value_float(s)/value_int(s) a ``value`` tensor."""
-        if op.attributes.get("value") is None:
-            raise self._unsupported("only numeric dense constants are supported")
-        value = onnx.numpy_helper.to_array(op.attributes["value"])
-        value = tf.constant(value) if _is_floating(value.dtype) else np.asarray(value)
-        self.emit(lambda: value, [], op.outputs[0], rank=len(value.shape))
-
-    def visit_constantofshape(self, op, network) -> None:
-        """ConstantOfShape: a tensor of the given shape filled with ``value``'s one
-        element (default float32 zero)."""
-        given = op.attributes.get("value")
-        fill = (onnx.numpy_helper.to_array(given).reshape(-1)[0] if given is not None
-                else np.float32(0))
-
-        def constant_of_shape(shape):
-            dims = _ints(shape)
-            if dims is not None and math.prod(dims) <= 4096:
-                return np.full(dims, fill)
-            return tf.fill(tf.cast(shape, tf.int64), tf.constant(fill))
-        self.emit(constant_of_shape, [self.key(op.inputs[0])], op.outputs[0])
-
     def visit_expand(self, op, network) -> None:
         """Expand: broadcast the input and ``shape`` against each other."""
         def expand(x, shape):
@@ -401,26 +318,15 @@ class ShapeOps:
                 tf.shape(x, out_type=tf.int64), tf.cast(shape, tf.int64)))
         self.emit(expand, [self.key(n) for n in op.inputs], op.outputs[0])
 
-    def visit_range(self, op, network) -> None:
-        """Range: start, start + delta, ... below (above, if delta < 0) limit."""
-        def range_(start, limit, delta):
-            # The spec's operands are scalars; one-element tensors (ONNX's own expanded
-            # AffineGrid passes (1,)-shaped ones, as onnxruntime accepts) are read as such.
-            if _is_np(start, limit, delta):
-                start, limit, delta = (np.reshape(v, ()) for v in (start, limit, delta))
-                return np.arange(start, limit, delta, dtype=start.dtype)
-            return tf.range(*(tf.reshape(v, []) for v in (start, limit, delta)))
-        self.emit(range_, [self.key(n) for n in op.inputs], op.outputs[0], rank=1)
-
     def visit_pad(self, op, network) -> None:
         """Pad: modes constant, reflect, edge (and wrap); negative pads crop."""
         mode = op.attributes.get("mode") or "constant"
         if mode not in ("constant", "reflect", "edge", "wrap"):
-            raise self._unsupported(f"pad mode {mode!r} is not supported")
+            raise self.node_error(op, f"pad mode {mode!r} is not supported")
         inputs = [self.key(op.inputs[0]), self.static_key(op.inputs[1])]
         inputs += [self.key(n) for n in op.inputs[2:3]]
         inputs += [self.static_key(n) for n in op.inputs[3:4]]
-        dynamic_error = self._dynamic_error("pads")
+        dynamic_error = self._dynamic_error(op, "pads")
 
         def pad(x, pads, value=None, axes=None):
             widths = _ints(pads)
@@ -435,3 +341,86 @@ class ShapeOps:
                 per_axis[a] = [widths[i], widths[n + i]]
             return _pad(x, per_axis, mode, value)
         self.emit(pad, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+
+    def visit_centercroppad(self, op, network) -> None:
+        """CenterCropPad: https://onnx.ai/onnx/operators/onnx__CenterCropPad.html (a crop
+        drops ⌊d/2⌋ elements at the start, a pad adds ⌊d/2⌋ zeros there)."""
+        axes_attr = op.attributes.get("axes")
+
+        def center_crop_pad(x, shape):
+            rank = len(x.shape)
+            target = _required_ints(shape, "shape", self, op)
+            axes = list(range(rank)) if axes_attr is None else [int(v) for v in axes_attr]
+            if any(not -rank <= v < rank for v in axes) or len(target) != len(axes):
+                raise self.node_error(op, f"axes {axes} must lie in [{-rank}, {rank - 1}] and "
+                                      f"shape {target} give one size per axis", ShapeError)
+            crop, pads = [slice(None)] * rank, [[0, 0]] * rank
+            for axis, size in zip([v % rank for v in axes], target):
+                length = x.shape[axis]
+                if size < length:
+                    start = (length - size) // 2
+                    crop[axis] = slice(start, start + size)
+                elif size > length:
+                    start = (size - length) // 2
+                    pads[axis] = [start, size - length - start]
+            y = x[tuple(crop)]
+            return tf.pad(y, pads) if any(p != [0, 0] for p in pads) else y
+        self._emit_node(op, center_crop_pad, static=(1,))
+
+    def visit_trilu(self, op, network) -> None:
+        """Trilu: the upper (or lower) triangle of the last two axes, from diagonal k."""
+        upper = bool(_attr(op, "upper", 1))
+        inputs = [self.key(op.inputs[0])] + [self.key(n) for n in op.inputs[1:2] if n]
+
+        def trilu(x, k=None):
+            x = tf.convert_to_tensor(x)
+            shift = tf.constant(0, tf.int64) if k is None else tf.reshape(
+                tf.cast(k, tf.int64), [])
+            dims = tf.shape(x, out_type=tf.int64)
+            rows = tf.range(dims[-2])[:, None]
+            cols = tf.range(dims[-1])[None, :]
+            keep = cols - rows >= shift if upper else cols - rows <= shift
+            return tf.where(keep, x, tf.zeros_like(x))
+        self.emit(trilu, inputs, op.outputs[0], rank=self.rank(op.inputs[0]))
+
+    def visit_tile(self, op, network) -> None:
+        """Tile: repeat the input ``repeats[i]`` times along axis i."""
+        def tile(x, repeats):
+            return tf.tile(x, tf.cast(repeats, tf.int64))
+        self.emit(tile, [self.key(op.inputs[0]), self.key(op.inputs[1])], op.outputs[0],
+                  rank=self.rank(op.inputs[0]))
+
+    def _depth_space(self, op, to_depth: bool) -> None:
+        block = int(op.attributes["blocksize"])
+        mode = _text(op.attributes.get("mode"), "DCR")
+        if mode not in ("DCR", "CRD"):
+            raise self.node_error(op, f"mode {mode!r} is not 'DCR' or 'CRD'; fix the node's "
+                                      f"attribute")
+        self._check_rank(op.inputs[0], 4, "the operator rearranges (N, C, H, W) tensors")
+
+        def rearrange(x):
+            x = tf.convert_to_tensor(x)
+            n, c, h, w = _shape_list(x)
+            if to_depth:
+                split = tf.reshape(x, tf.stack([n, c, h // block, block, w // block, block]))
+                perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+                return tf.reshape(tf.transpose(split, perm),
+                                  tf.stack([n, c * block * block, h // block, w // block]))
+            depth = c // (block * block)
+            if mode == "DCR":
+                split = tf.reshape(x, tf.stack([n, block, block, depth, h, w]))
+                perm = [0, 3, 4, 1, 5, 2]
+            else:
+                split = tf.reshape(x, tf.stack([n, depth, block, block, h, w]))
+                perm = [0, 1, 4, 2, 5, 3]
+            return tf.reshape(tf.transpose(split, perm),
+                              tf.stack([n, depth, h * block, w * block]))
+        self.emit(rearrange, [self.key(op.inputs[0])], op.outputs[0], rank=4)
+
+    def visit_spacetodepth(self, op, network) -> None:
+        """SpaceToDepth: https://onnx.ai/onnx/operators/onnx__SpaceToDepth.html"""
+        self._depth_space(op, True)
+
+    def visit_depthtospace(self, op, network) -> None:
+        """DepthToSpace: https://onnx.ai/onnx/operators/onnx__DepthToSpace.html"""
+        self._depth_space(op, False)

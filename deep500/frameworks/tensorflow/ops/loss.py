@@ -1,12 +1,14 @@
-"""TensorFlowVisitor: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
-https://onnx.ai/onnx/operators/onnx__SoftmaxCrossEntropyLoss.html
+"""TensorFlowVisitor: the loss family (``deep500/frameworks/families.py``),
+https://onnx.ai/onnx/operators/onnx__SoftmaxCrossEntropyLoss.html and
+.../onnx__NegativeLogLikelihoodLoss.html. Scores of rank 3 or more are read with their
+class axis last (channels-last).
 """
 from __future__ import annotations
 
+from deep500.frameworks.tensorflow._layout import (CHANNELS_LAST, ONNX_LAYOUT,
+                                                   to_channels_last, to_onnx_layout)
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import (CHANNELS_LAST, _like, ONNX_LAYOUT,
-                                                      _tf_dtype, to_channels_last,
-                                                      to_onnx_layout)
+from deep500.frameworks.tensorflow.ops._values import _like, _tf_dtype
 
 
 def _reduce_loss(per_element, weights, reduction):
@@ -40,9 +42,8 @@ def _picked_loss(log_prob, labels, weights, ignore, reduction):
 
 
 class LossOps:
-    """``visit_<op>`` of the losses, mixed into
-    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`, whose helpers they use
-    (``emit``, ``key``, ``rank``, ``layout``, ``_value``, ``_unsupported``, ...)."""
+    """``visit_<op>`` of the loss family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _class_last(self, name: str) -> tuple[str, bool]:
         """The key of a (N, C, d1, ...) tensor with its class axis last, and whether

@@ -1,27 +1,24 @@
-"""TensorFlowVisitor methods for the one optimizer step of the ai.onnx.preview.training
-operators (Adagrad, Momentum, Adam) of the ONNX operator set (issue 19), part of
-:class:`deep500.frameworks.tensorflow.ops_tensor.TensorOps`. Each follows
-https://onnx.ai/onnx/operators/ and builds its closure from differentiable TensorFlow
-operations.
+"""TensorFlowVisitor: the training family (``deep500/frameworks/families.py``), one
+optimizer step of the ai.onnx.preview.training operators (Adagrad, Momentum, Adam):
+https://onnx.ai/onnx/operators/onnx_aionnxpreviewtraining_Adam.html.
 """
 from __future__ import annotations
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._tf_common import _tf_dtype
-from deep500.frameworks.tensorflow.tensor_common import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._values import _tf_dtype
 
 
 class TrainingOps:
-    """``visit_<op>`` methods of the one optimizer step of the
-    ai.onnx.preview.training operators (Adagrad, Momentum, Adam), part of
-    :class:`TensorOps`."""
+    """``visit_<op>`` of the training family, mixed into
+    :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _optimizer_groups(self, op, per_tensor: int):
         """R, T and ``per_tensor`` groups of n tensors (X, G, then the states)."""
         rest = len(op.inputs) - 2
         if rest % per_tensor:
-            raise self._unsupported(f"{op.op_type} takes R, T and {per_tensor} tensors per "
-                                    f"optimized tensor; it has {len(op.inputs)} inputs")
+            raise self.node_error(op, f"{op.op_type} takes R, T and {per_tensor} tensors "
+                                      f"per optimized tensor; it has {len(op.inputs)} inputs")
         return rest // per_tensor
 
     def visit_adagrad(self, op, network) -> None:
@@ -50,8 +47,7 @@ class TrainingOps:
         alpha = float(op.attributes["alpha"])
         beta = float(op.attributes["beta"])
         norm = float(op.attributes["norm_coefficient"])
-        mode = op.attributes["mode"]
-        nesterov = (mode.decode() if isinstance(mode, bytes) else mode) == "nesterov"
+        nesterov = _text(op.attributes["mode"], "standard") == "nesterov"
         n = self._optimizer_groups(op, 3)
 
         def momentum(rate, step, *tensors):
