@@ -1,5 +1,5 @@
 """ONNX control flow on the TensorFlow executor (``deep500/frameworks/tensorflow/
-ops_control.py``): Loop, If and Scan models whose outputs must equal
+ops/control.py``): Loop, If and Scan models whose outputs must equal
 ``onnx.reference.ReferenceEvaluator``'s and whose gradients (through
 ``tf.GradientTape``, with respect to parameters the bodies read from the enclosing
 graph) must equal central finite differences, in float64, in both executor modes."""

@@ -1,5 +1,5 @@
 """The TensorFlow executor's attention, normalization, recurrent and resampling operators
-(``deep500/frameworks/tensorflow/ops_sequence.py``): one-node ONNX models whose outputs
+(``deep500/frameworks/tensorflow/ops/<family>.py``): one-node ONNX models whose outputs
 must equal ``onnx.reference.ReferenceEvaluator``'s and Deep500's reference executor's,
 and whose gradients (through ``tf.GradientTape``, the recurrent ones through time) must
 equal the reference executor's backward."""

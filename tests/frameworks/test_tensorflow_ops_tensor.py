@@ -1,5 +1,5 @@
 """The TensorFlow executor's elementwise, activation, bitwise, reduction and indexing
-operators (``deep500/frameworks/tensorflow/ops_tensor.py``): one-node ONNX models whose
+operators (``deep500/frameworks/tensorflow/ops/<family>.py``): one-node ONNX models whose
 outputs must equal ``onnx.reference.ReferenceEvaluator``'s and Deep500's reference
 executor's, and whose gradients (through ``tf.GradientTape``) must equal the reference
 executor's backward."""
