@@ -5,6 +5,7 @@ import pytest
 
 from deep500.frameworks.reference.operators import create_operator
 from deep500.utils.errors import Deep500Error, ShapeError
+from tests.frameworks.reference.onnx_oracle import onnx_run
 from tests.frameworks.reference.op_checks import (check_backward, check_forward,
                                                   check_gradient, torch)
 
@@ -179,6 +180,18 @@ def test_dropout_seed_reproducible():
     unseeded = create_operator("Dropout")
     assert (unseeded.forward(x, ratio, train())[1]
             != unseeded.forward(x, ratio, train())[1]).any()
+
+
+@pytest.mark.parametrize("ratio", [0.1, 0.5, 0.75])
+def test_a_seeded_dropout_draws_onnxs_masks(ratio):
+    # ONNX's reference implementation (and its test data) draws the mask from NumPy's
+    # RandomState(seed): a seeded Dropout gives the same output and mask, exactly.
+    x = np.random.default_rng(5).standard_normal((3, 4, 5)).astype(np.float32)
+    r, t = np.float32(ratio), np.array(True)
+    expected = onnx_run("Dropout", [x, r, t], {"seed": 9}, outputs=2)
+    out, mask = create_operator("Dropout", seed=9).forward(x, r, t)
+    np.testing.assert_array_equal(mask, expected[1])
+    np.testing.assert_allclose(out, expected[0], rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

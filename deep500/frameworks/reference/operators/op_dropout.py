@@ -9,15 +9,17 @@ from deep500.utils.errors import Deep500Error
 
 @register("Dropout")
 class Dropout(ReferenceOp):
-    """With the ``seed`` attribute, every forward call draws its mask from a Generator
-    seeded afresh with ``seed``, so the operator is a deterministic function of its
-    inputs (reproducible, and checkable by finite differences); without it, masks come
-    from one unseeded Generator per operator instance."""
+    """The mask keeps the elements where a uniform draw in [0, 1) is at least ``ratio``.
+    With the ``seed`` attribute, every forward call draws from NumPy's Mersenne Twister
+    (``RandomState``) seeded afresh with ``seed``, as ONNX's reference implementation and
+    test data do: the operator is then a deterministic function of its inputs
+    (reproducible, checkable by finite differences, and equal to ONNX's masks); without
+    it, masks come from one unseeded generator per operator instance."""
     defaults = {"seed": None}
 
     def __init__(self, **attributes):
         super().__init__(**attributes)
-        self._rng = np.random.default_rng() if self.attr("seed") is None else None
+        self._rng = np.random.RandomState() if self.attr("seed") is None else None
 
     def _settings(self, ratio, training_mode):
         ratio = 0.5 if ratio is None else float(np.asarray(ratio))
@@ -30,8 +32,10 @@ class Dropout(ReferenceOp):
         ratio, training = self._settings(ratio, training_mode)
         if not training or ratio == 0.0:
             return data.copy(), np.ones(data.shape, dtype=bool)
-        rng = self._rng if self._rng is not None else np.random.default_rng(self.attr("seed"))
-        mask = rng.random(data.shape) >= ratio
+        rng = self._rng
+        if rng is None:
+            rng = np.random.RandomState(int(self.attr("seed")) % 2**32)
+        mask = rng.uniform(0.0, 1.0, data.shape) >= ratio
         if ratio == 1.0:
             return np.zeros_like(data), mask
         return data * mask * data.dtype.type(1.0 / (1.0 - ratio)), mask
