@@ -88,12 +88,13 @@ def machine_epsilon(dtype) -> float:
 def spacing(values, dtype) -> np.ndarray:
     """``numpy.spacing`` in ``dtype`` of each of ``values`` (any floating array, read as
     exact real numbers): the ULP of the binade holding ``|value|``, down to the smallest
-    subnormal. Works for ml_dtypes' types too, whose ``numpy.spacing`` is not defined for
-    every type."""
+    subnormal (and, unlike ``numpy.spacing``, finite at the largest finite value). Works
+    for ml_dtypes' types too, whose ``numpy.spacing`` is not defined for every type."""
     info = _finfo(dtype)
     magnitude = np.abs(np.asarray(values, dtype=np.float64))
     _, exponent = np.frexp(magnitude)          # magnitude = m 2^exponent, 0.5 <= m < 1
-    binade = np.maximum(exponent.astype(np.int64) - 1, int(info.minexp))
+    binade = np.where(magnitude > 0, exponent.astype(np.int64) - 1, int(info.minexp))
+    binade = np.maximum(binade, int(info.minexp))
     return np.ldexp(1.0, binade - int(info.nmant))
 
 

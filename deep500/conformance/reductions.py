@@ -37,21 +37,25 @@ def _filter(shapes: list, attributes: dict) -> int:
 
 def _attention(shapes: list, attributes: dict) -> int:
     """Attention, FlexAttention: the head size (``Q K^T``) plus the key positions, past and
-    present (``softmax(.) V``). 3D inputs pack the heads into the last dimension."""
+    present (``softmax(.) V``). 3D inputs (B, S, heads * head size) pack the heads into the
+    last dimension; 4D ones are (B, heads, S, head size), past_key (input 4) too."""
     query, key, past_key = _shape(shapes, 0), _shape(shapes, 1), _shape(shapes, 4)
-    if not query or not key:
+    if not query or not key or len(query) != len(key) or len(query) not in (3, 4):
         return 0
-    packed = len(query) == 3
-    head = query[-1] // max(1, attributes.get("q_num_heads", 1)) if packed else query[-1]
-    positions = key[1] if packed else key[-2]
-    return head + positions + (past_key[-2] if past_key else 0)
+    if len(query) == 3:
+        head = query[-1] // max(1, attributes.get("q_num_heads", 1))
+        positions = key[1]
+    else:
+        head, positions = query[-1], key[-2]
+    past = past_key[-2] if past_key and len(past_key) == 4 else 0
+    return head + positions + past
 
 
 def _linear_attention(shapes: list, attributes: dict) -> int:
     """LinearAttention: the recurrent state sums a key-value product per position (T), and
     each output reads it through a key-sized dot product (d_k); inputs are (B, T, H d)."""
     query, key = _shape(shapes, 0), _shape(shapes, 1)
-    if not query or not key:
+    if not query or not key or len(query) != 3 or len(key) != 3:
         return 0
     return query[1] + key[-1] // max(1, attributes.get("kv_num_heads", 1))
 
@@ -118,4 +122,4 @@ def _shape(shapes: list, index: int) -> Shape:
 
 def _dim(shapes: list, index: int, axis: int) -> int:
     shape = _shape(shapes, index)
-    return int(shape[axis]) if shape else 0
+    return int(shape[axis]) if shape and -len(shape) <= axis < len(shape) else 0

@@ -7,6 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 from deep500 import conformance as conf
 from deep500.conformance.classify import NEAR_MISS
 from deep500.conformance.compare import Mismatch
+from deep500.utils.errors import UnsupportedError
 
 
 def case_of(nodes, inputs, outputs, name="test_case", data=None, initializers=(),
@@ -121,11 +122,46 @@ def test_test_data_that_does_not_fit_the_graph_is_the_harness():
      TensorProto.FLOAT, "unsupported op"),
     ("error", "ShapeError: Non-zero status code returned while running Einsum node",
      TensorProto.FLOAT, "error"),
-    ("error", "ModelError: Exception during initialization: string_normalizer.cc: locale",
-     TensorProto.STRING, "error"),
+    ("error", "ModelError: Exception during initialization: string_normalizer.cc:235 "
+     "Locale(const std::string&) Failed to construct locale", TensorProto.STRING, "error"),
 ])
 def test_exceptions(status, message, elem_type, expected):
     assert conf.classify(unary(elem_type=elem_type), status, message) == expected
+
+
+def test_a_decline_naming_nothing_is_a_dtype_only_where_the_operator_runs_elsewhere():
+    message = "UnsupportedError: NOT_IMPLEMENTED : Could not find an implementation for Swish"
+    case = unary("Swish", TensorProto.FLOAT16)
+    assert conf.classify(case, "unsupported", message, operator_passes=True) == "dtype"
+    assert conf.classify(case, "unsupported", message, operator_passes=False) == \
+        "unsupported op"
+
+
+def test_a_run_tells_a_missing_kernel_from_a_missing_operator():
+    """Relu runs in float32 but declines float16: dtype; Swish declines both: an
+    operator missing, whatever the element type."""
+    data = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
+    cases = [case_of([helper.make_node(op, ["x"], ["y"])], [tensor("x", t)], [tensor("y", t)],
+                     name=f"test_{op.lower()}_{t}") for op in ("Relu", "Swish") for t in data]
+    for case in cases:
+        x = np.ones(3, data[case.model.graph.input[0].type.tensor_type.elem_type])
+        case.data_sets = [([x], [x])]
+        case.op_type = case.model.graph.node[0].op_type
+
+    class Executor:
+        def __init__(self, model):
+            node = model.graph.node[0]
+            if node.op_type == "Swish" or model.graph.input[0].type.tensor_type.elem_type \
+                    == TensorProto.FLOAT16:
+                raise UnsupportedError("Could not find an implementation for "
+                                            f"{node.op_type}(24)")
+
+        def inference(self, inputs):
+            return {"y": inputs["x"]}
+    results = conf.run_conformance(cases, {"fake": Executor}, progress=False)
+    assert {r.case: r.failure_class for r in results.results} == {
+        "test_relu_1": "", "test_relu_10": "dtype", "test_swish_1": "unsupported op",
+        "test_swish_10": "unsupported op"}
 
 
 def test_the_case_name_is_not_read_as_a_dtype():
