@@ -11,10 +11,10 @@ Two kernels, both compiled once by ``d5.compile_custom_cppop``: an elementwise o
     kernel writes to the same memory as the variant's (see ``BareCall``);
   * ``d5ref.custom_op`` — the NumPy CustomCPPOp: checks, output allocation, call;
   * ``d5pt.custom_op`` — on torch tensors, without and with autograd recording, through
-    Deep500's PyTorch glue (one C++ function per call, ``native_glue.py``), and through
+    Deep500's PyTorch glue (one C++ function per call, ``pytorch/glue.py``), and through
     the Python path it replaces (checks and a ctypes call; what runs without a compiler);
   * ``d5tf.custom_op`` — on TF tensors, eagerly (through Deep500's eager glue,
-    ``eager_glue.py``, and through the Python path it replaces) and inside a
+    ``tensorflow/glue.py``, and through the Python path it replaces) and inside a
     ``tf.function``;
 
 next to the frameworks' own operators (NumPy, PyTorch, TensorFlow) for scale. Every

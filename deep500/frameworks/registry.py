@@ -274,7 +274,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
         optimizers="deep500.frameworks.pytorch.optimizers",
         native_operator="deep500.frameworks.pytorch.native_ops:native_operator",
         distributed_module="deep500.frameworks.pytorch.distributed",
-        glue=("deep500.frameworks.pytorch.native_glue",),
+        glue=("deep500.frameworks.pytorch.glue",),
         visitor="deep500.frameworks.pytorch.visitor:PyTorchVisitor",
         gpu_count=_torch_gpus),
     Framework(
@@ -287,7 +287,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
         optimizers="deep500.frameworks.tensorflow.optimizers",
         native_operator="deep500.frameworks.tensorflow.native_ops:native_operator",
         glue=("deep500.frameworks.tensorflow.tf_kernel",
-              "deep500.frameworks.tensorflow.eager_glue"),
+              "deep500.frameworks.tensorflow.glue"),
         visitor="deep500.frameworks.tensorflow.visitor:TensorFlowVisitor",
         gpu_count=_tensorflow_gpus),
     Framework(

@@ -1,6 +1,6 @@
 """Building and loading Deep500's framework glue: one C++ library per framework
-installation (the TensorFlow kernel ``tf_kernel.py`` and eager glue ``eager_glue.py``,
-the PyTorch glue ``pytorch/native_glue.py``) that calls C++ operators' C ABI on the
+installation (the TensorFlow kernel ``tf_kernel.py`` and eager glue ``tensorflow/glue.py``,
+the PyTorch glue ``pytorch/glue.py``) that calls C++ operators' C ABI on the
 framework's tensors without Python in between.
 
 Unlike operator libraries (``cpp_compiler``, through CMake), a glue library is one

@@ -61,11 +61,11 @@ def check_tensorflow_eager_fallback(descriptor):
 
 # name -> (framework package, glue module, framework version in the manifest, fallback)
 GLUES = {
-    "pytorch glue": ("torch", "deep500.frameworks.pytorch.native_glue", "torch",
+    "pytorch glue": ("torch", "deep500.frameworks.pytorch.glue", "torch",
                      check_pytorch_fallback),
     "tensorflow kernel": ("tensorflow", "deep500.frameworks.tensorflow.tf_kernel",
                           "tensorflow", check_tensorflow_graph_fallback),
-    "tensorflow eager glue": ("tensorflow", "deep500.frameworks.tensorflow.eager_glue",
+    "tensorflow eager glue": ("tensorflow", "deep500.frameworks.tensorflow.glue",
                               "tensorflow", check_tensorflow_eager_fallback),
 }
 
@@ -89,7 +89,7 @@ def scale_add():
 def fresh_state(glue, monkeypatch):
     """As if this process had not tried to load the library yet (restored afterwards)."""
     module = glue[0]
-    monkeypatch.delenv(module.SWITCH, raising=False)
+    monkeypatch.delenv(module.GLUE.switch, raising=False)
     for attribute in ("loaded", "loaded_build", "failure"):
         monkeypatch.setattr(module.LOADER, attribute, None)
     return module
@@ -97,7 +97,7 @@ def fresh_state(glue, monkeypatch):
 
 def test_build_is_found_in_the_cache_with_its_key_recorded(glue, monkeypatch):
     module, version_field, _ = glue
-    monkeypatch.delenv(module.SWITCH, raising=False)
+    monkeypatch.delenv(module.GLUE.switch, raising=False)
     assert module.LOADER.get() is not None, module.LOADER.failure
     loaded = module.LOADER.loaded_build
     # The cache that the loaded build lives in ($DEEP500_CACHE/cppops/<name>-<key>).
@@ -111,19 +111,20 @@ def test_build_is_found_in_the_cache_with_its_key_recorded(glue, monkeypatch):
     # The manifest records everything the key is made of.
     fields = {k: v for k, v in again.manifest.items() if k not in _MANIFEST_FIELDS}
     identity = toolchain.compiler_identity()
-    key = glue_build.cache_key(fields, again.manifest["cxxflags"], identity, module.SOURCE)
+    key = glue_build.cache_key(fields, again.manifest["cxxflags"], identity,
+                               module.GLUE.source)
     assert key == again.cache_key
     assert glue_build.cache_key({**fields, "extra": "-DOTHER"}, again.manifest["cxxflags"],
-                                identity, module.SOURCE) != key
+                                identity, module.GLUE.source) != key
     assert glue_build.cache_key(fields, again.manifest["cxxflags"],
-                                {**identity, "version": "x"}, module.SOURCE) != key
+                                {**identity, "version": "x"}, module.GLUE.source) != key
 
 
 def test_switch_selects_the_fallback_without_building(glue, scale_add, fresh_state,
                                                       monkeypatch):
     module, _, check_fallback = glue
-    monkeypatch.setenv(module.SWITCH, "0")
-    monkeypatch.setattr(module, "build", lambda: pytest.fail("built while disabled"))
+    monkeypatch.setenv(module.GLUE.switch, "0")
+    monkeypatch.setattr(module.GLUE, "build", lambda: pytest.fail("built while disabled"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", module.LOADER.category)
         check_fallback(scale_add)
@@ -155,9 +156,9 @@ def test_unavailable_library_warns_once_and_falls_back(glue, scale_add, fresh_st
             monkeypatch.setattr(tf.sysconfig, "get_compile_flags",
                                 lambda: [f"-I{tmp_path}", "--std=c++17"])
     else:  # the real compiler on a source that does not compile
-        broken = tmp_path / os.path.basename(module.SOURCE)
+        broken = tmp_path / os.path.basename(module.GLUE.source)
         broken.write_text("#error deliberately broken\n")
-        monkeypatch.setattr(module, "SOURCE", str(broken))
+        monkeypatch.setattr(module.GLUE, "source", str(broken))
     with pytest.warns(module.LOADER.category, match=match):
         check_fallback(scale_add)
     with warnings.catch_warnings():

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.pytorch as d5pt  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
-from deep500.frameworks.pytorch import custom_ops, native_glue  # noqa: E402
+from deep500.frameworks.pytorch import custom_ops, glue  # noqa: E402
 from deep500.lv0_operators import cpp_library  # noqa: E402
 
 SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_ops")
@@ -85,10 +85,10 @@ def negate(deep500_cache):  # -x, no backward
 def call_path(request, monkeypatch):
     """Which way d5pt.custom_op calls C++ operators in this test."""
     if request.param == "Python path":
-        monkeypatch.setenv(native_glue.SWITCH, "0")
+        monkeypatch.setenv(glue.SWITCH, "0")
     else:
-        monkeypatch.delenv(native_glue.SWITCH, raising=False)
-        assert native_glue.glue_module() is not None, native_glue.LOADER.failure
+        monkeypatch.delenv(glue.SWITCH, raising=False)
+        assert glue.GLUE.get() is not None, glue.LOADER.failure
     return request.param
 
 
@@ -107,7 +107,7 @@ def spied(scale_add):
         return forward(handle, ctypes.cast(pointers, ctypes.c_void_p))
     if isinstance(module, custom_ops.PyTorchGlueCppOp):  # the glue calls a C function
         spy = _SPY(recording)
-        module._d500_glue = module._glue_operator(native_glue.glue_module(), spy)
+        module._d500_glue = module._glue_operator(glue.GLUE.get(), spy)
         module._spy = spy  # the callback must outlive the calls
     else:
         module._forward_fn = recording
@@ -308,12 +308,12 @@ def test_operator_without_backward(negate):
 
 def test_call_path_is_the_one_selected(scale_add, call_path):
     op = d5pt.custom_op(scale_add)
-    glue = call_path == "native glue"
-    assert isinstance(op, custom_ops.PyTorchGlueCppOp) == glue
-    if glue:
-        assert custom_ops._glue_call is native_glue.glue_module().call
+    through_glue = call_path == "native glue"
+    assert isinstance(op, custom_ops.PyTorchGlueCppOp) == through_glue
+    if through_glue:
+        assert custom_ops._glue_call is glue.GLUE.get().call
     z = op(randn(4, 5, requires_grad=True), randn(4, 5))
-    assert (type(z.grad_fn).__name__ == "CppFunction") == glue
+    assert (type(z.grad_fn).__name__ == "CppFunction") == through_glue
 
 
 def test_cpp_backward_exception_becomes_cpp_operator_error(scale_add):

@@ -17,7 +17,7 @@ tf = pytest.importorskip("tensorflow")
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.reference as d5ref  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
-from deep500.frameworks.tensorflow import eager_glue  # noqa: E402
+from deep500.frameworks.tensorflow import glue  # noqa: E402
 from deep500.lv0_operators.custom_op import as_tuple  # noqa: E402
 
 SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
@@ -43,10 +43,10 @@ def eager_path(request, monkeypatch):
     """Which way an eager d5tf.custom_op call runs C++ operators in this test (graphs
     are the same either way)."""
     if request.param == "Python path":
-        monkeypatch.setenv(eager_glue.SWITCH, "0")
+        monkeypatch.setenv(glue.SWITCH, "0")
     else:
-        monkeypatch.delenv(eager_glue.SWITCH, raising=False)
-        assert eager_glue.glue_module() is not None, eager_glue.LOADER.failure
+        monkeypatch.delenv(glue.SWITCH, raising=False)
+        assert glue.GLUE.get() is not None, glue.LOADER.failure
     return request.param
 
 

@@ -1,4 +1,4 @@
-"""Deep500's TensorFlow eager glue (deep500/frameworks/tensorflow/eager_glue.py): an eager
+"""Deep500's TensorFlow eager glue (deep500/frameworks/tensorflow/glue.py): an eager
 call of a d5tf.custom_op on plain CPU tensors runs C++ on the tensors' own memory and
 returns tensors on the memory C++ wrote; everything else takes the Python path; outputs
 outlive the operator; threads; no reference leaks. What the operators compute is tested
@@ -20,7 +20,7 @@ tf = pytest.importorskip("tensorflow")
 
 import deep500 as d5  # noqa: E402
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
-from deep500.frameworks.tensorflow import custom_ops, eager_glue  # noqa: E402
+from deep500.frameworks.tensorflow import custom_ops, glue  # noqa: E402
 
 SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
 F32 = d5.tensordesc("float32", [4, 5])
@@ -37,9 +37,9 @@ def scale_add():
 
 @pytest.fixture
 def loaded(monkeypatch):
-    monkeypatch.delenv(eager_glue.SWITCH, raising=False)
-    assert eager_glue.glue_module() is not None, eager_glue.LOADER.failure
-    return eager_glue.LOADER.loaded_build
+    monkeypatch.delenv(glue.SWITCH, raising=False)
+    assert glue.GLUE.get() is not None, glue.LOADER.failure
+    return glue.LOADER.loaded_build
 
 
 @pytest.fixture
@@ -155,5 +155,5 @@ def test_threads_get_their_own_results(scale_add, loaded):
 def test_glue_is_used_by_default(scale_add, loaded):
     op = d5tf.custom_op(scale_add)
     assert op._eager_glue is not None
-    assert custom_ops._glue_call is eager_glue.glue_module().call
+    assert custom_ops._glue_call is glue.GLUE.get().call
     assert d5tf.custom_op(d5.CustomPythonOp(lambda x: x, None, [F32], [F32]))._eager_glue is None

@@ -33,7 +33,7 @@ def desc(dtype, shape):
 @pytest.fixture(scope="module")
 def kernel():
     """The kernel, built (or found in the session cache) and loaded once per process."""
-    if not tf_kernel.enabled():
+    if not tf_kernel.GLUE.enabled():
         pytest.skip(f"{tf_kernel.SWITCH}=0 selects the numpy_function fallback")
     ops = tf_kernel.kernel_ops()
     assert ops is not None, f"the kernel could not be had: {tf_kernel.LOADER.failure}"

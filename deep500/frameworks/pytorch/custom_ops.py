@@ -7,7 +7,7 @@ or ``CustomCPPOp``) or a Python ``d5.CustomOp`` on NumPy arrays — into a
 ``torch.nn.Module`` taking torch tensors, differentiable through a
 ``torch.autograd.Function``:
 
-* C++ operators are called through Deep500's PyTorch glue (``native_glue.py``, a C++
+* C++ operators are called through Deep500's PyTorch glue (``glue.py``, a C++
   extension built once per PyTorch installation): one C++ function checks the module's
   hooks and the tensors, allocates the outputs, calls the kernel with the GIL released
   and records the gradient (a C++ autograd function). 0.5 µs over a bare ctypes call
@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from deep500.frameworks.pytorch import native_glue
+from deep500.frameworks.pytorch.glue import GLUE
 from deep500.frameworks.pytorch.native_ops import PyTorchNativeOp
 from deep500.lv0_operators.cpp_compiler import CppOpDescriptor
 from deep500.lv0_operators.cpp_library import CppOperatorError
@@ -260,7 +260,7 @@ class PyTorchCppOp(PyTorchCustomOp):
 
 
 class PyTorchGlueCppOp(PyTorchCppOp):
-    """A C++ operator called through Deep500's PyTorch glue (``native_glue.py``): one
+    """A C++ operator called through Deep500's PyTorch glue (``glue.py``): one
     C++ function checks the call, allocates the outputs, calls the kernel and records
     the gradient (a C++ ``torch::autograd::Function`` whose backward calls
     ``d500_backward`` as ``_backward_tensors`` does). Whatever the glue does not handle
@@ -306,7 +306,7 @@ def _native_glue():
     global _glue_call
     if _GLOBAL_HOOKS == (True,):
         return None
-    glue = native_glue.glue_module()
+    glue = GLUE.get()
     if glue is not None and _glue_call is None:
         with _glue_lock:
             if _glue_call is None:

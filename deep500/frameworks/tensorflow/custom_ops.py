@@ -10,7 +10,7 @@ nothing is recompiled.
 How a call runs:
 
 * eagerly on CPU tensors, no gradient tape active, a C++ operator: Deep500's eager
-  glue (``eager_glue.py``, a C++ extension) checks the tensors (count, dtype, shape,
+  glue (``glue.py``, a C++ extension) checks the tensors (count, dtype, shape,
   host memory), allocates the outputs as new tensors and calls ``d500_forward`` on the
   tensors' memory, without Python in between: under 1 µs over the C++ call itself.
   Anything else it leaves to the Python path below, as it does when the glue cannot be
@@ -74,7 +74,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
-from deep500.frameworks.tensorflow import eager_glue, tf_kernel
+from deep500.frameworks.tensorflow import tf_kernel
+from deep500.frameworks.tensorflow.glue import GLUE
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
 from deep500.lv0_operators.cpp_op import CustomCPPOp, data_pointers
@@ -123,7 +124,7 @@ _glue_call = None  # the eager glue's call(capsule, inputs), once loaded
 def _glue_module():
     """The eager glue, or None (Python path): disabled or unavailable."""
     global _glue_call
-    glue = eager_glue.glue_module()
+    glue = GLUE.get()
     if glue is not None:
         _glue_call = glue.call
     return glue

@@ -12,8 +12,9 @@ headers shipped in the wheel, ``-D_GLIBCXX_USE_CXX11_ABI``, the C++ standard) in
 Cache: ``<cache>/d500_tf_kernel-<key>`` next to the C++ operators
 (``$DEEP500_CACHE/cppops``), where ``<key>`` is a SHA-256 over TensorFlow's version,
 its compile and link flags, the kernel's source and the compiler's identity; builds are
-file-locked and published by an atomic rename (``glue_build``): under ``mpirun`` one rank
-builds, the others wait and load it.
+file-locked and published by an atomic rename (``glue_build``, through
+``frameworks/_bridge/glue_library.py``): under ``mpirun`` one rank builds, the others
+wait and load it.
 
 When the kernel cannot be had (no compiler, TensorFlow's headers missing, a failed
 build or load), :func:`kernel_ops` warns once (:class:`NativeKernelWarning`) and returns
@@ -30,6 +31,7 @@ import os
 import threading
 import weakref
 
+from deep500.frameworks._bridge.glue_library import GlueLibrary
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators import glue_build
 
@@ -46,60 +48,32 @@ class NativeKernelWarning(UserWarning):
     ``tf.numpy_function`` (50–100 µs per call in a graph instead of about 1)."""
 
 
-KernelBuild = glue_build.GlueBuild  # a built kernel library
-
-
-def _flags() -> tuple[list[str], list[str]]:
+def _tensorflow_flags() -> tuple[list[str], dict]:
+    """TensorFlow's compile and link flags, and its version fields."""
     compile_flags = list(tf.sysconfig.get_compile_flags())
     link_flags = list(tf.sysconfig.get_link_flags())
     glue_build.require_header(compile_flags,
                               os.path.join("tensorflow", "core", "framework", "op_kernel.h"),
                               "TensorFlow's C++ headers")
-    return compile_flags, link_flags
+    return [*compile_flags, *link_flags], {
+        "tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION,
+        "compile_flags": compile_flags, "link_flags": link_flags}
 
 
-def _key_fields(compile_flags, link_flags) -> dict:
-    return {"tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION,
-            "compile_flags": compile_flags, "link_flags": link_flags}
-
-
-def cache_key(compile_flags, link_flags, identity: dict) -> str:
-    return glue_build.cache_key(_key_fields(compile_flags, link_flags), _CXXFLAGS, identity,
-                                SOURCE)
-
-
-def build(live_output: bool = False) -> KernelBuild:
-    """Build the kernel library for this TensorFlow, or find it in the cache.
-
-    Raises ``d5.CompilationError`` (first error lines and the log's path) when the build
-    fails, a ``ToolchainError`` when there is no compiler, and a ``Deep500Error`` when
-    TensorFlow ships no headers.
-    """
-    compile_flags, link_flags = _flags()
-    return glue_build.build(NAME, "Deep500's TensorFlow kernel", SOURCE, f"lib{NAME}.so",
-                            _CXXFLAGS, [*compile_flags, *link_flags],
-                            _key_fields(compile_flags, link_flags), expected_seconds=10,
-                            live_output=live_output)
-
-
-# -- the process's kernel ---------------------------------------------------------------
-def _load(kernel: KernelBuild):
+def _load(kernel: glue_build.GlueBuild):
     """The op module, and the same library through ctypes (dlopen returns the one
     TensorFlow loaded): the instance registry."""
     return tf.load_op_library(kernel.library_path), ctypes.CDLL(kernel.library_path)
 
 
-LOADER = glue_build.GlueLoader(
-    "Deep500's TensorFlow kernel", SWITCH,
-    "C++ operators inside tf.function run through tf.numpy_function", NativeKernelWarning,
-    lambda: build(), _load)
+GLUE = GlueLibrary(NAME, "Deep500's TensorFlow kernel", SOURCE, f"lib{NAME}.so", SWITCH,
+                   "C++ operators inside tf.function run through tf.numpy_function",
+                   NativeKernelWarning, _CXXFLAGS, _tensorflow_flags, expected_seconds=10,
+                   load=_load)
+# What the registry and ``deep500 build-glue`` ask of a glue module.
+LOADER, build = GLUE.loader, GLUE.build
 _lock = threading.Lock()
 _instances = 0  # instance numbers given out by register_instance
-
-
-def enabled() -> bool:
-    """False when ``DEEP500_TF_NATIVE_KERNEL=0`` selects the numpy_function fallback."""
-    return LOADER.enabled()
 
 
 def register_instance(owner, handle: int) -> int:
@@ -123,6 +97,6 @@ def kernel_ops(honour_switch: bool = True):
     """The loaded kernel's op module (``d500_custom_op``, ``d500_custom_op_grad``), built
     on first use; None when unavailable (warned once per process) or, unless
     ``honour_switch`` is False, disabled by ``DEEP500_TF_NATIVE_KERNEL=0``."""
-    loaded = LOADER.get(honour_switch, stacklevel=3)
+    loaded = GLUE.get(honour_switch)
     return None if loaded is None else loaded[0]
 

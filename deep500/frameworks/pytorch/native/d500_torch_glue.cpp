@@ -1,10 +1,10 @@
 // Deep500's PyTorch glue: calls a Deep500 C++ operator (the C ABI of deep500.h,
 // d500_forward/d500_backward on an array of data pointers) on torch tensors from C++,
 // so that a d5pt.custom_op call does its checks, output allocation, kernel call and
-// autograd recording without Python frames (see native_glue.py for why: after a kernel
+// autograd recording without Python frames (see glue.py for why: after a kernel
 // that streams more than the last-level cache, each Python-level torch call costs ~10 µs).
 //
-// Built once per PyTorch installation (native_glue.py), like the TensorFlow kernel. The
+// Built once per PyTorch installation (glue.py), like the TensorFlow kernel. The
 // operator's library is the same one the reference and TensorFlow bridges call.
 //
 // Python API (module d500_torch_glue):

@@ -1,10 +1,10 @@
 // Deep500's TensorFlow eager glue: calls a Deep500 C++ operator (the C ABI of deep500.h,
 // d500_forward on an array of data pointers) on eager tensors from C++, so that an eager
 // d5tf.custom_op call does its checks, output allocation and kernel call without
-// Python frames (see eager_glue.py for why: after a kernel that streams more than the
+// Python frames (see glue.py for why: after a kernel that streams more than the
 // last-level cache, each Python-level call costs ~10 µs).
 //
-// Built once per TensorFlow installation (eager_glue.py) against TensorFlow's C API and
+// Built once per TensorFlow installation (glue.py) against TensorFlow's C API and
 // the EagerTensor functions its Python extension exports. The operator's library is the
 // same one the reference and PyTorch bridges and the graph kernel (d500_tf_op.cc) call.
 //

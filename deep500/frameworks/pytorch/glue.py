@@ -16,10 +16,11 @@ Python path, which copies or explains. See ``benchmarks/lv0_cppop_overhead.py``.
 
 Compiled with the system C++ compiler against the headers and libraries in the torch
 wheel (``torch/include``, ``torch/lib``), PyTorch's C++ ABI flag and Python's headers,
-in about 20 s; cached as ``glue_build`` describes (``$DEEP500_CACHE/cppops``, locked,
-atomic). When it cannot be had (no compiler, no Python headers, a failed build or
-load), :func:`glue_module` warns once (:class:`NativeGlueWarning`) and returns None, and
-``d5pt.custom_op`` runs C++ operators through the Python path (ctypes).
+in about 20 s, by ``frameworks/_bridge/glue_library.py``; cached as ``glue_build``
+describes (``$DEEP500_CACHE/cppops``, locked, atomic). When it cannot be had (no
+compiler, no Python headers, a failed build or load), ``GLUE.get()`` warns once
+(:class:`NativeGlueWarning`) and returns None, and ``d5pt.custom_op`` runs C++ operators
+through the Python path (ctypes).
 ``DEEP500_TORCH_NATIVE_GLUE=0`` selects that path without trying.
 
 Build ahead of time (a Docker image, before an MPI job):
@@ -28,10 +29,8 @@ Build ahead of time (a Docker image, before an MPI job):
 from __future__ import annotations
 
 import os
-import sys
-import sysconfig
 
-from deep500.lv0_operators import glue_build
+from deep500.frameworks._bridge.glue_library import python_extension
 from deep500.utils.errors import Deep500Error, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -48,9 +47,9 @@ class NativeGlueWarning(UserWarning):
     (a few µs more per call when caches are warm, tens of µs after a large kernel)."""
 
 
-def _flags() -> list[str]:
+def _torch_flags() -> tuple[list[str], dict]:
+    """The flags of torch's headers, C++ ABI and libraries, and torch's version fields."""
     root = os.path.dirname(os.path.abspath(torch.__file__))
-    python_include = glue_build.python_include()
     include = os.path.join(root, "include")
     if not os.path.isfile(os.path.join(include, "torch", "csrc", "autograd",
                                        "custom_function.h")):
@@ -58,43 +57,15 @@ def _flags() -> list[str]:
                            f"PyTorch installation cannot build extensions")
     library = os.path.join(root, "lib")
     flags = [f"-I{include}", f"-I{os.path.join(include, 'torch', 'csrc', 'api', 'include')}",
-             f"-I{python_include}",
              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
              f"-L{library}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
              f"-Wl,-rpath,{library}"]
-    if sys.platform == "darwin":  # Python's symbols come from the loading interpreter
-        flags += ["-undefined", "dynamic_lookup"]
-    return flags
+    return flags, {"torch": torch.__version__,
+                   "torch_git": getattr(torch.version, "git_version", "")}
 
 
-def _key_fields(flags: list[str]) -> dict:
-    return {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", ""),
-            "python": sys.implementation.cache_tag, "flags": flags}
-
-
-def build(live_output: bool = False) -> glue_build.GlueBuild:
-    """Build the glue for this PyTorch and Python, or find it in the cache. Raises
-    ``d5.CompilationError``, a ``ToolchainError`` (no compiler) or a ``Deep500Error``
-    (headers missing)."""
-    flags = _flags()
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return glue_build.build(NAME, "Deep500's PyTorch glue", SOURCE, NAME + suffix,
-                            _CXXFLAGS, flags, _key_fields(flags), expected_seconds=25,
-                            live_output=live_output)
-
-
-LOADER = glue_build.GlueLoader(
-    "Deep500's PyTorch glue", SWITCH, "C++ operators run through the Python path",
-    NativeGlueWarning, lambda: build(), lambda built: glue_build.load_extension(NAME, built))
-
-
-def enabled() -> bool:
-    """False when ``DEEP500_TORCH_NATIVE_GLUE=0`` selects the Python path."""
-    return LOADER.enabled()
-
-
-def glue_module():
-    """The loaded extension, built on first use; None when disabled by the switch or
-    unavailable (warned once per process)."""
-    return LOADER.get(stacklevel=3)
-
+GLUE = python_extension(NAME, "Deep500's PyTorch glue", SOURCE, SWITCH,
+                        "C++ operators run through the Python path", NativeGlueWarning,
+                        _CXXFLAGS, _torch_flags, expected_seconds=25)
+# What the registry and ``deep500 build-glue`` ask of a glue module.
+LOADER, build = GLUE.loader, GLUE.build

@@ -5,7 +5,7 @@ extension, built once per TensorFlow installation, through which an eager call o
 Why: a kernel that streams more memory than the last-level cache (a 4 M-element
 elementwise operator reads and writes 32 MiB) leaves every cache cold, so the Python
 that runs next pays a miss on nearly every object it touches (~10 µs per Python-level
-call on the 2-core development VM, see ``pytorch/native_glue.py``). The Python eager
+call on the 2-core development VM, see ``pytorch/glue.py``). The Python eager
 path (``tf.executing_eagerly()``, the tape check, ``_numpy()`` views, ctypes pointer
 arrays, a NumPy output, its DLPack import) added ~115 µs, 13%, to a 4 M-element relu.
 The glue does the same in one C function: the eager and tape checks, each input's
@@ -18,9 +18,9 @@ which converts or explains. See ``benchmarks/lv0_cppop_overhead.py``.
 
 Compiled against TensorFlow's C API headers (``tensorflow/include``), the functions that
 TensorFlow's Python extension exports for eager tensors (``lib_pywrap_tensorflow_common``)
-and Python's headers, in about 10 s; cached as ``glue_build`` describes
-(``$DEEP500_CACHE/cppops``, locked, atomic). When it cannot be had (no compiler, no
-headers, a failed build or load), :func:`glue_module` warns once
+and Python's headers, in about 10 s, by ``frameworks/_bridge/glue_library.py``; cached
+as ``glue_build`` describes (``$DEEP500_CACHE/cppops``, locked, atomic). When it cannot
+be had (no compiler, no headers, a failed build or load), ``GLUE.get()`` warns once
 (:class:`EagerGlueWarning`) and returns None, and eager calls take the Python path.
 ``DEEP500_TF_EAGER_GLUE=0`` selects that path without trying.
 
@@ -30,9 +30,8 @@ Build ahead of time (a Docker image, before an MPI job):
 from __future__ import annotations
 
 import os
-import sys
-import sysconfig
 
+from deep500.frameworks._bridge.glue_library import python_extension
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators import glue_build
 from deep500.utils.errors import Deep500Error
@@ -52,9 +51,10 @@ class EagerGlueWarning(UserWarning):
     a large kernel)."""
 
 
-def _flags() -> list[str]:
+def _tensorflow_flags() -> tuple[list[str], dict]:
+    """The flags of TensorFlow's C API headers and of the libraries defining eager
+    tensors, and TensorFlow's version fields."""
     root = os.path.dirname(os.path.abspath(tf.__file__))
-    python_include = glue_build.python_include()
     compile_flags = list(tf.sysconfig.get_compile_flags())
     glue_build.require_header(compile_flags,
                               os.path.join("tensorflow", "python", "eager", "pywrap_tfe.h"),
@@ -64,43 +64,14 @@ def _flags() -> list[str]:
         raise Deep500Error(f"{_PYTHON_LIBRARY} is not in {python_library}: this "
                            f"TensorFlow keeps its eager tensors elsewhere, which the eager "
                            f"glue does not support")
-    flags = [*compile_flags, f"-I{python_include}", *tf.sysconfig.get_link_flags(),
+    flags = [*compile_flags, *tf.sysconfig.get_link_flags(),
              f"-L{python_library}", f"-l:{_PYTHON_LIBRARY}", "-l:libtensorflow_cc.so.2",
              f"-Wl,-rpath,{python_library}", f"-Wl,-rpath,{root}"]
-    if sys.platform == "darwin":  # Python's symbols come from the loading interpreter
-        flags += ["-undefined", "dynamic_lookup"]
-    return flags
+    return flags, {"tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION}
 
 
-def _key_fields(flags: list[str]) -> dict:
-    return {"tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION,
-            "python": sys.implementation.cache_tag, "flags": flags}
-
-
-def build(live_output: bool = False) -> glue_build.GlueBuild:
-    """Build the glue for this TensorFlow and Python, or find it in the cache. Raises
-    ``d5.CompilationError``, a ``ToolchainError`` (no compiler) or a ``Deep500Error``
-    (headers or libraries missing)."""
-    flags = _flags()
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return glue_build.build(NAME, "Deep500's TensorFlow eager glue", SOURCE, NAME + suffix,
-                            _CXXFLAGS, flags, _key_fields(flags), expected_seconds=10,
-                            live_output=live_output)
-
-
-LOADER = glue_build.GlueLoader(
-    "Deep500's TensorFlow eager glue", SWITCH,
-    "eager calls of C++ operators run through the Python path", EagerGlueWarning,
-    lambda: build(), lambda built: glue_build.load_extension(NAME, built))
-
-
-def enabled() -> bool:
-    """False when ``DEEP500_TF_EAGER_GLUE=0`` selects the Python path."""
-    return LOADER.enabled()
-
-
-def glue_module():
-    """The loaded extension, built on first use; None when disabled by the switch or
-    unavailable (warned once per process)."""
-    return LOADER.get(stacklevel=3)
-
+GLUE = python_extension(NAME, "Deep500's TensorFlow eager glue", SOURCE, SWITCH,
+                        "eager calls of C++ operators run through the Python path",
+                        EagerGlueWarning, _CXXFLAGS, _tensorflow_flags, expected_seconds=10)
+# What the registry and ``deep500 build-glue`` ask of a glue module.
+LOADER, build = GLUE.loader, GLUE.build
