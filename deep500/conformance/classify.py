@@ -23,8 +23,9 @@ FAILURE_CLASSES = {
                "optional-typed graph inputs or outputs, a training operator "
                "(ai.onnx.preview.training) run as inference, or test data that does not "
                "fit the graph",
-    "dtype": "the executor declines or mishandles an element type (float16, bfloat16, "
-             "float8, float4, int4, int2, string, complex), or an output has another dtype",
+    "dtype": "the executor declines an element type (float16, bfloat16, float8, float4, "
+             "int4, int2, string, complex) or mishandles one (values of such a case differ "
+             "by more than a near miss), or an output has another dtype",
     "unsupported op": "the executor declines the operator, or the form of it the case uses "
                       "(UnsupportedError or NotImplementedError)",
     "tolerance": "values differ, by at most NEAR_MISS times what the tolerance allows at "
