@@ -366,72 +366,113 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from deep500.frameworks import registry
+    """The ``deep500`` command's parser: one subparser per subcommand, each added by its
+    own function below."""
     parser = argparse.ArgumentParser(prog="deep500", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"deep500 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    for add_command in (_add_run, _add_report, _add_runs, _add_compare, _add_history,
+                        _add_calibrate, _add_predict, _add_info, _add_conformance,
+                        _add_compile, _add_build_glue):
+        add_command(commands)
+    return parser
+
+
+# -- one parser per subcommand ----------------------------------------------------------
+# Options several subcommands share are added by one function each (_add_*_option).
+
+_DEFAULT_DATABASE = "(default: $DEEP500_DB, else results/deep500.db)"
+
+
+def _add_database_option(parser, help_text: str) -> None:
+    parser.add_argument("--db", metavar="PATH", help=help_text)
+
+
+def _add_fail_above_option(parser, help_text: str) -> None:
+    parser.add_argument("--fail-above", metavar="T", help=help_text + " when a "
+                        "configuration is significantly slower by more than T (5%% or "
+                        "0.05)")
+
+
+def _add_flag(parser, name: str, help_text: str) -> None:
+    parser.add_argument(name, action="store_true", help=help_text)
+
+
+def _add_run(commands) -> None:
     run = commands.add_parser("run", help="run a recipe")
     run.add_argument("recipe", help="path of a recipe YAML file")
-    run.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--append", action="store_true", help="add this run to a folder "
-                     "that holds earlier runs, as a new session (otherwise --out must be "
-                     "new or empty)")
-    run.add_argument("--machine", metavar="FILE", help="machine file for the experiments "
-                     "(from 'deep500 calibrate', or a shipped name such as infiniband-hdr); "
-                     "replaces the recipe's 'machine:' and is recorded in the manifest")
-    run.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run this "
-                     "command under the mpirun beside the Python interpreter (under "
-                     "mpirun already: N must be its number of ranks)")
-    run.add_argument("--hostfile", metavar="FILE", help="with --np, or for a recipe with "
-                     "'ranks' (each rank count's mpirun job): the hosts to run on, "
-                     "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "
-                     "checked, then passed to mpirun as -f FILE (see docs/distributed.md)")
-    run.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?", const=2,
-                     default=0, metavar="N", help="re-measure a configuration that other "
-                     "processes interfered with (see docs/measurement.md) up to N times "
-                     "(default 2), keeping the last clean attempt or the least interfered; "
-                     "give N as --remeasure-interfered=N or after the recipe")
-    run.add_argument("--db", metavar="PATH", help="results database to store the run in "
-                     "(default: $DEEP500_DB, else results/deep500.db)")
-    run.add_argument("--baseline", metavar="RUN", help="at the end, compare with RUN (a run "
-                     "folder or an id from 'deep500 runs') as 'deep500 compare' does")
-    run.add_argument("--fail-above", metavar="T", help="with --baseline: exit status 1 "
-                     "when a configuration is significantly slower by more than T (5%% or "
-                     "0.05)")
+    output = run.add_argument_group("where the results go")
+    output.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
+    _add_flag(output, "--quiet", "no progress bar")
+    _add_flag(output, "--append", "add this run to a folder that holds earlier runs, as a "
+              "new session (otherwise --out must be new or empty)")
+    output.add_argument("--machine", metavar="FILE", help="machine file for the "
+                        "experiments (from 'deep500 calibrate', or a shipped name such as "
+                        "infiniband-hdr); replaces the recipe's 'machine:' and is recorded "
+                        "in the manifest")
+    ranks = run.add_argument_group("on MPI ranks")
+    ranks.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run "
+                       "this command under the mpirun beside the Python interpreter "
+                       "(under mpirun already: N must be its number of ranks)")
+    ranks.add_argument("--hostfile", metavar="FILE", help="with --np, or for a recipe with "
+                       "'ranks' (each rank count's mpirun job): the hosts to run on, "
+                       "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "
+                       "checked, then passed to mpirun as -f FILE (see "
+                       "docs/distributed.md)")
+    measuring = run.add_argument_group("measuring")
+    measuring.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?",
+                           const=2, default=0, metavar="N", help="re-measure a "
+                           "configuration that other processes interfered with (see "
+                           "docs/measurement.md) up to N times (default 2), keeping the "
+                           "last clean attempt or the least interfered; give N as "
+                           "--remeasure-interfered=N or after the recipe")
+    stored = run.add_argument_group("the results database and a baseline")
+    _add_database_option(stored, f"results database to store the run in "
+                                 f"{_DEFAULT_DATABASE}")
+    stored.add_argument("--baseline", metavar="RUN", help="at the end, compare with RUN (a "
+                        "run folder or an id from 'deep500 runs') as 'deep500 compare' "
+                        "does")
+    _add_fail_above_option(stored, "with --baseline: exit status 1")
     run.set_defaults(handler=_run)
+
+
+def _add_report(commands) -> None:
     report = commands.add_parser("report", help="rebuild the report of a run folder")
     report.add_argument("directory")
-    report.add_argument("--per-seed", action="store_true", help="one row per seed "
-                        "(default: runs that differ only in their seed are aggregated: "
-                        "mean and 95%% CI)")
+    _add_flag(report, "--per-seed", "one row per seed (default: runs that differ only in "
+              "their seed are aggregated: mean and 95%% CI)")
     report.add_argument("--figure-format", choices=("svg", "pdf", "none"), default="svg",
                         help="every plot is written as PNG (embedded in report.html) and "
                         "also in this format (default svg)")
-    report.add_argument("--mlperf", action="store_true", help="also write each training "
-                        "configuration as an MLPerf-style log (:::MLLOG lines) in "
-                        "DIR/mlperf/")
+    _add_flag(report, "--mlperf", "also write each training configuration as an "
+              "MLPerf-style log (:::MLLOG lines) in DIR/mlperf/")
     report.set_defaults(handler=_report)
+
+
+def _add_runs(commands) -> None:
     runs = commands.add_parser("runs", help="list the runs in the results database")
-    runs.add_argument("--db", metavar="PATH", help="results database (default: "
-                      "$DEEP500_DB, else results/deep500.db)")
+    _add_database_option(runs, f"results database {_DEFAULT_DATABASE}")
     runs.add_argument("--add", nargs="+", metavar="DIR", help="store these run folders "
                       "first (again: their rows are replaced)")
-    runs.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_flag(runs, "--json", "machine-readable output")
     runs.set_defaults(handler=_runs)
+
+
+def _add_compare(commands) -> None:
     compare = commands.add_parser("compare", help="compare two runs configuration by "
                                   "configuration: ratio B/A with a nonparametric CI")
     compare.add_argument("a", metavar="A", help="baseline: a run folder or a run id "
                          "('deep500 runs'; -1 is the latest)")
     compare.add_argument("b", metavar="B", help="the run compared with A (folder or id)")
-    compare.add_argument("--db", metavar="PATH", help="results database for run ids")
-    compare.add_argument("--fail-above", metavar="T", help="exit status 1 when a "
-                         "configuration is significantly slower by more than T (5%% or "
-                         "0.05)")
+    _add_database_option(compare, "results database for run ids")
+    _add_fail_above_option(compare, "exit status 1")
     compare.add_argument("--confidence", type=float, default=0.95,
                          help="confidence level of the intervals (default 0.95)")
-    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_flag(compare, "--json", "machine-readable output")
     compare.set_defaults(handler=_compare)
+
+
+def _add_history(commands) -> None:
     history = commands.add_parser("history", help="one configuration's metric across git "
                                   "revisions, as an HTML page with a plot")
     history.add_argument("--config", required=True, metavar="FILTER", help="which "
@@ -443,8 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default history.html)")
     history.add_argument("--recipe", help="only runs of this recipe")
     history.add_argument("--rank", type=int, default=0, help="MPI rank (default 0)")
-    history.add_argument("--db", metavar="PATH", help="results database")
+    _add_database_option(history, "results database")
     history.set_defaults(handler=_history)
+
+
+def _add_calibrate(commands) -> None:
     calibrate = commands.add_parser("calibrate", help="measure this machine (ping-pong "
                                     "alpha-beta, reduction gamma, memory bandwidth, peak "
                                     "FLOP/s, per-call allreduce overhead) into a machine "
@@ -454,42 +498,52 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong and the "
                            "4-byte allreduce calls (per-call overhead o) on N >= 2 MPI "
                            "ranks (under the mpirun beside the Python interpreter)")
-    calibrate.add_argument("--no-network", action="store_true", help="skip the ping-pong "
-                           "(one rank): the file then has no network model and no "
-                           "allreduce overheads")
-    calibrate.add_argument("--quick", action="store_true", help="small sizes and few "
-                           "repeats (seconds; for tests, not for predictions)")
-    calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_flag(calibrate, "--no-network", "skip the ping-pong (one rank): the file then has "
+              "no network model and no allreduce overheads")
+    _add_flag(calibrate, "--quick", "small sizes and few repeats (seconds; for tests, not "
+              "for predictions)")
+    _add_flag(calibrate, "--quiet", "no progress bar")
     calibrate.set_defaults(handler=_calibrate)
+
+
+def _add_predict(commands) -> None:
     predict = commands.add_parser("predict", help="strong- and weak-scaling curves of a "
                                   "recipe's training, predicted (no training; "
                                   "docs/performance_models.md)")
     predict.add_argument("recipe", help="a 'distributed' or 'training' recipe")
-    predict.add_argument("--machine", required=True, metavar="FILE", help="machine file "
-                         "(from 'deep500 calibrate') or a shipped one by name, e.g. "
-                         "infiniband-hdr or infiniband-edr")
-    predict.add_argument("--ranks", default="1,2,4,8,16,32,64,128,256,512,1024",
-                         help="rank counts (default 1,2,4,...,1024)")
-    predict.add_argument("--compute", choices=("measured", "analytic"), default="measured",
-                         help="per-layer compute: profiled here (default) or the roofline "
-                         "of the machine file")
-    predict.add_argument("--algorithm", help="allreduce algorithm (default: the recipe's "
-                         "scheme's, else ring)")
-    predict.add_argument("--overlap", action="store_true", help="overlap per-bucket "
-                         "allreduces with backprop")
-    predict.add_argument("--comm-dtype", default="float32",
-                         choices=("float32", "float16", "bfloat16"))
-    predict.add_argument("--threads", type=int, help="threads per rank (default: the "
-                         "recipe's)")
-    predict.add_argument("--global-batch", type=int, help="strong scaling's global batch "
-                         "(default: batch per rank x 64)")
-    predict.add_argument("--plot", default="predict.png", help="plot to write (default "
-                         "predict.png, and .svg beside it; 'none' for no plot)")
-    predict.add_argument("--json", metavar="FILE", help="also write the curves as JSON")
+    model = predict.add_argument_group("what is predicted")
+    model.add_argument("--machine", required=True, metavar="FILE", help="machine file "
+                       "(from 'deep500 calibrate') or a shipped one by name, e.g. "
+                       "infiniband-hdr or infiniband-edr")
+    model.add_argument("--ranks", default="1,2,4,8,16,32,64,128,256,512,1024",
+                       help="rank counts (default 1,2,4,...,1024)")
+    model.add_argument("--compute", choices=("measured", "analytic"), default="measured",
+                       help="per-layer compute: profiled here (default) or the roofline "
+                       "of the machine file")
+    model.add_argument("--algorithm", help="allreduce algorithm (default: the recipe's "
+                       "scheme's, else ring)")
+    _add_flag(model, "--overlap", "overlap per-bucket allreduces with backprop")
+    model.add_argument("--comm-dtype", default="float32",
+                       choices=("float32", "float16", "bfloat16"))
+    model.add_argument("--threads", type=int, help="threads per rank (default: the "
+                       "recipe's)")
+    model.add_argument("--global-batch", type=int, help="strong scaling's global batch "
+                       "(default: batch per rank x 64)")
+    output = predict.add_argument_group("output")
+    output.add_argument("--plot", default="predict.png", help="plot to write (default "
+                        "predict.png, and .svg beside it; 'none' for no plot)")
+    output.add_argument("--json", metavar="FILE", help="also write the curves as JSON")
     predict.set_defaults(handler=_predict)
+
+
+def _add_info(commands) -> None:
     info = commands.add_parser("info", help="software versions and hardware")
-    info.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_flag(info, "--json", "machine-readable output")
     info.set_defaults(handler=_info)
+
+
+def _add_conformance(commands) -> None:
+    from deep500.frameworks import registry
     conformance = commands.add_parser("conformance", help="run ONNX's node tests on the "
                                       "executors; write a table and the locked passing set")
     conformance.add_argument("--executors", default=",".join(registry.names()),
@@ -509,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "that no longer pass (default: keep them and exit 1)")
     conformance.add_argument("--quiet", action="store_true", help="no progress bar")
     conformance.set_defaults(handler=_conformance)
+
+
+def _add_compile(commands) -> None:
     compile_ = commands.add_parser("compile", help="build a C++ operator ahead of time "
                                    "(load it later with d5.load_custom_cppop)")
     compile_.add_argument("sources", nargs="+", help="C++ source files")
@@ -524,17 +581,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "--cmake-option=-DCMAKE_BUILD_TYPE=Debug")
     compile_.add_argument("--output-folder", help="where to put the library and its "
                           "manifest (default: build/NAME)")
-    compile_.add_argument("--verbose", action="store_true", help="show CMake and compiler "
-                          "output as it comes")
+    _add_flag(compile_, "--verbose", "show CMake and compiler output as it comes")
     compile_.set_defaults(handler=_compile)
+
+
+def _add_build_glue(commands) -> None:
+    from deep500.frameworks import registry
     glue = commands.add_parser("build-glue", help="build Deep500's framework glue ahead of "
                                "time (a Docker image, before an MPI job)")
     glue.add_argument("--framework", choices=sorted(n for n in registry.names()
                                                     if registry.get(n).glue),
                       help="only this framework's (default: every installed framework's)")
-    glue.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    _add_flag(glue, "--verbose", "show the compiler's output")
     glue.set_defaults(handler=_build_glue)
-    return parser
 
 
 def main(argv=None) -> int:
