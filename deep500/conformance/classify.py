@@ -44,6 +44,7 @@ RARE_ELEMENT_TYPES = frozenset(
         "STRING", "COMPLEX64", "COMPLEX128") if hasattr(onnx.TensorProto, name))
 _OPERATOR_DECLINED = re.compile(r"does not support (operator|\d+ operators)|"
                                 r"is not a registered function/op")
+_NO_KERNEL = re.compile(r"Could not find an implementation for|Failed to find kernel for")
 # "string" is left out: C++ messages say std::string of anything
 _NAMES_A_DTYPE = re.compile(
     r"b?float ?(16|8|4)|bfloat|\bu?int ?[24]\b|e[2458]m[0-3]|complex ?(64|128)|"
@@ -60,7 +61,7 @@ def classify(case, status: str, message: str = "", mismatch: Mismatch | None = N
     case's first data set when not given), which say whether a Dropout trains;
     ``operator_passes`` whether the executor passes another case of the same operator
     (None: not known), which tells a kernel missing for an element type from a missing
-    operator when the executor's message names neither.
+    operator when a runtime's kernel lookup fails without saying which.
     """
     if status == "pass":
         return ""
@@ -116,8 +117,8 @@ def _classify_exception(case, status: str, message: str, operator_passes: bool |
         return "dtype"
     if status != "unsupported":
         return "error"
-    # a decline that names neither, in a case with a rare element type: onnxruntime says
-    # "Could not find an implementation for OneHot(28)" when no kernel has the types, and
-    # the same words when it has no kernel of that version at all
-    rare = rare_element_types(case.model) and operator_passes is not False
-    return "dtype" if rare else "unsupported op"
+    # onnxruntime says "Could not find an implementation for OneHot(28)" when no kernel
+    # has the case's element types, and the same when it has no kernel of that version
+    kernel_for_types = (_NO_KERNEL.search(text) and rare_element_types(case.model)
+                        and operator_passes is not False)
+    return "dtype" if kernel_for_types else "unsupported op"

@@ -120,6 +120,9 @@ def test_test_data_that_does_not_fit_the_graph_is_the_harness():
      "a registered function/op", TensorProto.FLOAT16, "unsupported op"),
     ("unsupported", "UnsupportedError: node 'Pad_0': pads must be constants",
      TensorProto.FLOAT, "unsupported op"),
+    # a form declined in a bfloat16 case is still the form
+    ("unsupported", "UnsupportedError: node 'Pad_0': pads must be constants",
+     TensorProto.BFLOAT16, "unsupported op"),
     ("error", "ShapeError: Non-zero status code returned while running Einsum node",
      TensorProto.FLOAT, "error"),
     ("error", "ModelError: Exception during initialization: string_normalizer.cc:235 "
@@ -129,8 +132,8 @@ def test_exceptions(status, message, elem_type, expected):
     assert conf.classify(unary(elem_type=elem_type), status, message) == expected
 
 
-def test_a_decline_naming_nothing_is_a_dtype_only_where_the_operator_runs_elsewhere():
-    message = "UnsupportedError: NOT_IMPLEMENTED : Could not find an implementation for Swish"
+def test_a_kernel_lookup_failure_is_a_dtype_only_where_the_operator_runs_elsewhere():
+    message = "UnsupportedError: NOT_IMPLEMENTED : Failed to find kernel for Swish(24)"
     case = unary("Swish", TensorProto.FLOAT16)
     assert conf.classify(case, "unsupported", message, operator_passes=True) == "dtype"
     assert conf.classify(case, "unsupported", message, operator_passes=False) == \
