@@ -119,18 +119,21 @@ def _assert_close(expected: np.ndarray, actual: np.ndarray, tolerance: Tolerance
         bad = np.argwhere(~(both_finite | close))
         index = tuple(int(i) for i in bad[0])
         raise Mismatch(f"{where}: NaN or infinities differ at {len(bad)} of {e.size} "
-                       f"elements, first at {list(index)}: {float(a[index])!r} (actual), "
-                       f"{float(e[index])!r} (expected)", "nonfinite")
+                       f"elements, first at {list(index)}: {actual[index]!s} (actual), "
+                       f"{expected[index]!s} (expected)", "nonfinite")
+    failing = ~(close | within_ulps)
     scale = float(np.max(np.abs(e[both_finite]), initial=0.0))
     largest = float(error.max())
     max_ulp = largest / float(spacing(scale, dtype))
     allowed = tolerance.atol + tolerance.relative(dtype) * scale
-    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    # the failing element furthest beyond its own allowance
+    beyond = np.where(failing, error / (tolerance.atol + tolerance.rtol * np.abs(e)), -1.0)
+    worst = np.unravel_index(int(np.argmax(beyond)), beyond.shape)
     granted = f" or {ulps} ULPs of {dtype.name}" if ulps else ""
     raise Mismatch(
-        f"{where}: {int((~(close | within_ulps)).sum())} of {e.size} elements differ "
-        f"beyond the tolerance (rtol={tolerance.rtol:g}, atol={tolerance.atol:g}{granted}); "
-        f"largest error {largest:.3g} at {[int(i) for i in worst]}: {float(a[worst])!r} (actual), "
-        f"{float(e[worst])!r} (expected); {max_ulp:.3g} ULPs of {dtype.name} at the output's "
-        f"largest magnitude {scale:.3g}", "values", max_ulp=max_ulp,
+        f"{where}: {int(failing.sum())} of {e.size} elements differ beyond the tolerance "
+        f"(rtol={tolerance.rtol:g}, atol={tolerance.atol:g}{granted}), the worst at "
+        f"{[int(i) for i in worst]}: {actual[worst]!s} (actual), {expected[worst]!s} "
+        f"(expected); largest error {largest:.3g}, {max_ulp:.3g} ULPs of {dtype.name} at the "
+        f"output's largest magnitude {scale:.3g}", "values", max_ulp=max_ulp,
         near_miss=largest / allowed)

@@ -95,3 +95,11 @@ def test_nan_and_infinities_must_stay_in_place():
     with pytest.raises(conf.Mismatch) as error:
         conf.assert_similar(expected, np.array([1.0, -np.inf, np.nan], np.float16))
     assert error.value.kind == "nonfinite" and error.value.max_ulp is None
+
+
+def test_the_message_shows_the_element_furthest_beyond_its_allowance():
+    expected = np.array([0.0, 64.0, 1.0], np.float32)
+    actual = np.array([1e-5, 64.01, 1.0], np.float32)
+    with pytest.raises(conf.Mismatch, match=r"1 of 3 elements .* the worst at \[0\]: "
+                       r"1e-05 \(actual\), 0.0 \(expected\); largest error 0.01"):
+        conf.assert_similar(expected, actual)
