@@ -34,22 +34,20 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
+from deep500.frameworks._bridge.nativeop_checks import nativeop_checks
 from deep500.frameworks.pytorch.glue import GLUE
 from deep500.frameworks.pytorch.native_ops import PyTorchNativeOp
 from deep500.lv0_operators.cpp_compiler import CppOpDescriptor
 from deep500.lv0_operators.cpp_library import CppOperatorError
 from deep500.lv0_operators.cpp_op import CustomCPPOp
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
-from deep500.lv0_operators import nativeop_validation
 from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
-from deep500.utils.metric import TestMetric
 from deep500.utils.tensor_desc import TensorDescriptor
-from deep500.utils.validation_result import OpTestResult
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 _Tensor = torch.Tensor
@@ -466,33 +464,5 @@ def _descriptor_list(descriptors):
 
 
 # -- checks of PyTorch operators against the reference (deep500.lv0_operators.nativeop_validation)
-def _as_op(op_or_fn) -> CustomOp:
-    if isinstance(op_or_fn, CustomOp):
-        return op_or_fn
-    if callable(op_or_fn):
-        return custom_op_from_native(op_or_fn)
-    raise Deep500Error(f"Expected a d5.CustomOp or a function of torch tensors, got "
-                       f"{type(op_or_fn).__name__}")
-
-
-def test_nativeop_forward(op_or_fn, inputs: Sequence[np.ndarray], reference_outputs=None,
-                          metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
-    """``d5.CustomOp`` or function of torch tensors (a ``d5pt.custom_op`` included) checked
-    against the reference's outputs; see ``nativeop_validation.test_nativeop_forward``
-    for the options (``reference_op``, ``rtol``, ``atol``) and the pass rule."""
-    return nativeop_validation.test_nativeop_forward(_as_op(op_or_fn), inputs,
-                                                     reference_outputs, metrics, **options)
-
-
-def test_nativeop_gradient(op_or_fn, inputs: Sequence[np.ndarray], reference_op=None,
-                           metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
-    """The backward of a ``d5.CustomOp`` or function of torch tensors checked against the
-    reference's backward and finite differences; see
-    ``nativeop_validation.test_nativeop_gradient`` for the options."""
-    return nativeop_validation.test_nativeop_gradient(_as_op(op_or_fn), inputs,
-                                                      reference_op, metrics, **options)
-
-
-# Library functions named test_*: keep pytest from collecting them where imported.
-test_nativeop_forward.__test__ = False
-test_nativeop_gradient.__test__ = False
+test_nativeop_forward, test_nativeop_gradient = nativeop_checks(
+    custom_op_from_native, "torch tensors", __name__)

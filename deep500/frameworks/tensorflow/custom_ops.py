@@ -69,10 +69,11 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
+from deep500.frameworks._bridge.nativeop_checks import nativeop_checks
 from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
 from deep500.frameworks.tensorflow import tf_kernel
 from deep500.frameworks.tensorflow.glue import GLUE
@@ -80,12 +81,9 @@ from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.native_ops import TensorFlowNativeOp
 from deep500.lv0_operators.cpp_op import CustomCPPOp, data_pointers
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
-from deep500.lv0_operators import nativeop_validation
 from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import Deep500Error, ShapeError
-from deep500.utils.metric import TestMetric
 from deep500.utils.tensor_desc import TensorDescriptor
-from deep500.utils.validation_result import OpTestResult
 
 try:  # Private, but one C call: skip tf.custom_gradient's bookkeeping when nothing records.
     from tensorflow.python.eager.record import could_possibly_record as _could_record
@@ -509,38 +507,13 @@ def _descriptor_list(descriptors):
 
 
 # -- checks of TensorFlow operators against the reference (deep500.lv0_operators.nativeop_validation)
-def _as_op(op_or_fn) -> CustomOp:
-    """A d5.CustomOp as it is; a function of TF tensors (a ``d5tf.custom_op`` included,
-    so that it is tested through TensorFlow and its registered gradient) wrapped by
-    ``custom_op_from_native`` with the function's descriptors if it has them."""
-    if isinstance(op_or_fn, CustomOp):
-        return op_or_fn
-    if callable(op_or_fn):
-        return custom_op_from_native(op_or_fn,
-                                     getattr(op_or_fn, "input_descriptors", None),
-                                     getattr(op_or_fn, "output_descriptors", None))
-    raise Deep500Error(f"Expected a d5.CustomOp or a function of TF tensors, got "
-                       f"{type(op_or_fn).__name__}")
+def _from_native(fn: Callable) -> TensorFlowFunctionOp:
+    """A function of TF tensors (a ``d5tf.custom_op`` included, so that it is tested
+    through TensorFlow and its registered gradient) wrapped by ``custom_op_from_native``
+    with the function's descriptors if it has them."""
+    return custom_op_from_native(fn, getattr(fn, "input_descriptors", None),
+                                 getattr(fn, "output_descriptors", None))
 
 
-def test_nativeop_forward(op_or_fn, inputs: Sequence[np.ndarray], reference_outputs=None,
-                          metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
-    """``d5.CustomOp`` or function of TF tensors (a ``d5tf.custom_op`` included) checked
-    against the reference's outputs; see ``nativeop_validation.test_nativeop_forward``
-    for the options (``reference_op``, ``rtol``, ``atol``) and the pass rule."""
-    return nativeop_validation.test_nativeop_forward(_as_op(op_or_fn), inputs,
-                                                     reference_outputs, metrics, **options)
-
-
-def test_nativeop_gradient(op_or_fn, inputs: Sequence[np.ndarray], reference_op=None,
-                           metrics: Sequence[TestMetric] = (), **options) -> OpTestResult:
-    """The backward of a ``d5.CustomOp`` or function of TF tensors checked against the
-    reference's backward and finite differences; see
-    ``nativeop_validation.test_nativeop_gradient`` for the options."""
-    return nativeop_validation.test_nativeop_gradient(_as_op(op_or_fn), inputs,
-                                                      reference_op, metrics, **options)
-
-
-# Library functions named test_*: keep pytest from collecting them where imported.
-test_nativeop_forward.__test__ = False
-test_nativeop_gradient.__test__ = False
+test_nativeop_forward, test_nativeop_gradient = nativeop_checks(
+    _from_native, "TF tensors", __name__)
