@@ -129,13 +129,15 @@ class ReferenceVisitor(NodeErrors, OnnxBaseVisitor):
 
     def convert(self, op: OnnxOperation) -> ReferenceOp:
         """The reference operator computing ``op`` (a normalised node)."""
-        if op.domain not in ("", "ai.onnx"):
-            raise self.node_error(op, f"operators of domain {op.domain!r} have no "
-                                        f"reference implementation")
         try:
             cls = registry.get_operator_class(op.op_type)
         except UnsupportedError as exc:
             raise self.node_error(op, str(exc)) from None
+        domain = "" if op.domain == "ai.onnx" else op.domain
+        if domain != cls.domain:
+            raise self.node_error(op, f"the reference implements {op.op_type} of domain "
+                                      f"{cls.domain or 'ai.onnx'!r}, not of domain "
+                                      f"{op.domain!r}")
         attributes = {}
         for key, value in op.attributes.items():
             if key in cls.defaults:

@@ -9,21 +9,24 @@ from onnx.reference import ReferenceEvaluator
 
 
 def onnx_run(op_type: str, inputs: list, attributes: dict | None = None,
-             outputs: int = 1, opset: int | None = None) -> list:
-    """The outputs of ONNX ``op_type`` on ``inputs`` (None: an omitted optional input)."""
+             outputs: int = 1, opset: int | None = None, domain: str = "") -> list:
+    """The outputs of ONNX ``op_type`` on ``inputs`` (None: an omitted optional input);
+    an operator of another ``domain`` than ai.onnx is taken from its version 1."""
     names = ["" if x is None else f"x{i}" for i, x in enumerate(inputs)]
     while names and not names[-1]:
         names.pop()
     node = helper.make_node(op_type, names, [f"y{i}" for i in range(outputs)],
-                            **(attributes or {}))
+                            domain=domain or None, **(attributes or {}))
     graph_inputs = [helper.make_tensor_value_info(
         name, helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype), np.shape(x))
         for name, x in zip(names, inputs) if name]
     graph_outputs = [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None)
                      for i in range(outputs)]
     graph = helper.make_graph([node], "oracle", graph_inputs, graph_outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
-        "", opset or onnx.defs.onnx_opset_version())])
+    opsets = [helper.make_opsetid("", opset or onnx.defs.onnx_opset_version())]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, 1))
+    model = helper.make_model(graph, opset_imports=opsets)
     feeds = {name: np.asarray(x) for name, x in zip(names, inputs) if name}
     return ReferenceEvaluator(model).run(None, feeds)
 

@@ -9,11 +9,12 @@ import pkgutil
 
 from deep500.frameworks.reference.operators.registry import (ReferenceOp, create_operator,
                                                               get_operator_class,
-                                                              operator_names, register)
+                                                              operator_keys, operator_names,
+                                                              register)
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name.startswith("op_"):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["ReferenceOp", "register", "create_operator", "get_operator_class",
-           "operator_names"]
+           "operator_keys", "operator_names"]

@@ -17,6 +17,7 @@ class ReferenceOp(CustomOp):
     ``self.attributes`` (or ``self.attr(name)``).
     """
     framework = "reference"
+    domain = ""   # the ONNX operator set: "" for ai.onnx, else e.g. "ai.onnx.ml"
     defaults: dict = {}
 
     def __init__(self, **attributes):
@@ -35,12 +36,15 @@ class ReferenceOp(CustomOp):
         return self._attributes[name]
 
 
-def register(op_type: str):
-    """Class decorator: make ``cls`` the reference implementation of ONNX ``op_type``."""
+def register(op_type: str, domain: str = ""):
+    """Class decorator: make ``cls`` the reference implementation of ONNX ``op_type`` of
+    operator set ``domain`` ("" for ai.onnx; operator names are unique across the
+    domains Deep500 reads, so the registry is keyed by name)."""
     def decorate(cls):
         if op_type in _OPERATORS:
             raise RuntimeError(f"Reference operator {op_type} registered twice")
         cls.op_type = op_type
+        cls.domain = domain
         _OPERATORS[op_type] = cls
         return cls
     return decorate
@@ -64,3 +68,8 @@ def create_operator(op_type: str, **attributes) -> ReferenceOp:
 
 def operator_names() -> list[str]:
     return sorted(_OPERATORS)
+
+
+def operator_keys() -> list[tuple[str, str]]:
+    """``(domain, op_type)`` of every reference operator ("" for ai.onnx)."""
+    return sorted((cls.domain, name) for name, cls in _OPERATORS.items())
