@@ -1,4 +1,4 @@
-"""The PyTorch executor's control flow (``deep500/frameworks/pytorch/ops_control.py``):
+"""The PyTorch executor's control flow (``deep500/frameworks/pytorch/ops/control.py``):
 Loop, If and Scan whose bodies read main-graph parameters from the outer scope.
 Forward against onnx's ReferenceEvaluator where it implements the case (its Loop runs
 no iteration without ``cond`` and its Scan only forward along axis 0), against NumPy

@@ -1,5 +1,6 @@
 """The PyTorch executor's attention, normalization, recurrent and resampling operators
-(``deep500/frameworks/pytorch/ops_sequence.py``) on one-node models: forward against
+(``deep500/frameworks/pytorch/ops/{attention,normalization,recurrent,resample}.py``, with
+the detection, pooling and conv operators tested alongside them) on one-node models: forward against
 onnx's ReferenceEvaluator (float32, float64 and float16 where the spec allows them),
 gradients of a weighted sum of the output against the reference executor's backward
 (float64, every floating-point input a parameter)."""

@@ -1,5 +1,6 @@
-"""Shared by the PyTorch visitor and its operator modules: ONNX element types as torch
-dtypes, NumPy arrays as tensors, ONNX pads in ``F.pad``'s order."""
+"""Shared by the PyTorch visitor and its operator families (``ops/``): ONNX element types
+as torch dtypes, NumPy arrays as tensors, ONNX pads in ``F.pad``'s order, string
+attributes, and the ``visit_<op>`` of an operator that is one torch call."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,9 @@ import onnx
 from deep500.utils.errors import UnsupportedError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+# The bridge's name in Deep500's registries (framework errors, inner networks).
+BRIDGE = "pytorch"
 
 
 def torch_dtype(onnx_type) -> "torch.dtype":
@@ -43,3 +47,19 @@ def torch_pads(pads) -> list:
     for axis in reversed(range(half)):
         result += [pads[axis], pads[half + axis]]
     return result
+
+
+def text(value, default: str) -> str:
+    """A string attribute (bytes in older models), or ``default`` when absent."""
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def calls(fn):
+    """The ``visit_<op>`` of an operator without attributes that is ``fn`` of all its
+    inputs (``visit_sin = calls(torch.sin)``)."""
+    def visit(self, op, network):
+        self._emit(op, fn)
+    visit.__doc__ = f"``{getattr(fn, '__name__', fn)}`` of the node's inputs."
+    return visit

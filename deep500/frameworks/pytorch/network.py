@@ -12,6 +12,8 @@ import dataclasses
 
 import numpy as np
 
+from deep500.frameworks._bridge.inner_network import register_inner_network
+from deep500.frameworks.pytorch._torch_common import BRIDGE
 from deep500.frameworks.pytorch.extension_dtypes import (CARRIED_NAMES, array_from_tensor,
                                                          tensor_from_array)
 from deep500.frameworks.pytorch.onnx_module import OnnxModule
@@ -43,6 +45,7 @@ def _as_array(value, dtype=None) -> np.ndarray:
 class _ParameterStore(Network):
     """Fetching and feeding parameters and gradients, shared by both networks."""
     parameter_values: dict  # ONNX (or module) name -> nn.Parameter
+    last_values: dict       # name -> ndarray, the inputs and outputs of the last run
 
     def get_params(self) -> list[str]:
         return list(self.parameter_values)
@@ -58,6 +61,11 @@ class _ParameterStore(Network):
                 return (np.zeros(tuple(parameter.shape), _numpy_dtype(parameter))
                         if grad is None else array_from_tensor(grad.detach().cpu()))
         return None
+
+    def _fetch_held(self, name: str):
+        """A parameter's value or gradient, else a value of the last run, else None."""
+        value = self._fetch_parameter_or_gradient(name)
+        return self.last_values.get(name) if value is None else value
 
     def _feed_parameter(self, name: str, value) -> None:
         parameter = self.parameter_values[name]
@@ -122,11 +130,9 @@ class PyTorchNetwork(_ParameterStore):
 
     # -- tensors -------------------------------------------------------------------
     def fetch_tensor(self, name: str) -> np.ndarray:
-        value = self._fetch_parameter_or_gradient(name)
+        value = self._fetch_held(name)
         if value is not None:
             return value
-        if name in self.last_values:
-            return self.last_values[name]
         if name in self.initializers:
             return self.initializers[name]
         if name in self._tensor_names():
@@ -257,12 +263,10 @@ class PyTorchNativeNetwork(_ParameterStore):
         self.last_values: dict = {}
 
     def fetch_tensor(self, name: str) -> np.ndarray:
-        value = self._fetch_parameter_or_gradient(name)
-        if value is not None:
-            return value
-        if name in self.last_values:
-            return self.last_values[name]
-        raise self._unknown_tensor(name, list(self.last_values) + self.get_params())
+        value = self._fetch_held(name)
+        if value is None:
+            raise self._unknown_tensor(name, list(self.last_values) + self.get_params())
+        return value
 
     def feed_tensor(self, name: str, value, is_param: bool = False) -> None:
         if name not in self.parameter_values:
@@ -270,10 +274,17 @@ class PyTorchNativeNetwork(_ParameterStore):
                                f"module's parameters are its named_parameters()")
         self._feed_parameter(name, value)
 
+    def _fixed_graph(self) -> UnsupportedError:
+        return UnsupportedError(f"Module '{self.name}' is a native nn.Module: its graph is "
+                                f"its Python code. Edit the module, or load an ONNX model "
+                                f"with from_onnx to edit nodes")
+
     def add_node(self, op) -> None:
-        raise UnsupportedError(f"Module '{self.name}' is a native nn.Module: its graph is "
-                               f"its Python code. Edit the module, or load an ONNX model "
-                               f"with from_onnx to edit nodes")
+        raise self._fixed_graph()
 
     def remove_node(self, name: str) -> None:
-        self.add_node(None)
+        raise self._fixed_graph()
+
+
+# Control-flow bodies and FlexAttention's score functions are networks of their own.
+register_inner_network(BRIDGE, PyTorchNetwork)

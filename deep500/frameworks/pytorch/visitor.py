@@ -12,34 +12,48 @@ whose shape the model fixes, and any node computed only from such values) are fo
 the node runs once here, on the CPU, and its outputs become constants.
 
 This module holds what every operator uses (the hooks, what is known while building,
-``_emit``); the ``visit_<op>`` methods live in one module per operator family
-(``ops_elementwise``, ``ops_conv``, ``ops_normalization``, ``ops_loss``, ``ops_shape``,
-``ops_reduce``, ``ops_tensor``, ``ops_sequence``, ``ops_control``), mixed into
-:class:`PyTorchVisitor`: adding a family is adding a module. The parser has normalised every node to the newest
-opset's form (``deep500.utils.onnx_interop.normalize``).
+``_emit``, the node errors); the ``visit_<op>`` methods live in ``ops/<family>.py``, one
+mixin per operator family of ``deep500/frameworks/families.py``, composed by
+:class:`PyTorchVisitor`. The parser has normalised every node to the newest opset's form
+(``deep500.utils.onnx_interop.normalize``).
 """
 from __future__ import annotations
 
 import onnx
 
-from deep500.frameworks.pytorch._torch_common import as_tensor, torch_dtype
-from deep500.frameworks.pytorch.ops_control import ControlFlowOps
-from deep500.frameworks.pytorch.ops_conv import ConvolutionOps
-from deep500.frameworks.pytorch.ops_elementwise import ElementwiseOps
-from deep500.frameworks.pytorch.ops_loss import LossOps
-from deep500.frameworks.pytorch.ops_normalization import NormalizationOps
-from deep500.frameworks.pytorch.ops_reduce import ReduceOps
-from deep500.frameworks.pytorch.ops_sequence import SequenceOps
-from deep500.frameworks.pytorch.ops_shape import ShapeOps
-from deep500.frameworks.pytorch.ops_tensor import TensorOps
-from deep500.utils.errors import UnsupportedError, require
+from deep500.frameworks._bridge.node_errors import NodeErrors
+from deep500.frameworks.pytorch._torch_common import BRIDGE, as_tensor, torch_dtype
+from deep500.frameworks.pytorch.ops.activation import ActivationOps
+from deep500.frameworks.pytorch.ops.attention import AttentionOps
+from deep500.frameworks.pytorch.ops.control import ControlOps
+from deep500.frameworks.pytorch.ops.conv import ConvOps
+from deep500.frameworks.pytorch.ops.detection import DetectionOps
+from deep500.frameworks.pytorch.ops.index import IndexOps
+from deep500.frameworks.pytorch.ops.linalg import LinalgOps
+from deep500.frameworks.pytorch.ops.logic import LogicOps
+from deep500.frameworks.pytorch.ops.loss import LossOps
+from deep500.frameworks.pytorch.ops.math import MathOps
+from deep500.frameworks.pytorch.ops.normalization import NormalizationOps
+from deep500.frameworks.pytorch.ops.pooling import PoolingOps
+from deep500.frameworks.pytorch.ops.quantization import QuantizationOps
+from deep500.frameworks.pytorch.ops.random import RandomOps
+from deep500.frameworks.pytorch.ops.recurrent import RecurrentOps
+from deep500.frameworks.pytorch.ops.reduction import ReductionOps
+from deep500.frameworks.pytorch.ops.resample import ResampleOps
+from deep500.frameworks.pytorch.ops.shape import ShapeOps
+from deep500.frameworks.pytorch.ops.signal import SignalOps
+from deep500.frameworks.pytorch.ops.tensor import TensorOps
+from deep500.utils.errors import require
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
 
-class PyTorchVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, ShapeOps,
-                     ReduceOps, TensorOps, SequenceOps, ControlFlowOps, OnnxBaseVisitor):
+class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
+                     NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps,
+                     RecurrentOps, AttentionOps, ControlOps, QuantizationOps, ResampleOps,
+                     DetectionOps, SignalOps, LossOps, RandomOps, NodeErrors,
+                     OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:
@@ -47,7 +61,7 @@ class PyTorchVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, 
             computed tensors (to pick code paths); off after graph edits.
     """
     framework = "The PyTorch executor (deep500.frameworks.pytorch)"
-    errors = "pytorch"
+    errors = BRIDGE
 
     def __init__(self, static_shapes: bool = True):
         self.static_shapes = static_shapes
@@ -132,10 +146,6 @@ class PyTorchVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, 
             return torch_dtype(onnx.helper.np_dtype_to_tensor_dtype(info.dtype))
         return None
 
-    def _fail(self, op, message: str, error=UnsupportedError):
-        return error(f"{self.framework}: node '{op.name}' ({op.op_type}, opset "
-                     f"{op.original_version}) of model '{self.model.name}': {message}")
-
     def _emit(self, op, fn, inputs=None) -> None:
         """Add node ``op`` computing ``fn(*inputs)`` (default: all its inputs); if every
         input is known now, compute it now instead."""
@@ -155,6 +165,15 @@ class PyTorchVisitor(ElementwiseOps, ConvolutionOps, NormalizationOps, LossOps, 
             if name in self.known:
                 self.module.add_constant(name, self.known[name])
         self.module.add_step(op, fn, inputs, op.outputs)
+
+    def _emit_outputs(self, op, fn, inputs=None) -> None:
+        """``_emit`` of ``fn`` returning every output the operator defines, as a tuple,
+        of which the node names the first ``len(op.outputs)``."""
+        count = len(op.outputs)
+        if count == 1:
+            self._emit(op, lambda *values: fn(*values)[0], inputs)
+        else:
+            self._emit(op, lambda *values: fn(*values)[:count], inputs)
 
     def _axes(self, op):
         """(axes or None, whether they are given as a runtime tensor): the second

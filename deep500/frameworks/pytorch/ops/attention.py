@@ -1,5 +1,5 @@
-"""ONNX Attention and RotaryEmbedding in ``torch`` operations (differentiable by
-autograd).
+"""The attention family in PyTorch: Attention, FlexAttention, LinearAttention and
+RotaryEmbedding in ``torch`` operations (differentiable by autograd).
 
 Attention (opsets 23 to 25, https://onnx.ai/onnx/operators/onnx__Attention.html): 3-D
 inputs are split into heads by ``q_num_heads``/``kv_num_heads``; ``past_key`` and
@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import math
 
+import onnx
+
+from deep500.frameworks._bridge.inner_network import inner_network_factory
+from deep500.frameworks.pytorch._torch_common import BRIDGE, text, torch_dtype
 from deep500.utils.errors import ShapeError, require
+from deep500.utils.onnx_interop.parser import load_and_parse_model
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
@@ -86,15 +91,13 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None,
             offset = 0 if past_key is None else past_key.shape[2]
         rows = torch.arange(q_len, device=device).unsqueeze(1)
         cols = torch.arange(kv_len, device=device).unsqueeze(0)
-        distance = rows + offset - cols
-        allowed = torch.ones_like(distance, dtype=torch.bool)
+        # a key is allowed when its distance behind the query lies in [nearest, farthest]
+        farthest = left_window_size if left_window_size >= 0 else kv_len + q_len
+        nearest = -right_window_size if right_window_size >= 0 else -(kv_len + q_len)
         if is_causal:
-            allowed = allowed & (distance >= 0)
-        if left_window_size >= 0:
-            allowed = allowed & (distance <= left_window_size)
-        if right_window_size >= 0:
-            allowed = allowed & (-distance <= right_window_size)
-        causal = _additive(allowed, dtype, kv_len)
+            nearest = max(nearest, 0)
+        distance = rows + offset - cols
+        causal = _additive((distance >= nearest) & (distance <= farthest), dtype, kv_len)
         bias = causal if bias is None else bias + causal
     if nonpad_kv_seqlen is not None:
         padding = _additive(torch.arange(kv_len, device=device) < lengths, dtype, kv_len)
@@ -262,3 +265,80 @@ def flex_attention(Q, K, V, *, scale=None, score_mod=None, prob_mod=None,
     if prob_mod is not None:
         probabilities = prob_mod(probabilities).to(compute)
     return (probabilities @ V.to(compute)).to(V.dtype)
+
+
+class AttentionOps:
+    """``visit_<op>`` of the attention family, mixed into
+    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
+
+    def visit_attention(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Attention.html"""
+        a = op.attributes
+        precision = a.get("softmax_precision")
+        options = dict(scale=a.get("scale"), is_causal=bool(a.get("is_causal")),
+                       q_num_heads=a.get("q_num_heads"), kv_num_heads=a.get("kv_num_heads"),
+                       softcap=a.get("softcap") or 0.0,
+                       qk_matmul_output_mode=a.get("qk_matmul_output_mode") or 0,
+                       softmax_dtype=None if precision is None
+                       else torch_dtype(precision),
+                       left_window_size=a.get("left_window_size", -1),
+                       right_window_size=a.get("right_window_size", -1))
+        rank = self._rank(op.inputs[0])
+        if rank is not None and rank == 3 and not (options["q_num_heads"]
+                                                   and options["kv_num_heads"]):
+            raise self.node_error(op, "3-D Q, K, V need the attributes q_num_heads and "
+                                  "kv_num_heads", ShapeError)
+        self._emit_outputs(op, lambda *inputs: attention(*inputs, **options))
+
+    def visit_flexattention(self, op, network):
+        """FlexAttention (ai.onnx.preview): ``score_mod`` and ``prob_mod`` subgraphs are
+        built by this visitor into modules of their own (children of the network's
+        module, so they move with it); they run inside the node, differentiably."""
+        a = op.attributes
+        precision = a.get("softmax_precision")
+        options = dict(scale=a.get("scale"),
+                       softmax_dtype=None if precision is None else torch_dtype(precision))
+        for name in ("score_mod", "prob_mod"):
+            graph = a.get(name)
+            options[name] = None if graph is None else self._subgraph(op, name, graph)
+        self._emit(op, lambda Q, K, V: flex_attention(Q, K, V, **options))
+
+    def _subgraph(self, op, name, graph):
+        """A function of one tensor computing the one-input, one-output ``graph``."""
+        if len(graph.input) != 1 or len(graph.output) != 1:
+            raise self.node_error(op, f"the {name} subgraph must have one input and one "
+                                  f"output, it has {len(graph.input)} and "
+                                  f"{len(graph.output)}", ShapeError)
+        proto = self.model.proto
+        imports = (list(proto.opset_import) if proto is not None
+                   else [onnx.helper.make_opsetid("", self.model.opset)])
+        model = onnx.helper.make_model(graph, opset_imports=imports)
+        model.ir_version = proto.ir_version if proto is not None else model.ir_version
+        network_of = inner_network_factory(BRIDGE)
+        inner = network_of(load_and_parse_model(model, check=False)).module
+        # One child per node and attribute: a rebuild replaces it rather than adding one.
+        child = "subgraph_" + "".join(c if c.isalnum() else "_"
+                                      for c in f"{op.name}_{name}")
+        self.module.add_module(child, inner)
+        source, target = graph.input[0].name, graph.output[0].name
+        return lambda tensor: inner(**{source: tensor})[target]
+
+    def visit_linearattention(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__LinearAttention.html (``chunk_size`` is a
+        tuning hint without effect on the result)."""
+        a = op.attributes
+        options = dict(q_num_heads=a.get("q_num_heads"), kv_num_heads=a.get("kv_num_heads"),
+                       scale=a.get("scale") or 0.0,
+                       update_rule=text(a.get("update_rule"), "gated_delta"))
+        self._emit_outputs(op, lambda *inputs: linear_attention(*inputs, **options))
+
+    def visit_rotaryembedding(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"""
+        a = op.attributes
+        options = dict(interleaved=a.get("interleaved") or 0,
+                       rotary_embedding_dim=a.get("rotary_embedding_dim") or 0,
+                       num_heads=a.get("num_heads"))
+        self._emit(op, lambda *inputs: rotary_embedding(*inputs, **options))
+
+
+__all__ = ["AttentionOps"]

@@ -1,16 +1,13 @@
-"""PyTorchVisitor: shapes and data movement (Flatten, Reshape, Transpose, Concat, Split,
-Squeeze, Unsqueeze, Shape, Size, Gather, Slice, Constant, ConstantOfShape, Expand,
-Range, Pad). https://onnx.ai/onnx/operators/
+"""The shape family in PyTorch: reshaping (Flatten, Reshape, Squeeze, Unsqueeze, Expand,
+Transpose, DepthToSpace, SpaceToDepth), joining and splitting (Concat, Split, Tile),
+slicing and padding (Slice, Pad, CenterCropPad, Trilu), Shape and Size.
+https://onnx.ai/onnx/operators/
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import onnx
-import onnx.numpy_helper
-
-from deep500.frameworks.pytorch._torch_common import as_tensor, torch_dtype, torch_pads
+from deep500.frameworks.pytorch._torch_common import torch_pads
 from deep500.utils.errors import ShapeError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -56,10 +53,30 @@ def _slice(x, starts, ends, axes, steps):
     return x
 
 
+def center_crop_pad(x, shape, axes):
+    """ONNX CenterCropPad (https://onnx.ai/onnx/operators/onnx__CenterCropPad.html):
+    each axis in ``axes`` cropped (start (n - target)//2) or zero-padded (before:
+    (target - n)//2) to ``shape``."""
+    rank = x.dim()
+    axes = list(range(rank)) if not axes else [a % rank for a in axes]
+    if len(shape) != len(axes):
+        raise ShapeError(f"CenterCropPad: shape has {len(shape)} values; it needs one per "
+                         f"axis in {axes}")
+    for axis, target in zip(axes, shape):
+        length = x.shape[axis]
+        if target < length:
+            start = (length - target) // 2
+            x = x.narrow(axis, start, target)
+        elif target > length:
+            before = (target - length) // 2
+            pad = [0, 0] * (rank - axis - 1) + [before, target - length - before]
+            x = F.pad(x, pad)
+    return x
+
+
 class ShapeOps:
-    """``visit_<op>`` of the shape and data-movement operators, mixed into
-    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use
-    (``_emit``, ``_known``, ``_ints``, ``_shape``, ``_rank``, ``_dtype``, ``_fail``)."""
+    """``visit_<op>`` of the shape family, mixed into
+    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
 
     def visit_flatten(self, op, network):
         axis = op.attributes["axis"]
@@ -129,7 +146,7 @@ class ShapeOps:
             self._emit(op, lambda x, a: _unsqueeze_fn(a.tolist())(x))
             return
         if axes is None:
-            raise self._fail(op, "Unsqueeze needs axes", ShapeError)
+            raise self.node_error(op, "Unsqueeze needs axes", ShapeError)
         rank = self._rank(op.inputs[0])
         if rank is not None and len(axes) == 1:
             axis = axes[0] % (rank + 1)
@@ -156,25 +173,6 @@ class ShapeOps:
             self._emit(op, lambda: value, [])
             return
         self._emit(op, lambda x: torch.tensor(x.numel(), dtype=torch.int64, device=x.device))
-
-    def visit_gather(self, op, network):
-        axis = op.attributes["axis"]
-        indices = self._known(op.inputs[1])
-        if indices is not None and indices.dim() == 0:
-            index = int(indices)
-            self._emit(op, lambda x: x.select(axis, index), op.inputs[:1])
-            return
-        rank = self._rank(op.inputs[0])
-        to_long = self._dtype(op.inputs[1]) != torch.int64
-        if rank is not None or axis >= 0:
-            # Advanced indexing with one index tensor is Gather, negatives included.
-            lead = (slice(None),) * (axis % rank if axis < 0 else axis)
-            if to_long:
-                self._emit(op, lambda x, i: x[lead + (i.long(),)])
-            else:
-                self._emit(op, lambda x, i: x[lead + (i,)])
-            return
-        self._emit(op, lambda x, i: x[(slice(None),) * (axis % x.dim()) + (i.long(),)])
 
     def visit_slice(self, op, network):
         names = list(op.inputs) + ["", ""]
@@ -205,26 +203,6 @@ class ShapeOps:
             return
         self._emit(op, lambda x: _slice(x, starts, ends, axes, steps), op.inputs[:1])
 
-    def visit_constant(self, op, network):
-        # The parser made value_float(s)/value_int(s) a ``value`` tensor.
-        if op.attributes.get("value") is None:
-            raise self._fail(op, "only tensor, float(s) and int(s) constants are "
-                                 "supported (not sparse or string ones)")
-        value = onnx.numpy_helper.to_array(op.attributes["value"])
-        if value.dtype.kind in "OUS":
-            raise self._fail(op, "string tensors have no PyTorch type")
-        tensor = as_tensor(value)
-        self._emit(op, lambda: tensor, [])
-
-    def visit_constantofshape(self, op, network):
-        given = op.attributes.get("value")
-        value = (onnx.numpy_helper.to_array(given) if given is not None
-                 else np.zeros(1, np.float32))
-        fill, dtype = value.reshape(-1)[0].item(), torch_dtype(
-            onnx.helper.np_dtype_to_tensor_dtype(value.dtype))
-        self._emit(op, lambda shape: torch.full(shape.tolist(), fill, dtype=dtype,
-                                                device=shape.device))
-
     def visit_expand(self, op, network):
         shape = self._ints(op.inputs[1])
         if shape is None:
@@ -240,25 +218,19 @@ class ShapeOps:
             self._emit(op, lambda x: x.expand(torch.broadcast_shapes(x.shape, shape)),
                        op.inputs[:1])
 
-    def visit_range(self, op, network):
-        def arange(start, limit, delta):
-            return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype,
-                                device=start.device)
-        self._emit(op, arange)
-
     def visit_pad(self, op, network):
         a = op.attributes
         mode = _PAD_MODES.get(a.get("mode") or "constant")
         if mode is None:
-            raise self._fail(op, f"pad mode {a.get('mode')!r} is not supported "
-                                 f"(constant, reflect, edge, wrap are)")
+            raise self.node_error(op, f"pad mode {a.get('mode')!r} is not supported "
+                                  f"(constant, reflect, edge, wrap are)")
         names = list(op.inputs) + ["", "", ""]
         value_name = ""
         pads = self._ints(names[1])
         axes = self._ints(names[3]) if names[3] else None
         if pads is None or (names[3] and axes is None):
-            raise self._fail(op, "pads and axes must be constants (initializers or "
-                                 "Constant nodes)")
+            raise self.node_error(op, "pads and axes must be constants (initializers or "
+                                  "Constant nodes)")
         value = self._scalar(names[2]) if names[2] else 0
         if names[2] and value is None:  # a parameter (floating initializer)
             value_name = names[2]
@@ -288,3 +260,70 @@ class ShapeOps:
             self._emit(op, lambda x: F.pad(x, pads_of(x), "constant", value), op.inputs[:1])
         else:
             self._emit(op, lambda x: F.pad(x, pads_of(x), mode), op.inputs[:1])
+
+    def visit_trilu(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Trilu.html"""
+        fn = torch.triu if op.attributes.get("upper", 1) else torch.tril
+        if len(op.inputs) > 1 and op.inputs[1]:
+            k = self._ints(op.inputs[1])
+            if k is None:
+                self._emit(op, lambda x, k: fn(x, int(k.reshape(-1)[0])))
+                return
+            diagonal = k[0]
+            self._emit(op, lambda x: fn(x, diagonal), op.inputs[:1])
+        else:
+            self._emit(op, fn, op.inputs[:1])
+
+    def visit_tile(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Tile.html"""
+        repeats = self._ints(op.inputs[1])
+        if repeats is None:
+            self._emit(op, lambda x, r: x.repeat(tuple(int(v) for v in r.tolist())))
+        else:
+            repeats = tuple(repeats)
+            self._emit(op, lambda x: x.repeat(repeats), op.inputs[:1])
+
+    def visit_depthtospace(self, op, network):
+        """DCR (depth, column, row) or CRD ordering of the moved channels.
+        https://onnx.ai/onnx/operators/onnx__DepthToSpace.html"""
+        block = op.attributes["blocksize"]
+        crd = (op.attributes.get("mode") or "DCR") == "CRD"
+
+        def depth_to_space(x):
+            n, c, h, w = x.shape
+            channels = c // (block * block)
+            if crd:
+                y = x.reshape(n, channels, block, block, h, w).permute(0, 1, 4, 2, 5, 3)
+            else:
+                y = x.reshape(n, block, block, channels, h, w).permute(0, 3, 4, 1, 5, 2)
+            return y.reshape(n, channels, h * block, w * block)
+        self._emit(op, depth_to_space)
+
+    def visit_spacetodepth(self, op, network):
+        """The inverse of DepthToSpace in the same mode (DCR or CRD).
+        https://onnx.ai/onnx/operators/onnx__SpaceToDepth.html"""
+        block = op.attributes["blocksize"]
+        order = ((0, 1, 3, 5, 2, 4) if (op.attributes.get("mode") or "DCR") == "CRD"
+                 else (0, 3, 5, 1, 2, 4))
+
+        def space_to_depth(x):
+            n, c, h, w = x.shape
+            y = x.reshape(n, c, h // block, block, w // block, block)
+            return y.permute(order).reshape(n, c * block * block, h // block,
+                                                       w // block)
+        self._emit(op, space_to_depth)
+
+    def visit_centercroppad(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__CenterCropPad.html"""
+        axes = op.attributes.get("axes")
+        shape = self._ints(op.inputs[1])
+        if shape is not None:
+            self._emit(op, lambda x: center_crop_pad(x, shape, axes), op.inputs[:1])
+            return
+        self._emit(op, lambda x, s: center_crop_pad(x, s.tolist(), axes))
+
+
+__all__ = ["SequenceOps"]
+
+
+__all__ = ["ShapeOps"]

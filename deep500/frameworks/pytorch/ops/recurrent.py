@@ -1,13 +1,15 @@
-"""ONNX LSTM, GRU and RNN as a Python loop over time steps of ``torch`` operations, so
-that autograd backpropagates through time. Directions (forward, reverse,
-bidirectional), ``layout``, ``activations`` with ``activation_alpha``/``activation_beta``,
-``clip``, ``sequence_lens``, peepholes, ``input_forget`` and ``linear_before_reset``
-follow https://onnx.ai/onnx/operators/onnx__LSTM.html,
+"""The recurrent family in PyTorch: ONNX LSTM, GRU and RNN as a Python loop over time
+steps of ``torch`` operations, so that autograd backpropagates through time. Directions
+(forward, reverse, bidirectional), ``layout``, ``activations`` with
+``activation_alpha``/``activation_beta``, ``clip``, ``sequence_lens``, peepholes,
+``input_forget`` and ``linear_before_reset`` follow
+https://onnx.ai/onnx/operators/onnx__LSTM.html,
 https://onnx.ai/onnx/operators/onnx__GRU.html and
 https://onnx.ai/onnx/operators/onnx__RNN.html.
 """
 from __future__ import annotations
 
+from deep500.frameworks.pytorch._torch_common import text
 from deep500.utils.errors import require
 from deep500.utils.onnx_interop.recurrent import activation_specs
 
@@ -30,7 +32,7 @@ ACTIVATIONS = {
 }
 
 
-def activation_functions(op_type: str, names, alphas, betas, directions: int) -> list:
+def _activation_functions(op_type: str, names, alphas, betas, directions: int) -> list:
     """One list of activation functions per direction, as
     ``onnx_interop.recurrent.activation_specs`` reads the node's attributes."""
     return [[lambda x, fn=ACTIVATIONS[s.key], a=s.alpha, b=s.beta: fn(x, a, b)
@@ -194,3 +196,37 @@ def recurrent(op_type: str, X, W, R, B=None, sequence_lens=None, initial_h=None,
         Y_h = Y_h.transpose(0, 1)
         Y_c = None if Y_c is None else Y_c.transpose(0, 1)
     return (Y, Y_h, Y_c) if op_type == "LSTM" else (Y, Y_h)
+
+
+class RecurrentOps:
+    """``visit_<op>`` of the recurrent family, mixed into
+    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
+
+    def _recurrent(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__LSTM.html,
+        https://onnx.ai/onnx/operators/onnx__GRU.html,
+        https://onnx.ai/onnx/operators/onnx__RNN.html"""
+        a = op.attributes
+        direction = text(a.get("direction"), "forward")
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise self.node_error(op, f"direction={direction!r} is not forward, reverse "
+                                  f"or bidirectional")
+        directions = 2 if direction == "bidirectional" else 1
+        # The given list only: RNN's schema defaults to two names even for one direction.
+        activations = _activation_functions(op.op_type,
+                                            op.given_attributes.get("activations"),
+                                            a.get("activation_alpha"),
+                                            a.get("activation_beta"), directions)
+        options = dict(hidden_size=a.get("hidden_size"), direction=direction,
+                       layout=a.get("layout") or 0, activations=activations,
+                       clip=a.get("clip"), input_forget=a.get("input_forget") or 0,
+                       linear_before_reset=a.get("linear_before_reset") or 0)
+        op_type = op.op_type
+        self._emit_outputs(op, lambda *inputs: recurrent(op_type, *inputs, **options))
+
+    visit_lstm = _recurrent
+    visit_gru = _recurrent
+    visit_rnn = _recurrent
+
+
+__all__ = ["RecurrentOps"]

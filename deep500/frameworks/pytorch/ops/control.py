@@ -1,4 +1,4 @@
-"""PyTorchVisitor methods for ONNX control flow (Loop, If, Scan), mixed into
+"""The control family in PyTorch: Loop, If and Scan, mixed into
 :class:`deep500.frameworks.pytorch.visitor.PyTorchVisitor`.
 
 Each body (``op.subgraphs``, parsed like the main graph) is built once by a visitor of
@@ -62,7 +62,7 @@ class Body:
         return [result[name] for name in self.outputs]
 
 
-class ControlFlowOps:
+class ControlOps:
     """Mixin of ``visit_<op>`` methods (see the module docstring)."""
 
     def _emit_control(self, op, fn, inputs) -> None:
@@ -77,11 +77,11 @@ class ControlFlowOps:
         body = op.subgraphs.get(key)
         if body is None:
             if isinstance(op.attributes.get(key), onnx.GraphProto):
-                raise self._fail(op, f"its {key!r} body was not parsed; build the node "
-                                     f"from an ONNX model (deep500.utils.onnx_interop."
-                                     f"parser), which parses bodies and their outer-scope "
-                                     f"reads")
-            raise self._fail(op, f"has no {key!r} graph attribute", ModelError)
+                raise self.node_error(op, f"its {key!r} body was not parsed; build the node "
+                                      f"from an ONNX model (deep500.utils.onnx_interop."
+                                      f"parser), which parses bodies and their outer-scope "
+                                      f"reads")
+            raise self.node_error(op, f"has no {key!r} graph attribute", ModelError)
         _refuse_non_tensors(self, op, key, op.attributes.get(key))
         reads = body.outer_inputs
         known = {n: array_from_tensor(self.known[n]) for n in reads if n in self.known}
@@ -124,14 +124,14 @@ class ControlFlowOps:
         carried = len(names) - 2
         scans = len(body.outputs) - 1 - carried
         if len(body.formals) != carried + 2 or scans < 0:
-            raise self._fail(op, f"its body takes {len(body.formals)} inputs and returns "
-                                 f"{len(body.outputs)} outputs for {carried} loop-carried "
-                                 f"values; it must take 2 + {carried} (iteration number, "
-                                 f"condition, carried values) and return 1 + {carried} + "
-                                 f"K (condition, carried values, scan outputs)", ModelError)
+            raise self.node_error(op, f"its body takes {len(body.formals)} inputs and returns "
+                                  f"{len(body.outputs)} outputs for {carried} loop-carried "
+                                  f"values; it must take 2 + {carried} (iteration number, "
+                                  f"condition, carried values) and return 1 + {carried} + "
+                                  f"K (condition, carried values, scan outputs)", ModelError)
         if not names[0] and not names[1]:
-            raise self._fail(op, "has neither a trip count M nor a condition: ONNX "
-                                 "defines it as a loop that never ends", ModelError)
+            raise self.node_error(op, "has neither a trip count M nor a condition: ONNX "
+                                  "defines it as a loop that never ends", ModelError)
         has_cond = bool(names[1])
         explicit = len(names)
         scan_info = body.output_info[1 + carried:]
@@ -173,8 +173,8 @@ class ControlFlowOps:
         chosen = self._known(op.inputs[0])
         if chosen is not None:
             if chosen.numel() != 1:
-                raise self._fail(op, f"the condition has {chosen.numel()} elements; it "
-                                     f"must have one", ShapeError)
+                raise self.node_error(op, f"the condition has {chosen.numel()} elements; it "
+                                      f"must have one", ShapeError)
             branch = self._body(op, "then_branch" if bool(chosen) else "else_branch")
             self._check_branch(op, branch, outputs)
 
@@ -202,9 +202,9 @@ class ControlFlowOps:
 
     def _check_branch(self, op, branch: Body, outputs: int) -> None:
         if branch.formals or len(branch.outputs) != outputs:
-            raise self._fail(op, f"a branch takes {len(branch.formals)} inputs and returns "
-                                 f"{len(branch.outputs)} outputs; it must take none and "
-                                 f"return the node's {outputs}", ModelError)
+            raise self.node_error(op, f"a branch takes {len(branch.formals)} inputs and returns "
+                                  f"{len(branch.outputs)} outputs; it must take none and "
+                                  f"return the node's {outputs}", ModelError)
 
     def visit_scan(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Scan.html: ``(states..., scan output
@@ -222,9 +222,9 @@ class ControlFlowOps:
         states = len(explicit) - scanned - (1 if batched else 0)
         outs = len(body.outputs) - states
         if states < 0 or len(body.formals) != states + scanned or outs < 0:
-            raise self._fail(op, f"its body takes {len(body.formals)} inputs and returns "
-                                 f"{len(body.outputs)} outputs for {max(states, 0)} states "
-                                 f"and {scanned} scan inputs", ModelError)
+            raise self.node_error(op, f"its body takes {len(body.formals)} inputs and returns "
+                                  f"{len(body.outputs)} outputs for {max(states, 0)} states "
+                                  f"and {scanned} scan inputs", ModelError)
         if batched:
             in_dirs = list(a.get("directions") or [0] * scanned)
             in_axes, out_axes, out_dirs = [0] * scanned, [0] * outs, [0] * outs
@@ -238,8 +238,8 @@ class ControlFlowOps:
                                          ("scan output axes", out_axes, outs),
                                          ("scan output directions", out_dirs, outs)):
             if len(values) != count:
-                raise self._fail(op, f"has {len(values)} {attribute} for {count} "
-                                     f"values", ModelError)
+                raise self.node_error(op, f"has {len(values)} {attribute} for {count} "
+                                      f"values", ModelError)
         scan_info = body.output_info[states:]
         outputs = len(op.outputs)
         name = op.name
@@ -342,7 +342,7 @@ def _refuse_non_tensors(visitor, op, key: str, graph) -> None:
         for value in values:
             which = value.type.WhichOneof("value")
             if which not in (None, _TENSOR):
-                raise visitor._fail(
+                raise visitor.node_error(
                     op, f"body {key!r} has the {which.replace('_type', '')}-typed "
                         f"{kind} {value.name!r}; the PyTorch executor runs control flow "
                         f"over tensors only (sequence, map and optional values are not "

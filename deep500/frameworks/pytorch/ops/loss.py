@@ -1,4 +1,4 @@
-"""PyTorchVisitor: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
+"""The loss family in PyTorch: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
 https://onnx.ai/onnx/operators/onnx__SoftmaxCrossEntropyLoss.html
 """
 from __future__ import annotations
@@ -8,10 +8,10 @@ from deep500.utils.errors import require
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 F = torch.nn.functional
 
+
 class LossOps:
-    """``visit_<op>`` of the loss operators, mixed into
-    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use
-    (``_emit``, ``_known``, ``_ints``, ``_shape``, ``_rank``, ``_dtype``, ``_fail``)."""
+    """``visit_<op>`` of the loss family, mixed into
+    :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
 
     def _labels(self, name):
         return (lambda t: t) if self._dtype(name) == torch.int64 else (lambda t: t.long())
@@ -64,3 +64,6 @@ class LossOps:
 
     def visit_negativeloglikelihoodloss(self, op, network):
         self._emit(op, self._nll(op, self._labels(op.inputs[1])))
+
+
+__all__ = ["LossOps"]
