@@ -5,12 +5,12 @@ blindly (wide CI, interference)."""
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
 from deep500.report.plots import grouped_bars
-from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
-    of_level, summary as _summary, timing_text, verdict
+from deep500.report.records import ReportContext, Settings, acceptance_failures, \
+    by_outcome, distinct_labels, flags, summary as _summary, timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
+from deep500.report.time_bars import RecordGrid, median_time_bars
 
 # Columns of their own: the operator, the framework (a C++ kernel is a framework).
 SHOWN = ("operator", "framework", "cpp_kernel")
@@ -42,9 +42,7 @@ def _gflops_text(record: dict) -> str:
 def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
     """Tables, plot paths and notes for the level-0 measurements in ``records``."""
     context = context or ReportContext({})
-    measured = of_level(records, 0, "measurement")
-    failed = of_level(records, 0, "error")
-    skipped = of_level(records, 0, "skipped")
+    measured, failed, skipped = by_outcome(records, 0)
     settings = Settings(measured + failed + skipped, SHOWN, context.manifest)
     multi_rank = any(r.get("size", 1) > 1 for r in records)
     columns = (["Operator", "Framework"] + (["Settings"] if settings else []) +
@@ -101,39 +99,26 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                 f"{w}" for r in measured for m in r["result"]["metrics"] for w in m["warnings"]]
     return {"tables": tables, "plots": plots, "warnings": warnings,
             "measured": len(measured), "failed": len(failed),
-            "acceptance_failures": sum(1 for r in measured if not r.get("passed", True))}
+            "acceptance_failures": acceptance_failures(measured)}
 
 
 def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
            context: ReportContext) -> list[tuple[str, str]]:
     """Groups: operators; series: framework and every other varied setting, so a
     recipe varying threads shows each framework once per thread count."""
-    rank0 = [r for r in measured if r.get("rank", 0) == 0]
-
-    def series_of(record):
-        return settings.label(record["configuration"]["framework"], record)
-    operators = list(OrderedDict.fromkeys(labels[id(r)] for r in rank0))
-    names = list(OrderedDict.fromkeys(series_of(r) for r in rank0))
-    lookup = {(labels[id(r)], series_of(r)): r for r in rank0}
+    grid = RecordGrid(measured, lambda r: labels[id(r)], lambda r: settings.label(
+        r["configuration"]["framework"], r))
     plots = []
-    times = {s: [_summary(lookup.get((o, s), {}), "WallclockTime", "median")
-                 for o in operators] for s in names}
-    if any(v is not None for values in times.values() for v in values):
-        cis = {s: [(_summary(lookup.get((o, s), {}), "WallclockTime", "ci_low"),
-                    _summary(lookup.get((o, s), {}), "WallclockTime", "ci_high"))
-                   for o in operators] for s in names}
-        path = os.path.join(output_dir, "plots", "level0_time.png")
-        grouped_bars(path, "Time per call (median, 95% CI)", operators, times, cis,
-                     xlabel="seconds (log scale)", log_scale=True,
-                     also=context.figure_format)
+    path = median_time_bars(os.path.join(output_dir, "plots", "level0_time.png"),
+                            "Time per call (median, 95% CI)", grid, context.figure_format)
+    if path is not None:
         plots.append(("Time per operator and framework", path))
-    with_flops = [o for o in operators
-                  if any(_summary(lookup.get((o, s), {}), "FLOPs", "gflops_per_s")
-                         for s in names)]
+    with_flops = [o for o in grid.groups
+                  if any(_summary(grid.record(o, s), "FLOPs", "gflops_per_s")
+                         for s in grid.series)]
     if with_flops:
-        rates = {s: [_summary(lookup.get((o, s), {}), "FLOPs", "gflops_per_s")
-                     for o in with_flops] for s in names}
-        cis = {s: [gflops_ci(lookup.get((o, s), {})) for o in with_flops] for s in names}
+        rates = grid.values("FLOPs", "gflops_per_s", with_flops)
+        cis = {s: [gflops_ci(grid.record(o, s)) for o in with_flops] for s in grid.series}
         path = os.path.join(output_dir, "plots", "level0_gflops.png")
         grouped_bars(path, "Achieved GFLOP/s (analytic FLOPs / median time, 95% CI)",
                      with_flops, rates, cis, xlabel="GFLOP/s", also=context.figure_format)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
-from deep500.report.plots import grouped_bars, stacked_bars
-from deep500.report.records import ReportContext, Settings, distinct_labels, flags, \
-    measurement_warnings, metric, of_level, summary, timing_text, verdict
+from deep500.report.plots import stacked_bars
+from deep500.report.records import ReportContext, Settings, acceptance_failures, \
+    by_outcome, distinct_labels, flags, measurement_warnings, metric, summary, \
+    timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
+from deep500.report.time_bars import RecordGrid, median_time_bars
 
 # Columns of their own: the network label carries the batch size, micro-batch and mode.
 SHOWN = ("network", "batch_size", "microbatch", "mode", "executor")
@@ -32,9 +34,7 @@ def _bytes(value) -> str:
 
 def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
     context = context or ReportContext({})
-    measured = of_level(records, 1, "measurement")
-    failed = of_level(records, 1, "error")
-    skipped = of_level(records, 1, "skipped")
+    measured, failed, skipped = by_outcome(records, 1)
     every = measured + failed + skipped
     settings = Settings(every, SHOWN, context.manifest)
     labels = distinct_labels(every, _label, lambda r: (
@@ -99,32 +99,22 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
             "warnings": measurement_warnings(
                 measured, lambda r: f"{labels[id(r)]} on "
                                     f"{settings.label(r['configuration']['executor'], r)}"),
-            "acceptance_failures": sum(1 for r in measured if not r.get("passed", True))}
+            "acceptance_failures": acceptance_failures(measured)}
 
 
 def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
            context: ReportContext) -> list[tuple[str, str]]:
     """Groups: networks (with batch size and mode); series: the executor and every other
     varied setting."""
-    rank0 = [r for r in measured if r.get("rank", 0) == 0]
-
     def series_of(record):
         return settings.label(record["configuration"]["executor"], record)
-    groups = list(OrderedDict.fromkeys(labels[id(r)] for r in rank0))
-    executors = list(OrderedDict.fromkeys(series_of(r) for r in rank0))
-    lookup = {(labels[id(r)], series_of(r)): r for r in rank0}
+    grid = RecordGrid(measured, lambda r: labels[id(r)], series_of)
     plots = []
-    times = {e: [summary(lookup.get((g, e), {}), "WallclockTime", "median") for g in groups]
-             for e in executors}
-    if any(v is not None for values in times.values() for v in values):
-        cis = {e: [(summary(lookup.get((g, e), {}), "WallclockTime", "ci_low"),
-                    summary(lookup.get((g, e), {}), "WallclockTime", "ci_high"))
-                   for g in groups] for e in executors}
-        path = os.path.join(output_dir, "plots", "level1_time.png")
-        grouped_bars(path, "Time per run (median, 95% CI)", groups, times, cis,
-                     xlabel="seconds (log scale)", log_scale=True,
-                     also=context.figure_format)
+    path = median_time_bars(os.path.join(output_dir, "plots", "level1_time.png"),
+                            "Time per run (median, 95% CI)", grid, context.figure_format)
+    if path is not None:
         plots.append(("Time per network and executor", path))
+    rank0 = [r for r in measured if r.get("rank", 0) == 0]
     with_breakdown = [r for r in rank0 if summary(r, "OperatorTimes", "by_op_type")]
     if with_breakdown:
         bars = [f"{labels[id(r)]} · {series_of(r)}" for r in with_breakdown]

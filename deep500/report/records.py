@@ -42,6 +42,18 @@ def of_level(records: list[dict], level: int, kind: str) -> list[dict]:
     return [r for r in records if r.get("level") == level and r["kind"] == kind]
 
 
+def by_outcome(records: list[dict], level: int) -> tuple[list, list, list]:
+    """The level's records measured, failed (``error``) and not applicable
+    (``skipped``), each in the order written."""
+    return tuple(of_level(records, level, kind)
+                 for kind in ("measurement", "error", "skipped"))
+
+
+def acceptance_failures(records: list[dict]) -> int:
+    """How many of the measured ``records`` missed an acceptance threshold."""
+    return sum(1 for r in records if not r.get("passed", True))
+
+
 def measurement_warnings(records: list[dict], describe) -> list[str]:
     return [f"{describe(r)}: {w}" for r in records
             for m in r.get("result", {}).get("metrics", []) for w in m["warnings"]]
