@@ -85,9 +85,9 @@ def negate(deep500_cache):  # -x, no backward
 def call_path(request, monkeypatch):
     """Which way d5pt.custom_op calls C++ operators in this test."""
     if request.param == "Python path":
-        monkeypatch.setenv(glue.SWITCH, "0")
+        monkeypatch.setenv(glue.GLUE.switch, "0")
     else:
-        monkeypatch.delenv(glue.SWITCH, raising=False)
+        monkeypatch.delenv(glue.GLUE.switch, raising=False)
         assert glue.GLUE.get() is not None, glue.LOADER.failure
     return request.param
 

@@ -43,9 +43,9 @@ def eager_path(request, monkeypatch):
     """Which way an eager d5tf.custom_op call runs C++ operators in this test (graphs
     are the same either way)."""
     if request.param == "Python path":
-        monkeypatch.setenv(glue.SWITCH, "0")
+        monkeypatch.setenv(glue.GLUE.switch, "0")
     else:
-        monkeypatch.delenv(glue.SWITCH, raising=False)
+        monkeypatch.delenv(glue.GLUE.switch, raising=False)
         assert glue.GLUE.get() is not None, glue.LOADER.failure
     return request.param
 

@@ -37,7 +37,7 @@ def scale_add():
 
 @pytest.fixture
 def loaded(monkeypatch):
-    monkeypatch.delenv(glue.SWITCH, raising=False)
+    monkeypatch.delenv(glue.GLUE.switch, raising=False)
     assert glue.GLUE.get() is not None, glue.LOADER.failure
     return glue.LOADER.loaded_build
 

@@ -34,7 +34,7 @@ def desc(dtype, shape):
 def kernel():
     """The kernel, built (or found in the session cache) and loaded once per process."""
     if not tf_kernel.GLUE.enabled():
-        pytest.skip(f"{tf_kernel.SWITCH}=0 selects the numpy_function fallback")
+        pytest.skip(f"{tf_kernel.GLUE.switch}=0 selects the numpy_function fallback")
     ops = tf_kernel.kernel_ops()
     assert ops is not None, f"the kernel could not be had: {tf_kernel.LOADER.failure}"
     return ops
@@ -91,7 +91,7 @@ def test_tf_function_runs_the_kernel_and_matches_fallback_and_numpy(kernel, pick
     assert not NUMPY_FUNCTION_TYPES & set(types)
     picked, argmax, dx = native(*inputs)
 
-    monkeypatch.setenv(tf_kernel.SWITCH, "0")
+    monkeypatch.setenv(tf_kernel.GLUE.switch, "0")
     fallback = value_and_gradient(op)
     fallback_types = op_types(fallback, *inputs)
     assert "D500CustomOp" not in fallback_types

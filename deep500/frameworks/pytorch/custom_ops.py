@@ -38,6 +38,7 @@ from typing import Callable
 
 import numpy as np
 
+from deep500.frameworks._bridge.native_ops import native_function_options
 from deep500.frameworks._bridge.nativeop_checks import nativeop_checks
 from deep500.frameworks.pytorch.glue import GLUE
 from deep500.frameworks.pytorch.native_ops import PyTorchNativeOp
@@ -449,18 +450,8 @@ def custom_op_from_native(fn: Callable, input_descriptors=None, output_descripto
     The descriptors, when given, are checked on every call; ``name`` defaults to the
     function's name.
     """
-    if not callable(fn):
-        raise Deep500Error(f"custom_op_from_native takes a function of torch tensors, got "
-                           f"{type(fn).__name__}")
-    return PyTorchNativeOp(fn, name or getattr(fn, "__name__", type(fn).__name__),
-                           input_descriptors=_descriptor_list(input_descriptors),
-                           output_descriptors=_descriptor_list(output_descriptors))
-
-
-def _descriptor_list(descriptors):
-    if descriptors is None or isinstance(descriptors, TensorDescriptor):
-        return None if descriptors is None else [descriptors]
-    return list(descriptors)
+    return PyTorchNativeOp(fn, **native_function_options(
+        fn, "torch tensors", name, input_descriptors, output_descriptors))
 
 
 # -- checks of PyTorch operators against the reference (deep500.lv0_operators.nativeop_validation)

@@ -35,12 +35,6 @@ from deep500.utils.errors import Deep500Error, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
-NAME = "d500_torch_glue"
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", f"{NAME}.cpp")
-SWITCH = "DEEP500_TORCH_NATIVE_GLUE"
-# Release build; PyTorch's headers need C++17 and use C++20 features when available.
-_CXXFLAGS = ["-shared", "-fPIC", "-O2", "-std=c++20", "-Wno-deprecated-declarations"]
-
 
 class NativeGlueWarning(UserWarning):
     """Deep500's PyTorch glue is unavailable: C++ operators run through the Python path
@@ -64,8 +58,14 @@ def _torch_flags() -> tuple[list[str], dict]:
                    "torch_git": getattr(torch.version, "git_version", "")}
 
 
-GLUE = python_extension(NAME, "Deep500's PyTorch glue", SOURCE, SWITCH,
-                        "C++ operators run through the Python path", NativeGlueWarning,
-                        _CXXFLAGS, _torch_flags, expected_seconds=25)
+GLUE = python_extension(
+    name="d500_torch_glue", what="Deep500's PyTorch glue",
+    source=os.path.join(os.path.dirname(os.path.abspath(__file__)), "native",
+                        "d500_torch_glue.cpp"),
+    switch="DEEP500_TORCH_NATIVE_GLUE", fallback="C++ operators run through the Python path",
+    category=NativeGlueWarning,
+    # Release build; PyTorch's headers need C++17 and use C++20 features when available.
+    cxxflags=["-shared", "-fPIC", "-O2", "-std=c++20", "-Wno-deprecated-declarations"],
+    configure=_torch_flags, expected_seconds=25)
 # What the registry and ``deep500 build-glue`` ask of a glue module.
 LOADER, build = GLUE.loader, GLUE.build

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from deep500.frameworks._bridge.native_ops import NativeOperators
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.utils.device import parse_device
 from deep500.utils.errors import UnsupportedError, require
@@ -84,14 +85,10 @@ class PyTorchNativeOp(CustomOp):
 
 
 # -- ONNX operators onto torch.nn.functional -------------------------------------------
-_BUILDERS: dict[str, Callable[[dict], Callable]] = {}
-
-
-def _builder(op_type: str):
-    def register(build):
-        _BUILDERS[op_type] = build
-        return build
-    return register
+# Each builder returns the function of torch tensors computing the operator.
+_OPERATORS = NativeOperators("PyTorch")
+_OPERATORS.without_attributes({"MatMul": torch.matmul, "Relu": torch.relu,
+                               "Sigmoid": torch.sigmoid, "Tanh": torch.tanh})
 
 
 def _symmetric_or_pad(pads: Sequence[int], dims: int):
@@ -105,7 +102,7 @@ def _symmetric_or_pad(pads: Sequence[int], dims: int):
     return [0] * dims, torch_pads
 
 
-@_builder("Conv")
+@_OPERATORS.builder("Conv")
 def _conv(attributes):
     if attributes.get("auto_pad", "NOTSET") != "NOTSET":
         raise UnsupportedError("The PyTorch Conv wrapper takes explicit pads; "
@@ -123,7 +120,7 @@ def _conv(attributes):
     return conv
 
 
-@_builder("Gemm")
+@_OPERATORS.builder("Gemm")
 def _gemm(attributes):
     alpha, beta = attributes.get("alpha", 1.0), attributes.get("beta", 1.0)
     trans_a, trans_b = attributes.get("transA", 0), attributes.get("transB", 0)
@@ -137,33 +134,13 @@ def _gemm(attributes):
     return gemm
 
 
-@_builder("MatMul")
-def _matmul(attributes):
-    return torch.matmul
-
-
-@_builder("Relu")
-def _relu(attributes):
-    return torch.relu
-
-
-@_builder("Sigmoid")
-def _sigmoid(attributes):
-    return torch.sigmoid
-
-
-@_builder("Tanh")
-def _tanh(attributes):
-    return torch.tanh
-
-
-@_builder("Softmax")
+@_OPERATORS.builder("Softmax")
 def _softmax(attributes):
     axis = attributes.get("axis", -1)
     return lambda X: torch.softmax(X, axis)
 
 
-@_builder("LogSoftmax")
+@_OPERATORS.builder("LogSoftmax")
 def _log_softmax(attributes):
     axis = attributes.get("axis", -1)
     return lambda X: torch.log_softmax(X, axis)
@@ -171,11 +148,9 @@ def _log_softmax(attributes):
 
 def native_operator(op_type: str, device=None, **attributes) -> PyTorchNativeOp:
     """PyTorch's implementation of ONNX operator ``op_type`` as a CustomOp."""
-    if op_type not in _BUILDERS:
-        raise UnsupportedError(f"No PyTorch native wrapper for {op_type!r}; available: "
-                               f"{', '.join(sorted(_BUILDERS))}")
-    return PyTorchNativeOp(_BUILDERS[op_type](attributes), op_type, attributes, device)
+    return PyTorchNativeOp(_OPERATORS.build(op_type, attributes), op_type, attributes, device)
 
 
 def native_operator_names() -> list[str]:
-    return sorted(_BUILDERS)
+    """The ONNX operators :func:`native_operator` maps onto PyTorch, sorted."""
+    return _OPERATORS.names()

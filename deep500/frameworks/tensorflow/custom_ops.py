@@ -73,6 +73,7 @@ from typing import Callable
 
 import numpy as np
 
+from deep500.frameworks._bridge.native_ops import native_function_options
 from deep500.frameworks._bridge.nativeop_checks import nativeop_checks
 from deep500.frameworks.reference.custom_ops import custom_op as reference_custom_op
 from deep500.frameworks.tensorflow import tf_kernel
@@ -83,7 +84,6 @@ from deep500.lv0_operators.cpp_op import CustomCPPOp, data_pointers
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.utils.allocator import aligned_empty
 from deep500.utils.errors import Deep500Error, ShapeError
-from deep500.utils.tensor_desc import TensorDescriptor
 
 try:  # Private, but one C call: skip tf.custom_gradient's bookkeeping when nothing records.
     from tensorflow.python.eager.record import could_possibly_record as _could_record
@@ -491,19 +491,8 @@ def custom_op_from_native(fn: Callable, input_descriptors=None, output_descripto
     The descriptors, when given, are checked on every forward call; ``name`` defaults to
     the function's name.
     """
-    if not callable(fn):
-        raise Deep500Error(f"custom_op_from_native takes a function of TF tensors, got "
-                           f"{type(fn).__name__}")
-    return TensorFlowFunctionOp(fn, op_type=name or getattr(fn, "__name__", None)
-                                or type(fn).__name__, device=device,
-                                input_descriptors=_descriptor_list(input_descriptors),
-                                output_descriptors=_descriptor_list(output_descriptors))
-
-
-def _descriptor_list(descriptors):
-    if descriptors is None or isinstance(descriptors, TensorDescriptor):
-        return None if descriptors is None else [descriptors]
-    return list(descriptors)
+    return TensorFlowFunctionOp(fn, device=device, **native_function_options(
+        fn, "TF tensors", name, input_descriptors, output_descriptors))
 
 
 # -- checks of TensorFlow operators against the reference (deep500.lv0_operators.nativeop_validation)

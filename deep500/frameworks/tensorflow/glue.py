@@ -36,11 +36,6 @@ from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators import glue_build
 from deep500.utils.errors import Deep500Error
 
-NAME = "d500_tf_eager_glue"
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel", f"{NAME}.cc")
-SWITCH = "DEEP500_TF_EAGER_GLUE"
-# Release build; TensorFlow's headers use APIs they deprecate themselves.
-_CXXFLAGS = ["-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations"]
 # The library of TensorFlow's Python extension that defines EagerTensor.
 _PYTHON_LIBRARY = "lib_pywrap_tensorflow_common.so"
 
@@ -70,8 +65,15 @@ def _tensorflow_flags() -> tuple[list[str], dict]:
     return flags, {"tensorflow": tf.version.VERSION, "tensorflow_git": tf.version.GIT_VERSION}
 
 
-GLUE = python_extension(NAME, "Deep500's TensorFlow eager glue", SOURCE, SWITCH,
-                        "eager calls of C++ operators run through the Python path",
-                        EagerGlueWarning, _CXXFLAGS, _tensorflow_flags, expected_seconds=10)
+GLUE = python_extension(
+    name="d500_tf_eager_glue", what="Deep500's TensorFlow eager glue",
+    source=os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel",
+                        "d500_tf_eager_glue.cc"),
+    switch="DEEP500_TF_EAGER_GLUE",
+    fallback="eager calls of C++ operators run through the Python path",
+    category=EagerGlueWarning,
+    # Release build; TensorFlow's headers use APIs they deprecate themselves.
+    cxxflags=["-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations"],
+    configure=_tensorflow_flags, expected_seconds=10)
 # What the registry and ``deep500 build-glue`` ask of a glue module.
 LOADER, build = GLUE.loader, GLUE.build

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from deep500.frameworks._bridge.native_ops import NativeOperators
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators.custom_op import CustomOp, as_tuple
 from deep500.utils.device import parse_device
@@ -154,17 +155,14 @@ OIHW_TO_HWIO = _Transpose((2, 3, 1, 0))
 NHWC_TO_NCHW = _EachOutput(_Transpose((0, 3, 1, 2)))
 
 # -- ONNX operators onto tf.nn / tf.linalg ---------------------------------------------
-_BUILDERS: dict[str, Callable[[dict], dict]] = {}
+# Each builder returns TensorFlowNativeOp's keyword arguments: ``fn`` and, for
+# convolutions, the layouts it works in.
+_OPERATORS = NativeOperators("TensorFlow")
+_OPERATORS.without_attributes({"Relu": {"fn": tf.nn.relu}, "Sigmoid": {"fn": tf.math.sigmoid},
+                               "Tanh": {"fn": tf.math.tanh}})
 
 
-def _builder(op_type: str):
-    def register(build):
-        _BUILDERS[op_type] = build
-        return build
-    return register
-
-
-@_builder("Conv")
+@_OPERATORS.builder("Conv")
 def _conv(attributes):
     if attributes.get("auto_pad", "NOTSET") != "NOTSET":
         raise UnsupportedError("The TensorFlow Conv wrapper takes explicit pads; "
@@ -213,7 +211,7 @@ def _conv(attributes):
             "output_transform": NHWC_TO_NCHW, "native_layout": "NHWC"}
 
 
-@_builder("Gemm")
+@_OPERATORS.builder("Gemm")
 def _gemm(attributes):
     alpha, beta = attributes.get("alpha", 1.0), attributes.get("beta", 1.0)
     trans_a, trans_b = bool(attributes.get("transA", 0)), bool(attributes.get("transB", 0))
@@ -228,7 +226,7 @@ def _gemm(attributes):
     return {"fn": gemm}
 
 
-@_builder("MatMul")
+@_OPERATORS.builder("MatMul")
 def _matmul(attributes):
     def matmul(A, B):
         # ONNX (NumPy) semantics: a 1-D operand is a row (A) or column (B) vector whose
@@ -243,28 +241,13 @@ def _matmul(attributes):
     return {"fn": matmul}
 
 
-@_builder("Relu")
-def _relu(attributes):
-    return {"fn": tf.nn.relu}
-
-
-@_builder("Sigmoid")
-def _sigmoid(attributes):
-    return {"fn": tf.math.sigmoid}
-
-
-@_builder("Tanh")
-def _tanh(attributes):
-    return {"fn": tf.math.tanh}
-
-
-@_builder("Softmax")
+@_OPERATORS.builder("Softmax")
 def _softmax(attributes):
     axis = attributes.get("axis", -1)
     return {"fn": lambda X: tf.nn.softmax(X, axis=axis)}
 
 
-@_builder("LogSoftmax")
+@_OPERATORS.builder("LogSoftmax")
 def _log_softmax(attributes):
     axis = attributes.get("axis", -1)
     return {"fn": lambda X: tf.nn.log_softmax(X, axis=axis)}
@@ -272,12 +255,10 @@ def _log_softmax(attributes):
 
 def native_operator(op_type: str, device=None, **attributes) -> TensorFlowNativeOp:
     """TensorFlow's implementation of ONNX operator ``op_type`` as a CustomOp."""
-    if op_type not in _BUILDERS:
-        raise UnsupportedError(f"No TensorFlow native wrapper for {op_type!r}; available: "
-                               f"{', '.join(sorted(_BUILDERS))}")
     return TensorFlowNativeOp(op_type=op_type, attributes=attributes, device=device,
-                              **_BUILDERS[op_type](attributes))
+                              **_OPERATORS.build(op_type, attributes))
 
 
 def native_operator_names() -> list[str]:
-    return sorted(_BUILDERS)
+    """The ONNX operators :func:`native_operator` maps onto TensorFlow, sorted."""
+    return _OPERATORS.names()

@@ -35,13 +35,6 @@ from deep500.frameworks._bridge.glue_library import GlueLibrary
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.lv0_operators import glue_build
 
-NAME = "d500_tf_kernel"
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel", "d500_tf_op.cc")
-SWITCH = "DEEP500_TF_NATIVE_KERNEL"
-# Release build; TensorFlow's headers use APIs they deprecate themselves: keep the log
-# to what matters.
-_CXXFLAGS = ["-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations"]
-
 
 class NativeKernelWarning(UserWarning):
     """Deep500's TensorFlow kernel is unavailable: C++ operators inside tf.function use
@@ -66,10 +59,17 @@ def _load(kernel: glue_build.GlueBuild):
     return tf.load_op_library(kernel.library_path), ctypes.CDLL(kernel.library_path)
 
 
-GLUE = GlueLibrary(NAME, "Deep500's TensorFlow kernel", SOURCE, f"lib{NAME}.so", SWITCH,
-                   "C++ operators inside tf.function run through tf.numpy_function",
-                   NativeKernelWarning, _CXXFLAGS, _tensorflow_flags, expected_seconds=10,
-                   load=_load)
+GLUE = GlueLibrary(
+    name="d500_tf_kernel", what="Deep500's TensorFlow kernel",
+    source=os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel",
+                        "d500_tf_op.cc"),
+    library_file="libd500_tf_kernel.so", switch="DEEP500_TF_NATIVE_KERNEL",
+    fallback="C++ operators inside tf.function run through tf.numpy_function",
+    category=NativeKernelWarning,
+    # Release build; TensorFlow's headers use APIs they deprecate themselves: keep the
+    # log to what matters.
+    cxxflags=["-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations"],
+    configure=_tensorflow_flags, expected_seconds=10, load=_load)
 # What the registry and ``deep500 build-glue`` ask of a glue module.
 LOADER, build = GLUE.loader, GLUE.build
 _lock = threading.Lock()
