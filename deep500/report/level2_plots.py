@@ -15,7 +15,7 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, metric, \
     summary
-from deep500.report.seeds import mean_curve, time_to_target_plot
+from deep500.report.seeds import mean_series, time_to_target_plot
 from deep500.report.training_records import completed_epochs, epoch_times, short_label, \
     training_label
 
@@ -55,22 +55,14 @@ def _series_names(groups: list[list[dict]], settings: Settings,
 
 def _curves_plot(curves: list[list[dict]], name_of: dict, folder: str, also) -> tuple:
     """Test accuracy, training loss and test loss per epoch."""
-    def series(key):
-        out, bands = {}, {}
-        for group in curves:
-            means, lows, highs = mean_curve([[e.get(key) for e in completed_epochs(r)]
-                                              for r in group])
-            name = name_of[id(group[0])]
-            out[name] = (list(range(1, len(means) + 1)), means)
-            if len(group) > 1:
-                bands[name] = (lows, highs)
-        return out, bands
     panels, bands = [], []
     for title, ylabel, key in (("Test accuracy", "accuracy", "test_accuracy"),
                                ("Training loss (mean over the epoch)", "loss",
                                 "train_loss"),
                                ("Test loss", "loss", "test_loss")):
-        values, band = series(key)
+        values, band = mean_series(
+            curves, lambda r, key=key: [e.get(key) for e in completed_epochs(r)],
+            lambda g: name_of[id(g[0])])
         panels.append((title, ylabel, values))
         bands.append(band)
     path = line_panels(os.path.join(folder, "level2_curves.png"),
@@ -81,12 +73,10 @@ def _curves_plot(curves: list[list[dict]], name_of: dict, folder: str, also) -> 
 
 def _step_loss_plot(curves: list[list[dict]], name_of: dict, folder: str,
                     also) -> list[tuple]:
-    step_losses = {}
-    for group in curves:
-        means, _, _ = mean_curve([[loss for e in completed_epochs(r)
-                                    for loss in e.get("step_losses", [])]
-                                   for r in group])
-        step_losses[name_of[id(group[0])]] = (list(range(1, len(means) + 1)), means)
+    step_losses, _ = mean_series(
+        curves, lambda r: [loss for e in completed_epochs(r)
+                           for loss in e.get("step_losses", [])],
+        lambda g: name_of[id(g[0])])
     if not any(v[1] for v in step_losses.values()):
         return []
     path = line_panels(os.path.join(folder, "level2_step_loss.png"),

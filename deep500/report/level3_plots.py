@@ -15,7 +15,7 @@ from deep500.report.distributed_records import bytes_per_epoch, distributed, \
     staleness, training_seconds
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, summary
-from deep500.report.seeds import mean_curve, time_to_target_plot
+from deep500.report.seeds import mean_curve, mean_series, time_to_target_plot
 
 
 def plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels: dict,
@@ -43,14 +43,8 @@ def plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels:
 
 def _against_epochs(groups: list[list[dict]], names: dict, folder: str, also) -> tuple:
     def per_epoch(key):
-        series, bands = {}, {}
-        for group in groups:
-            means, lows, highs = mean_curve([[e.get(key) for e in global_epochs(r)]
-                                              for r in group])
-            series[names[id(group[0])]] = (list(range(1, len(means) + 1)), means)
-            if len(group) > 1:
-                bands[names[id(group[0])]] = (lows, highs)
-        return series, bands
+        return mean_series(groups, lambda r: [e.get(key) for e in global_epochs(r)],
+                           lambda g: names[id(g[0])])
     accuracy, accuracy_band = per_epoch("test_accuracy")
     loss, loss_band = per_epoch("train_loss")
     path = line_panels(os.path.join(folder, "level3_accuracy_epochs.png"),

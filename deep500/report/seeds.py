@@ -110,6 +110,21 @@ def mean_curve(curves: list[list]) -> tuple[list, list, list]:
     return means, lows, highs
 
 
+def mean_series(groups: list[list[dict]], values_of, name_of) -> tuple[dict, dict]:
+    """Per group of runs that differ only in their seed: the mean over its runs of the
+    curve ``values_of(record)`` against 1, 2, ... (epochs, steps), named
+    ``name_of(group)``; and, for a group of several runs, its band from the lowest to
+    the highest run's value. Returns (series, bands) as ``line_panels`` takes them."""
+    series, bands = {}, {}
+    for group in groups:
+        means, lows, highs = mean_curve([values_of(r) for r in group])
+        name = name_of(group)
+        series[name] = (list(range(1, len(means) + 1)), means)
+        if len(group) > 1:
+            bands[name] = (lows, highs)
+    return series, bands
+
+
 def seed_groups(records: list[dict], per_seed: bool = False) -> list[list[dict]]:
     """Records grouped by their configuration without ``seed`` and their session
     (each group ordered by seed), or one group per record with ``per_seed``."""

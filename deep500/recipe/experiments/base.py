@@ -47,6 +47,49 @@ def device(value, where, recipe_dir=None):
     return str(value)
 
 
+# Conditions a configuration is measured under (threads resolved and applied by
+# deep500.recipe.conditions), components of every experiment measured on one device.
+CONDITIONS = {"threads": (positive_int, None), "device": (device, "cpu"),
+              "seed": (non_negative_int, 0)}
+
+
+def loss_component(*more: str) -> tuple:
+    """The ``loss`` component: softmax cross-entropy (the default), cross-entropy, and
+    ``more`` losses the experiment also builds."""
+    return (one_of(("softmax_cross_entropy", "cross_entropy", *more)),
+            "softmax_cross_entropy")
+
+
+class Spec(dict):
+    """A recipe value given as a mapping (an optimizer, a distributed scheme): its
+    ``OWN`` keys name it, its other entries are its settings; hashable, so that the
+    recipe's cross product and caches can hold it."""
+    OWN: tuple = ()
+
+    def settings(self) -> dict:
+        return {k: v for k, v in self.items() if k not in self.OWN}
+
+    def settings_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.settings().items())
+
+    def __hash__(self):
+        return hash(tuple(sorted((k, repr(v)) for k, v in self.items())))
+
+
+def named_mapping(entry, key: str, where: str, expected: str) -> dict:
+    """``entry`` as a mapping whose ``key`` names it (a string alone is ``{key:
+    entry}``); a RecipeError ``"{where}: {expected}, got <what it is>"`` where it is not
+    one, and one where a key is not a name."""
+    if isinstance(entry, str):
+        entry = {key: entry}
+    if not isinstance(entry, dict) or not isinstance(entry.get(key), str):
+        raise RecipeError(f"{where}: {expected}, got {describe(entry)}")
+    keys = [k for k in entry if not isinstance(k, str)]
+    if keys:
+        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
+    return entry
+
+
 def check_like_default(default, value, where: str) -> None:
     """A hyper-parameter takes the type of its default: a finite number where the
     default is a number, a boolean for a boolean, a string for a string (no default,

@@ -64,7 +64,7 @@ from deep500.recipe.experiments.training import (NATIVE_OPTIMIZERS, REFERENCE_OP
                                                  cached_datasets, check_datasets,
                                                  make_optimizer,
                                                  parse_dataset, parse_optimizer)
-from deep500.recipe.problems import describe, key_path, show
+from deep500.recipe.problems import describe, key_path
 from deep500.results.files import mark_run_failed
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
 
@@ -103,8 +103,9 @@ def scaled_optimizer(optimizer: OptimizerSpec, rule: str, ranks: int) -> tuple:
                                            "rule)"}
 
 
-class SchemeSpec(dict):
+class SchemeSpec(base.Spec):
     """``{framework, scheme, **options}``, hashable for the recipe's cross product."""
+    OWN = ("framework", "scheme")
 
     @property
     def framework(self) -> str:
@@ -114,18 +115,14 @@ class SchemeSpec(dict):
     def scheme(self) -> str:
         return self["scheme"]
 
-    @property
-    def options(self) -> dict:
-        return {k: v for k, v in self.items() if k not in ("framework", "scheme")}
+    # the scheme's options: its entries but framework and scheme
+    options = property(base.Spec.settings)
 
     @property
     def label(self) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in self.options.items())
+        options = self.settings_text()
         prefix = "" if self.framework == "reference" else f"{self.framework} "
         return f"{prefix}{self.scheme}" + (f"({options})" if options else "")
-
-    def __hash__(self):
-        return hash(tuple(sorted((k, repr(v)) for k, v in self.items())))
 
 
 def reference_schemes() -> dict:
@@ -183,16 +180,9 @@ def _check_options(cls, options: dict, where: str) -> None:
 
 
 def parse_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:
-    if isinstance(entry, str):
-        entry = {"scheme": entry}
-    if not isinstance(entry, dict) or not isinstance(entry.get("scheme"), str):
-        raise RecipeError(f"{where}: a scheme is a class name or a mapping with 'scheme' "
-                          f"(and 'framework' for a framework's baseline) and its options, "
-                          f"got {describe(entry)}")
-    keys = [k for k in entry if not isinstance(k, str)]
-    if keys:
-        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
-    spec = SchemeSpec(entry)
+    spec = SchemeSpec(base.named_mapping(
+        entry, "scheme", where, "a scheme is a class name or a mapping with 'scheme' (and "
+                                "'framework' for a framework's baseline) and its options"))
     for key, value in spec.options.items():
         if isinstance(value, dict):
             raise RecipeError(f"{where}.{key}: scheme options are numbers, strings, "
@@ -255,10 +245,9 @@ class DistributedExperiment(base.Experiment):
         "batch_size": (base.positive_int, 32),          # per rank
         "epochs": (base.positive_int, 5),
         "test_batch_size": (base.positive_int, 256),
-        "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy")),
-                 "softmax_cross_entropy"),
-        "threads": (base.positive_int, None),
-        "seed": (base.non_negative_int, 0),
+        "loss": base.loss_component(),
+        "threads": base.CONDITIONS["threads"],
+        "seed": base.CONDITIONS["seed"],
         # MPI ranks; deep500 run launches each count itself (deep500.recipe.rank_grid)
         "ranks": (base.positive_int, None),
         "lr_scaling": (base.one_of(LR_SCALING_RULES), "none"),

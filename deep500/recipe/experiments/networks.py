@@ -173,12 +173,9 @@ class NetworksExperiment(base.Experiment):
         "mode": (base.one_of(("inference", "backprop")), "inference"),
         "batch_size": (base.positive_int, 16),
         "dtype": (base.dtype, "float32"),
-        "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy",
-                              "mean_squared_error")), "softmax_cross_entropy"),
+        "loss": base.loss_component("mean_squared_error"),
         "microbatch": (_optional_positive_int, None),
-        "threads": (base.positive_int, None),
-        "device": (base.device, "cpu"),
-        "seed": (base.non_negative_int, 0),
+        **base.CONDITIONS,
     }
     input_components = ("network", "batch_size", "dtype", "seed", "mode", "loss")
     metric_names = ("WallclockTime", "L1Error", "L2Error", "MaxError", "OperatorTimes",

@@ -55,9 +55,7 @@ class OperatorsExperiment(base.Experiment):
         "framework": (_framework, base.REQUIRED),
         "operator": (parse_operator, base.REQUIRED),
         "dtype": (base.dtype, "float32"),
-        "threads": (base.positive_int, None),
-        "device": (base.device, "cpu"),
-        "seed": (base.non_negative_int, 0),
+        **base.CONDITIONS,
     }
     input_components = ("operator", "dtype", "seed")
     metric_names = ("WallclockTime", "FLOPs", "L1Error", "L2Error", "MaxError",

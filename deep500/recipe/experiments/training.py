@@ -49,8 +49,9 @@ SAMPLERS = {"shuffle": "ShuffleSampler", "ordered": "OrderedSampler",
             "choice": "ChoiceSampler"}
 
 
-class OptimizerSpec(dict):
+class OptimizerSpec(base.Spec):
     """``{type, implementation, **hyper-parameters}``, hashable for caching."""
+    OWN = ("type", "implementation")
 
     @property
     def type(self) -> str:
@@ -60,17 +61,13 @@ class OptimizerSpec(dict):
     def implementation(self) -> str:
         return self.get("implementation", "native")
 
-    @property
-    def hyperparameters(self) -> dict:
-        return {k: v for k, v in self.items() if k not in ("type", "implementation")}
+    # the optimizer's hyper-parameters: its entries but type and implementation
+    hyperparameters = property(base.Spec.settings)
 
     @property
     def label(self) -> str:
-        values = ", ".join(f"{k}={v}" for k, v in self.hyperparameters.items())
+        values = self.settings_text()
         return f"{self.type}" + (f" ({values})" if values else "")
-
-    def __hash__(self):
-        return hash(tuple(sorted((k, repr(v)) for k, v in self.items())))
 
 
 def _optimizer_class(module_name: str, type_name: str, where: str):
@@ -86,17 +83,10 @@ def _optimizer_class(module_name: str, type_name: str, where: str):
 
 
 def parse_optimizer(entry, where: str, recipe_dir=None) -> OptimizerSpec:
-    if isinstance(entry, str):
-        entry = {"type": entry}
-    if not isinstance(entry, dict) or "type" not in entry:
-        raise RecipeError(f"{where}: an optimizer is a mapping with 'type' (one of "
-                          f"{sorted(OPTIMIZER_TYPES)}) and its hyper-parameters, got "
-                          f"{entry!r}")
-    keys = [k for k in entry if not isinstance(k, str)]
-    if keys:
-        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
-    spec = OptimizerSpec(entry)
-    if not isinstance(spec.type, str) or spec.type not in OPTIMIZER_TYPES:
+    spec = OptimizerSpec(base.named_mapping(
+        entry, "type", where, f"an optimizer is a mapping with 'type' (one of "
+                              f"{sorted(OPTIMIZER_TYPES)}) and its hyper-parameters"))
+    if spec.type not in OPTIMIZER_TYPES:
         raise RecipeError(f"{where}.type: unknown optimizer {show(spec.type)}; known: "
                           f"{sorted(OPTIMIZER_TYPES)}")
     if spec.implementation not in ("native", "reference"):
@@ -117,16 +107,10 @@ def parse_optimizer(entry, where: str, recipe_dir=None) -> OptimizerSpec:
 
 
 def parse_dataset(entry, where: str, recipe_dir=None) -> tuple:
-    if isinstance(entry, str):
-        entry = {"name": entry}
-    if not isinstance(entry, dict) or "name" not in entry:
-        raise RecipeError(f"{where}: a dataset is a name or a mapping with 'name' and "
-                          f"loader options, got {entry!r}")
-    keys = [k for k in entry if not isinstance(k, str)]
-    if keys:
-        raise RecipeError(f"{where}: keys are names (strings), got {show(keys)}")
+    entry = base.named_mapping(entry, "name", where, "a dataset is a name or a mapping "
+                                                     "with 'name' and loader options")
     from deep500.datasets import dataset_names
-    if not isinstance(entry["name"], str) or entry["name"] not in dataset_names():
+    if entry["name"] not in dataset_names():
         raise RecipeError(f"{where}.name: unknown dataset {show(entry['name'])}; known: "
                           f"{dataset_names()}")
     return tuple(sorted(entry.items()))
@@ -159,11 +143,8 @@ class TrainingExperiment(base.Experiment):
         "batch_size": (base.positive_int, 32),
         "test_batch_size": (base.positive_int, 256),
         "sampler": (base.one_of(tuple(SAMPLERS)), "shuffle"),
-        "loss": (base.one_of(("softmax_cross_entropy", "cross_entropy")),
-                 "softmax_cross_entropy"),
-        "threads": (base.positive_int, None),
-        "device": (base.device, "cpu"),
-        "seed": (base.non_negative_int, 0),
+        "loss": base.loss_component(),
+        **base.CONDITIONS,
     }
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
