@@ -25,6 +25,19 @@ def as_tuple(values) -> tuple:
     return (values,)
 
 
+def _check_declared(values: Sequence[Any], descriptors: Sequence[TensorDescriptor] | None,
+                   owner: str, kind: str) -> None:
+    """Raise a ShapeError unless ``values`` match ``descriptors`` (None: anything goes)
+    in count, then each in shape and dtype; messages name ``owner``'s ``kind`` ("input",
+    "output") and its index."""
+    if descriptors is None:
+        return
+    if len(values) != len(descriptors):
+        raise ShapeError(f"{owner}: expected {len(descriptors)} {kind}s, got {len(values)}")
+    for index, (value, desc) in enumerate(zip(values, descriptors)):
+        desc.check(value, f"{owner} {kind} {index}")
+
+
 class CustomOp:
     """An operator with a forward pass and its backward (vector-Jacobian product).
 
@@ -61,13 +74,12 @@ class CustomOp:
     # -- checked calls ----------------------------------------------------------
     def check_inputs(self, inputs: Sequence[Any]) -> None:
         """Raise a ShapeError if inputs do not match the declared descriptors."""
-        if self.input_descriptors is None:
-            return
-        if len(inputs) != len(self.input_descriptors):
-            raise ShapeError(f"{self.name}: expected {len(self.input_descriptors)} inputs, "
-                             f"got {len(inputs)}")
-        for index, (array, desc) in enumerate(zip(inputs, self.input_descriptors)):
-            desc.check(array, f"{self.name} input {index}")
+        _check_declared(inputs, self.input_descriptors, self.name, "input")
+
+    def check_outputs(self, outputs: Sequence[Any]) -> None:
+        """Raise a ShapeError if what ``forward`` returned does not match the declared
+        output descriptors."""
+        _check_declared(outputs, self.output_descriptors, f"{self.name}.forward", "output")
 
     def __call__(self, *inputs):
         self.check_inputs(inputs)

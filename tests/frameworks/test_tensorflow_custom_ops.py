@@ -394,7 +394,7 @@ def test_custom_op_from_native_matmul():
         matmul(b, a)
     wrong_output = d5tf.custom_op_from_native(tf.linalg.matmul, None,
                                               [desc("float32", [2, 3])])
-    with pytest.raises(d5.ShapeError, match="matmul output 0"):
+    with pytest.raises(d5.ShapeError, match="matmul.forward output 0"):
         wrong_output.forward(a, b)
 
 

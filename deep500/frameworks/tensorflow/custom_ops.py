@@ -224,17 +224,8 @@ class TensorFlowCustomOp:
         arrays = [np.asarray(x) for x in inputs]
         self.op.check_inputs(arrays)
         outputs = [np.asarray(o) for o in as_tuple(self.op.forward(*arrays))]
-        self._check_outputs(outputs)
+        self.op.check_outputs(outputs)
         return arrays, outputs, [tf.convert_to_tensor(o) for o in outputs]
-
-    def _check_outputs(self, outputs) -> None:
-        if self.output_descriptors is None:
-            return
-        if len(outputs) != len(self.output_descriptors):
-            raise ShapeError(f"{self.name}.forward returned {len(outputs)} outputs; its "
-                             f"output descriptors declare {len(self.output_descriptors)}")
-        for index, (output, desc) in enumerate(zip(outputs, self.output_descriptors)):
-            desc.check(output, f"{self.name}.forward output {index}")
 
     def _eager_backward(self, upstream, arrays, outputs):
         """Input gradients (tensors, None for integer inputs) from eager upstream grads:
@@ -317,7 +308,7 @@ class TensorFlowCustomOp:
 
         def forward(*arrays):
             outputs = [np.asarray(o) for o in as_tuple(op.forward(*arrays))]
-            self._check_outputs(outputs)
+            op.check_outputs(outputs)
             return outputs
         outputs = tf.numpy_function(forward, list(inputs),
                                     [d.tf_dtype() for d in descriptors],
@@ -471,14 +462,7 @@ class TensorFlowFunctionOp(TensorFlowNativeOp):
 
     def forward(self, *inputs):
         outputs = super().forward(*inputs)
-        if self.output_descriptors is not None:
-            produced = as_tuple(outputs)
-            if len(produced) != len(self.output_descriptors):
-                raise ShapeError(f"{self.name} returned {len(produced)} outputs; its "
-                                 f"output descriptors declare "
-                                 f"{len(self.output_descriptors)}")
-            for index, (output, desc) in enumerate(zip(produced, self.output_descriptors)):
-                desc.check(output, f"{self.name} output {index}")
+        self.check_outputs(as_tuple(outputs))
         return outputs
 
 
