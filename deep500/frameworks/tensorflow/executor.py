@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from deep500.frameworks.tensorflow._carried_values import carry_values
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork, to_numpy
 from deep500.frameworks.tensorflow.node_backward import NodeBackward
@@ -28,7 +29,7 @@ from deep500.lv1_network.network import gradient_name
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error
 from deep500.utils.framework_errors import register
-from deep500.utils.onnx_interop.carried_types import carriers, carry, restore
+from deep500.utils.onnx_interop.carried_types import restore
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -39,14 +40,6 @@ MODES = ("eager", "function")
 # that do not exist.
 register("tensorflow", shape=(tf.errors.InvalidArgumentError,),
          unsupported=(tf.errors.UnimplementedError,))
-
-# ml_dtypes types TensorFlow holds but has no Cast, Reshape, ... kernels for: carried in
-# int8/uint8/float32 (see carried_types). float8 E4M3FN/E5M2 have kernels, but
-# tf.cast to them does not saturate as ONNX's Cast does by default, so they are
-# carried too, and Cast to them is refused by the visitor.
-_CARRIED = carriers(("int4", "uint4", "int2", "uint2", "float4_e2m1fn", "float8_e4m3fn",
-                     "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                     "float8_e8m0fnu"))
 
 
 def _check_mode(mode: str, executor: str) -> str:
@@ -483,10 +476,11 @@ def from_onnx(path_or_model, device=None, events=(), **options) -> TensorFlowGra
     mode = _check_mode(options.get("mode", "eager"), "from_onnx")
     model = (path_or_model if isinstance(path_or_model, OnnxModel)
              else load_and_parse_model(path_or_model))
-    carried = carry(model, _CARRIED, "The TensorFlow executor")
+    carried, declared = carry_values(model)
     visitor = TensorFlowVisitor(propagate_layout=bool(options.get("propagate_layout", True)))
     network = TensorFlowNetwork(model.name, device, visitor)
     network.carried_inputs, network.carried_outputs = carried.inputs, carried.outputs
+    network.carried_types = declared
     with tf.device(device.tf_device()):
         visitor.visit_model(carried.model, network)
     return TensorFlowGraphExecutor(network, device, events,

@@ -64,6 +64,8 @@ class TensorFlowNetwork(Network):
         # {output: declared dtype}
         self.carried_inputs: dict[str, np.dtype] = {}
         self.carried_outputs: dict[str, np.dtype] = {}
+        # {value: declared dtype} of every carried value (ops/_carried_casts.py)
+        self.carried_types: dict[str, np.dtype] = {}
         self.version = 0
         self._plan: Plan | None = None
         self._initial: dict | None = None

@@ -30,8 +30,10 @@ _CARRIER_OF = {
     "float8_e8m0fnu": np.float32,
 }
 
-# (ONNX operator, input index) that only read the values of that input.
-_READS = {("Cast", 0), ("CastLike", 0), ("DequantizeLinear", 0), ("DequantizeLinear", 2),
+# (ONNX operator, input index) that only read the values of that input (CastLike's
+# second input only gives the type; QuantizeLinear's zero point is added exactly).
+_READS = {("Cast", 0), ("CastLike", 0), ("CastLike", 1), ("DequantizeLinear", 0),
+          ("DequantizeLinear", 2), ("QuantizeLinear", 2),
           ("Identity", 0), ("Reshape", 0), ("Flatten", 0), ("Squeeze", 0),
           ("Unsqueeze", 0), ("Transpose", 0), ("Shape", 0), ("Size", 0)}
 # Operators whose output (0) holds the values of input 0, in the same type.

@@ -5,12 +5,15 @@ rounds half to even and saturates.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._attributes import _attr
-from deep500.frameworks.tensorflow.ops._values import _axis, _tf_dtype
+from deep500.frameworks.tensorflow.ops._carried_casts import CARRIED, cast_to_carried, is_carried
+from deep500.frameworks.tensorflow.ops._values import _axis, _onnx_to_np_dtype, _tf_dtype
+from deep500.utils.onnx_interop.cast import FLOAT4, dtype_kind
 from deep500.utils.onnx_interop.window import resolve_pads
 
 
@@ -65,33 +68,52 @@ class QuantizationOps:
 
     def visit_quantizelinear(self, op, network) -> None:
         """QuantizeLinear: saturate(round_half_even(x / scale) + zero_point), per tensor,
-        per axis or per block (https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html).
-        The division is in ``precision``'s type, else in the wider of x's and scale's."""
+        per axis or per block (https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html);
+        to float8, x / scale cast (saturating unless ``saturate`` is 0); to FLOAT4E2M1,
+        x / scale + zero_point cast, as ONNX's reference computes. The division is in
+        ``precision``'s type, else in the wider of x's and scale's. Types TensorFlow
+        carries (int4, float8, ...) come in their carrier (``ops/_carried_casts.py``)."""
         axis = int(_attr(op, "axis", 1))
         block_size = int(_attr(op, "block_size", 0))
         given = int(_attr(op, "output_dtype", 0))
         precision = int(_attr(op, "precision", 0))
-        zero_dtype = (self.network.dtypes.get(op.inputs[2]) if len(op.inputs) > 2
-                      and op.inputs[2] else None)
+        saturate = bool(_attr(op, "saturate", 1))
+        zero = op.inputs[2] if len(op.inputs) > 2 else ""
+        zero_dtype = (self.network.carried_types.get(zero, self.network.dtypes.get(zero))
+                      if zero else None)
         target = np.dtype(zero_dtype if zero_dtype is not None else
-                          onnx.helper.tensor_dtype_to_np_dtype(given) if given else np.uint8)
-        if target.kind not in "iu":
+                          _onnx_to_np_dtype(given) if given else np.uint8)
+        if dtype_kind(target) == "f" and not is_carried(target):
             raise self.node_error(op, f"quantization to {target.name} is not supported "
-                                      f"(8-, 16- and 32-bit integers are)")
-        low, high = np.iinfo(target).min, np.iinfo(target).max
-        divide_in = (tf.as_dtype(onnx.helper.tensor_dtype_to_np_dtype(precision))
-                     if precision else None)
+                                      f"(integers, float8 and float4 are)")
+        divide_in = tf.as_dtype(_onnx_to_np_dtype(precision)) if precision else None
 
-        def quantize(x, scale, zero_point=None):
+        def scaled(x, scale):
             x, scale = tf.convert_to_tensor(x), tf.convert_to_tensor(scale)
             scale = _quantization_parameter(scale, x, axis, block_size)
             dtype = divide_in or _wider_float(_tf_dtype(x), _tf_dtype(scale))
-            q = tf.round(tf.cast(x, dtype) / tf.cast(scale, dtype))
-            q = tf.cast(q, tf.float64)
-            if zero_point is not None:
-                q = q + tf.cast(_quantization_parameter(tf.convert_to_tensor(zero_point), x,
-                                                        axis, block_size), tf.float64)
-            return tf.cast(tf.clip_by_value(q, float(low), float(high)), tf.as_dtype(target))
+            return tf.cast(x, dtype) / tf.cast(scale, dtype)
+
+        def zero_point_of(zero_point, x, dtype):
+            return tf.cast(_quantization_parameter(tf.convert_to_tensor(zero_point), x, axis,
+                                                   block_size), dtype)
+
+        if dtype_kind(target) == "f":
+            def quantize(x, scale, zero_point=None):
+                y = scaled(x, scale)
+                if zero_point is not None and target == FLOAT4:
+                    y = y + zero_point_of(zero_point, x, y.dtype)
+                return cast_to_carried(y, target, saturate)
+        else:
+            bounds = ml_dtypes.iinfo(target)
+            stored = tf.as_dtype(CARRIED.get(target, target))
+
+            def quantize(x, scale, zero_point=None):
+                q = tf.cast(tf.round(scaled(x, scale)), tf.float64)
+                if zero_point is not None:
+                    q = q + zero_point_of(zero_point, x, tf.float64)
+                return tf.cast(tf.clip_by_value(q, float(bounds.min), float(bounds.max)),
+                               stored)
         self.emit(quantize, [self.key(n) for n in op.inputs], op.outputs[0],
                   rank=self.rank(op.inputs[0]))
 

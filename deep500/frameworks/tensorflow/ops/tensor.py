@@ -11,7 +11,8 @@ import onnx
 import onnx.numpy_helper
 
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.ops._attributes import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._carried_casts import cast_to_carried, is_carried
 from deep500.frameworks.tensorflow.ops._values import (_ints, _is_floating, _is_np,
                                                        _onnx_to_np_dtype, _tf_dtype,
                                                        tf_supports_dtype)
@@ -26,8 +27,13 @@ class TensorOps:
         self._same_layout(op, lambda x: x)
 
     def visit_cast(self, op, network) -> None:
-        """Cast to ``to``."""
+        """Cast to ``to`` (https://onnx.ai/onnx/operators/onnx__Cast.html); to a type
+        TensorFlow carries, rounded and saturated by ONNX's rules
+        (``ops/_carried_casts.py``)."""
         target = _onnx_to_np_dtype(int(op.attributes["to"]))
+        if is_carried(target):
+            self._cast_to_carried(op, target)
+            return
         source = self.network.dtypes.get(op.inputs[0])
         for dtype in (target, source):
             if dtype is not None and not tf_supports_dtype(dtype):
@@ -41,8 +47,19 @@ class TensorOps:
             return x if x.dtype == tf_target else tf.cast(x, tf_target)
         self._same_layout(op, cast)
 
+    def _cast_to_carried(self, op, target) -> None:
+        saturate = bool(_attr(op, "saturate", 1))
+        round_mode = _text(op.attributes.get("round_mode"), "up")
+        self._same_layout(op, lambda x, *_: cast_to_carried(x, target, saturate, round_mode))
+
     def visit_castlike(self, op, network) -> None:
-        """CastLike: cast the input to the element type of ``target_type``."""
+        """CastLike: cast the input to the element type of ``target_type`` (its declared
+        type where TensorFlow carries it in a wider one)."""
+        target = self.network.carried_types.get(op.inputs[1])
+        if is_carried(target):
+            self._cast_to_carried(op, target)
+            return
+
         def cast_like(x, like):
             if isinstance(x, np.ndarray) and isinstance(like, np.ndarray):
                 return x.astype(like.dtype)
