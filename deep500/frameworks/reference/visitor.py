@@ -154,8 +154,8 @@ class ReferenceVisitor(NodeErrors, OnnxBaseVisitor):
                         f"framework")
         try:
             operator = cls(**attributes)
-            if getattr(op, "subgraphs", None):
-                operator.bind_node(op)   # Loop, If, Scan: their parsed bodies
+            if hasattr(operator, "bind_node"):
+                operator.bind_node(op)   # Loop, If, Scan, ...: their parsed bodies
             return operator
         except UnsupportedError as exc:
             raise self.node_error(op, str(exc)) from None

@@ -151,6 +151,7 @@ class ControlFlowOp(ReferenceOp):
     node (:meth:`bind_node`): its bodies, its number of explicit inputs, and the
     outer-scope names (``implicit_inputs``) that follow them among its inputs."""
     graph_attributes: tuple = ()
+    optional_graph_attributes: tuple = ()   # bodies a node may leave out
 
     def __init__(self, **attributes):
         super().__init__(**attributes)
@@ -161,14 +162,16 @@ class ControlFlowOp(ReferenceOp):
     def bind_node(self, op) -> None:
         """Build the bodies of the parsed node ``op`` (``op.subgraphs``)."""
         self.explicit = len(op.inputs)
-        self.implicit = list(op.implicit_inputs)
+        self.implicit = list(getattr(op, "implicit_inputs", ()))
         self.bodies = {}
-        for key in self.graph_attributes:
+        subgraphs = getattr(op, "subgraphs", None) or {}
+        for key in self.graph_attributes + self.optional_graph_attributes:
             where = f"body {key!r} of node '{op.name}' ({op.op_type})"
-            model = op.subgraphs.get(key)
-            if model is None:
+            model = subgraphs.get(key)
+            if model is not None:
+                self.bodies[key] = Body(model, where)
+            elif key in self.graph_attributes:
                 raise Deep500Error(f"{where}: the node has no graph attribute {key!r}")
-            self.bodies[key] = Body(model, where)
 
     def split(self, args) -> tuple[list, dict]:
         """The explicit inputs (None where omitted) and the outer-scope values."""
