@@ -384,6 +384,13 @@ def build_parser() -> argparse.ArgumentParser:
 _DEFAULT_DATABASE = "(default: $DEEP500_DB, else results/deep500.db)"
 
 
+def _subcommand(commands, name: str, handler, help_text: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, run by ``handler(args)``."""
+    parser = commands.add_parser(name, help=help_text)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def _add_database_option(parser, help_text: str) -> None:
     parser.add_argument("--db", metavar="PATH", help=help_text)
 
@@ -399,7 +406,7 @@ def _add_flag(parser, name: str, help_text: str) -> None:
 
 
 def _add_run(commands) -> None:
-    run = commands.add_parser("run", help="run a recipe")
+    run = _subcommand(commands, "run", _run, "run a recipe")
     run.add_argument("recipe", help="path of a recipe YAML file")
     output = run.add_argument_group("where the results go")
     output.add_argument("--out", help="output folder (default: results/<recipe>-<time>)")
@@ -433,11 +440,10 @@ def _add_run(commands) -> None:
                         "run folder or an id from 'deep500 runs') as 'deep500 compare' "
                         "does")
     _add_fail_above_option(stored, "with --baseline: exit status 1")
-    run.set_defaults(handler=_run)
 
 
 def _add_report(commands) -> None:
-    report = commands.add_parser("report", help="rebuild the report of a run folder")
+    report = _subcommand(commands, "report", _report, "rebuild the report of a run folder")
     report.add_argument("directory")
     _add_flag(report, "--per-seed", "one row per seed (default: runs that differ only in "
               "their seed are aggregated: mean and 95%% CI)")
@@ -446,21 +452,19 @@ def _add_report(commands) -> None:
                         "also in this format (default svg)")
     _add_flag(report, "--mlperf", "also write each training configuration as an "
               "MLPerf-style log (:::MLLOG lines) in DIR/mlperf/")
-    report.set_defaults(handler=_report)
 
 
 def _add_runs(commands) -> None:
-    runs = commands.add_parser("runs", help="list the runs in the results database")
+    runs = _subcommand(commands, "runs", _runs, "list the runs in the results database")
     _add_database_option(runs, f"results database {_DEFAULT_DATABASE}")
     runs.add_argument("--add", nargs="+", metavar="DIR", help="store these run folders "
                       "first (again: their rows are replaced)")
     _add_flag(runs, "--json", "machine-readable output")
-    runs.set_defaults(handler=_runs)
 
 
 def _add_compare(commands) -> None:
-    compare = commands.add_parser("compare", help="compare two runs configuration by "
-                                  "configuration: ratio B/A with a nonparametric CI")
+    compare = _subcommand(commands, "compare", _compare, "compare two runs configuration "
+                          "by configuration: ratio B/A with a nonparametric CI")
     compare.add_argument("a", metavar="A", help="baseline: a run folder or a run id "
                          "('deep500 runs'; -1 is the latest)")
     compare.add_argument("b", metavar="B", help="the run compared with A (folder or id)")
@@ -469,12 +473,11 @@ def _add_compare(commands) -> None:
     compare.add_argument("--confidence", type=float, default=0.95,
                          help="confidence level of the intervals (default 0.95)")
     _add_flag(compare, "--json", "machine-readable output")
-    compare.set_defaults(handler=_compare)
 
 
 def _add_history(commands) -> None:
-    history = commands.add_parser("history", help="one configuration's metric across git "
-                                  "revisions, as an HTML page with a plot")
+    history = _subcommand(commands, "history", _history, "one configuration's metric "
+                          "across git revisions, as an HTML page with a plot")
     history.add_argument("--config", required=True, metavar="FILTER", help="which "
                          "configuration: key=value terms joined by commas, e.g. "
                          "framework=pytorch,operator=Relu (see docs/results_store.md)")
@@ -485,14 +488,13 @@ def _add_history(commands) -> None:
     history.add_argument("--recipe", help="only runs of this recipe")
     history.add_argument("--rank", type=int, default=0, help="MPI rank (default 0)")
     _add_database_option(history, "results database")
-    history.set_defaults(handler=_history)
 
 
 def _add_calibrate(commands) -> None:
-    calibrate = commands.add_parser("calibrate", help="measure this machine (ping-pong "
-                                    "alpha-beta, reduction gamma, memory bandwidth, peak "
-                                    "FLOP/s, per-call allreduce overhead) into a machine "
-                                    "file (docs/performance_models.md)")
+    calibrate = _subcommand(commands, "calibrate", _calibrate, "measure this machine "
+                            "(ping-pong alpha-beta, reduction gamma, memory bandwidth, "
+                            "peak FLOP/s, per-call allreduce overhead) into a machine "
+                            "file (docs/performance_models.md)")
     calibrate.add_argument("--out", required=True, help="machine file (YAML) to write; raw "
                            "samples go beside it in OUT.samples.jsonl as they are measured")
     calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong and the "
@@ -503,13 +505,12 @@ def _add_calibrate(commands) -> None:
     _add_flag(calibrate, "--quick", "small sizes and few repeats (seconds; for tests, not "
               "for predictions)")
     _add_flag(calibrate, "--quiet", "no progress bar")
-    calibrate.set_defaults(handler=_calibrate)
 
 
 def _add_predict(commands) -> None:
-    predict = commands.add_parser("predict", help="strong- and weak-scaling curves of a "
-                                  "recipe's training, predicted (no training; "
-                                  "docs/performance_models.md)")
+    predict = _subcommand(commands, "predict", _predict, "strong- and weak-scaling curves "
+                          "of a recipe's training, predicted (no training; "
+                          "docs/performance_models.md)")
     predict.add_argument("recipe", help="a 'distributed' or 'training' recipe")
     model = predict.add_argument_group("what is predicted")
     model.add_argument("--machine", required=True, metavar="FILE", help="machine file "
@@ -533,19 +534,18 @@ def _add_predict(commands) -> None:
     output.add_argument("--plot", default="predict.png", help="plot to write (default "
                         "predict.png, and .svg beside it; 'none' for no plot)")
     output.add_argument("--json", metavar="FILE", help="also write the curves as JSON")
-    predict.set_defaults(handler=_predict)
 
 
 def _add_info(commands) -> None:
-    info = commands.add_parser("info", help="software versions and hardware")
+    info = _subcommand(commands, "info", _info, "software versions and hardware")
     _add_flag(info, "--json", "machine-readable output")
-    info.set_defaults(handler=_info)
 
 
 def _add_conformance(commands) -> None:
     from deep500.frameworks import registry
-    conformance = commands.add_parser("conformance", help="run ONNX's node tests on the "
-                                      "executors; write a table and the locked passing set")
+    conformance = _subcommand(commands, "conformance", _conformance, "run ONNX's node "
+                              "tests on the executors; write a table and the locked "
+                              "passing set")
     conformance.add_argument("--executors", default=",".join(registry.names()),
                              help="comma-separated executors (default: every registered "
                              "framework: %(default)s)")
@@ -562,12 +562,11 @@ def _add_conformance(commands) -> None:
     conformance.add_argument("--replace", action="store_true", help="unlock the locked cases "
                              "that no longer pass (default: keep them and exit 1)")
     conformance.add_argument("--quiet", action="store_true", help="no progress bar")
-    conformance.set_defaults(handler=_conformance)
 
 
 def _add_compile(commands) -> None:
-    compile_ = commands.add_parser("compile", help="build a C++ operator ahead of time "
-                                   "(load it later with d5.load_custom_cppop)")
+    compile_ = _subcommand(commands, "compile", _compile, "build a C++ operator ahead of "
+                           "time (load it later with d5.load_custom_cppop)")
     compile_.add_argument("sources", nargs="+", help="C++ source files")
     compile_.add_argument("--name", required=True, help="operator name (a C identifier)")
     compile_.add_argument("--inputs", nargs="*", default=[], metavar="DTYPE:SHAPE",
@@ -582,18 +581,16 @@ def _add_compile(commands) -> None:
     compile_.add_argument("--output-folder", help="where to put the library and its "
                           "manifest (default: build/NAME)")
     _add_flag(compile_, "--verbose", "show CMake and compiler output as it comes")
-    compile_.set_defaults(handler=_compile)
 
 
 def _add_build_glue(commands) -> None:
     from deep500.frameworks import registry
-    glue = commands.add_parser("build-glue", help="build Deep500's framework glue ahead of "
-                               "time (a Docker image, before an MPI job)")
+    glue = _subcommand(commands, "build-glue", _build_glue, "build Deep500's framework "
+                       "glue ahead of time (a Docker image, before an MPI job)")
     glue.add_argument("--framework", choices=sorted(n for n in registry.names()
                                                     if registry.get(n).glue),
                       help="only this framework's (default: every installed framework's)")
     _add_flag(glue, "--verbose", "show the compiler's output")
-    glue.set_defaults(handler=_build_glue)
 
 
 def main(argv=None) -> int:
