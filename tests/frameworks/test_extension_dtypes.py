@@ -1,7 +1,8 @@
 """ONNX's extension element types (bfloat16, float8, int4/uint4, int2/uint2, float4) fed
 to and fetched from the PyTorch and TensorFlow executors: bit for bit where the framework
-has the type, carried in a wider exact type where it only reads them, refused
-(UnsupportedError naming the type and the node or value) where it would produce them.
+has the type, carried in a wider exact type where it reads or produces them (Cast,
+CastLike, QuantizeLinear), refused (UnsupportedError naming the type and the node or
+value) where a node would compute with them.
 Every bit pattern of each type is fed; the oracle is ml_dtypes' own conversion, which is
 exact for widening to float32 (no tolerance: a single wrong bit fails)."""
 from __future__ import annotations
@@ -111,17 +112,20 @@ def test_cast_to_float_is_exact(framework, onnx_name):
     np.testing.assert_array_equal(y, x.astype(np.float32))   # NaN where NaN
 
 
-@pytest.mark.parametrize("framework", ["pytorch"])
 @pytest.mark.parametrize("onnx_name", sorted(SUB_BYTE & set(TYPES)))
-def test_producing_a_carried_type_is_refused(framework, onnx_name):
-    """Cast to int4 (...) rounds and saturates in its own way: refused, naming the type.
-    (TensorFlow rounds them with ONNX's rules: tests/frameworks/tensorflow/
-    test_carried_casts.py.)"""
+def test_pytorch_produces_a_carried_type_as_onnx_does(onnx_name):
+    """Cast to int4 (...) keeps the low bits of integers (floats truncated first) and
+    rounds float4 to nearest even, saturating: PyTorch computes it in the carrier and
+    returns the declared type, equal to onnx's reference evaluator bit for bit.
+    (TensorFlow's: tests/frameworks/tensorflow/test_carried_casts.py.)"""
+    from onnx.reference import ReferenceEvaluator
     element = getattr(TensorProto, onnx_name)
-    proto = model("Cast", TensorProto.FLOAT, element, [4], to=element)
-    with pytest.raises(UnsupportedError) as error:
-        RUNS[framework](proto, {"x": np.array([0.4, 3.5, 100.0, -100.0], np.float32)})
-    assert TYPES[onnx_name] in str(error.value) or onnx_name in str(error.value)
+    x = np.array([0.4, 3.5, 100.0, -100.0, -2.5, 1.75, 5.0, -0.1], np.float32)
+    proto = model("Cast", TensorProto.FLOAT, element, [8], to=element)
+    y = pytorch_run(proto, {"x": x})["y"]
+    want = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+    assert y.dtype == want.dtype == np.dtype(getattr(ml_dtypes, TYPES[onnx_name]))
+    np.testing.assert_array_equal(bits(y), bits(want))
 
 
 def test_tensorflow_refuses_a_carried_value_that_is_not_only_read():

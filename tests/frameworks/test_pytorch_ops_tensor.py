@@ -6,6 +6,7 @@ fed at run time and, separately, stored as initializers so that the build-time p
 run too), gradients of float64 parameters against Deep500's reference executor."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -97,6 +98,13 @@ def ints(*shape, low=-5, high=6, dtype=np.int32, seed=0):
 
 
 X = r(3, 4)
+# ONNX types PyTorch carries in a wider one, and values that round, wrap and saturate
+CARRIED = {name: np.dtype(getattr(ml_dtypes, np_name)) for name, np_name in (
+    ("INT4", "int4"), ("UINT4", "uint4"), ("INT2", "int2"), ("UINT2", "uint2"),
+    ("FLOAT4E2M1", "float4_e2m1fn"))}
+SMALL_VALUES = np.array([0, 0.25, 0.5, 0.75, 1.25, 1.75, 2.5, 3.5, 5, -0.25, -1.5, -2.5,
+                         -3.5, 7.9, 8, 9.5, 17, -8.5, -9, -100, 100, 255.5],
+                        np.float32).reshape(2, 11)
 TIES = np.array([[1, 3, 3, 0], [2, 2, 1, 2], [0, 0, 0, 0]], np.float32)
 BIG = np.array([1, 2**63 + 5, 2**64 - 1, 7], np.uint64)
 
@@ -390,6 +398,31 @@ CASES = [
            grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
     *[Case(f"spacetodepth_{mode.lower()}", "SpaceToDepth", {"x": r(2, 2, 4, 6)},
            grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
+    # -- Pad: fed pads, axes and value are read at every run ----------------------------
+    Case("pad_value", "Pad", {"x": r(2, 3, 4), "pads": i64(1, 0, 0, 2, 1, 3),
+                              "v": np.array(1.5, np.float32)}, grad=["x", "v"]),
+    Case("pad_axes", "Pad", {"x": r(2, 3, 4), "pads": i64(2, 0, 1, 3), "": None,
+                             "axes": i64(-1, 0)}, grad=["x"]),
+    Case("pad_minus_inf", "Pad", {"x": r(2, 3), "pads": i64(0, 1, 0, 2),
+                                  "v": np.array(-np.inf, np.float32)}),
+    *[Case(f"pad_{mode}", "Pad", {"x": r(1, 2, 4, 5), "pads": i64(0, 0, 1, 2, 0, 0, 2, 1)},
+           grad=["x"], mode=mode) for mode in ("edge", "reflect", "wrap")],
+    # -- producing carried types (int4, uint4, int2, uint2 in int8/uint8, float4 in
+    # float32): Cast, CastLike and QuantizeLinear round, wrap and saturate there
+    *[Case(f"cast_to_{name.lower()}", "Cast", {"x": SMALL_VALUES},
+           to=getattr(onnx.TensorProto, name)) for name in CARRIED],
+    *[Case(f"castlike_to_{name.lower()}", "CastLike",
+           {"x": SMALL_VALUES, "like": np.zeros(2, CARRIED[name])}) for name in CARRIED],
+    Case("cast_to_float4_specials", "Cast", {"x": np.array(
+        [np.nan, -np.nan, np.inf, -np.inf, 5.0, 7.0, -0.2, 2.5e-1, 1e-30], np.float32)},
+         to=onnx.TensorProto.FLOAT4E2M1),
+    *[Case(f"quantizelinear_{name.lower()}", "QuantizeLinear",
+           {"x": SMALL_VALUES * 3, "s": np.array(0.5, np.float32),
+            "z": np.array(1 if name != "FLOAT4E2M1" else 0, CARRIED[name])})
+      for name in CARRIED],
+    Case("quantizelinear_int4_output_dtype", "QuantizeLinear",
+         {"x": SMALL_VALUES, "s": np.array(0.25, np.float32)},
+         output_dtype=onnx.TensorProto.INT4),
 ]
 
 
@@ -489,16 +522,18 @@ def _central_differences(model, feeds, inits, names, step=1e-6):
     return result
 
 
-def test_castlike_to_a_type_torch_lacks_is_unsupported():
-    """A target type PyTorch cannot compute with fails while building, naming the node."""
-    like = helper.make_tensor_value_info("like", onnx.TensorProto.FLOAT4E2M1, [1])
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT4E2M1, [2])
-    graph = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
-                              [x, like], [y])
+def test_computing_with_a_carried_type_is_unsupported():
+    """int4 values are carried in int8, which gives ONNX's results only where they are
+    read or produced (Cast, CastLike, QuantizeLinear, ...): a node computing with them
+    fails while building, naming the type, the value and the node."""
+    a = helper.make_tensor_value_info("a", onnx.TensorProto.INT4, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.INT4, [4])
+    pads = numpy_helper.from_array(i64(1, 1), "pads")
+    graph = helper.make_graph([helper.make_node("Pad", ["a", "pads"], ["y"], name="pad0")],
+                              "g", [a], [y], [pads])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)],
                               ir_version=10)
-    with pytest.raises(Deep500Error, match="float4_e2m1fn.*CastLike"):
+    with pytest.raises(Deep500Error, match="(?s)int4.*'a'.*pad0"):
         d5pt.from_onnx(model)
 
 

@@ -11,8 +11,10 @@ through ``ml_dtypes``; ``torch.from_numpy`` and ``Tensor.numpy`` take none of th
   The ONNX operators that take them (Cast, CastLike, DequantizeLinear, and the ones
   that only move values: Identity, Reshape, Transpose, ...) give bit-identical results
   on the carrier; the ones that *produce* them (Cast/CastLike/QuantizeLinear to these
-  types) need their own rounding and saturation, so ``torch_dtype`` has no tensor type
-  for them and those nodes are refused (UnsupportedError).
+  types) round and saturate to the type's values in the carrier (``ops/_cast.py``), and
+  the graph outputs declared in these types are returned in them. ``torch_dtype`` has
+  no tensor type for them: a node that would compute with them otherwise is refused
+  (UnsupportedError).
 
 https://onnx.ai/onnx/technical/float8.html, https://onnx.ai/onnx/technical/int4.html
 """
@@ -116,12 +118,30 @@ def array_from_tensor(tensor: "torch.Tensor") -> np.ndarray:
     return tensor.view(_BITS_TORCH[np_dtype.itemsize]).numpy().view(np_dtype)
 
 
+def carried_type(onnx_type) -> np.dtype | None:
+    """The ml_dtypes type of ONNX element type ``onnx_type`` if PyTorch carries it in a
+    wider one (int4, uint4, int2, uint2, float4 E2M1), else None."""
+    entry = _CARRIED.get(onnx_type)
+    return entry[0] if entry else None
+
+
+def is_carried(np_dtype) -> bool:
+    """Whether ``np_dtype`` is an ml_dtypes type carried in a wider torch type (False
+    for anything else, torch dtypes included)."""
+    return isinstance(np_dtype, np.dtype) and np_dtype in _CARRIERS
+
+
+def carrier_torch_dtype(np_dtype) -> "torch.dtype":
+    """The torch dtype that carries ml_dtypes type ``np_dtype`` (int8, uint8, float32)."""
+    return torch.from_numpy(np.empty(0, _CARRIERS[np.dtype(np_dtype)])).dtype
+
+
 def carried_note(onnx_type: int) -> str:
     """Why a carried ONNX type (int4, ...) has no torch dtype, for error messages."""
     entry = _CARRIED.get(onnx_type)
     if entry is None:
         return ""
-    return (f" ({entry[0]} values are carried as {np.dtype(entry[1])} where they are "
-            f"inputs, but producing them (Cast, CastLike, QuantizeLinear) needs their "
-            f"own rounding and saturation, not implemented here); run the model on the "
-            f"reference executor")
+    return (f" ({entry[0]} values are carried as {np.dtype(entry[1])}: Cast, CastLike "
+            f"and QuantizeLinear produce them, DequantizeLinear, Cast and the operators "
+            f"that move values read them, other operators do not compute with them); "
+            f"run the model on the reference executor")

@@ -103,8 +103,10 @@ class PyTorchNetwork(_ParameterStore):
         self.module = OnnxModule(model.name)
         # outputs of types computed in a wider one (int4 in int8, ...): {name: dtype};
         # carry() refuses models where such values do more than being read
-        self.carried_outputs = carry(model, carriers(CARRIED_NAMES),
-                                     "The PyTorch executor").outputs
+        carried = carriers(CARRIED_NAMES)
+        self.carried_outputs = {
+            **{vi.name: vi.dtype for vi in model.outputs if vi.dtype in carried},
+            **carry(model, carried, "The PyTorch executor").outputs}
         self._static_shapes = True
         self.needs_build = False
         self.build()

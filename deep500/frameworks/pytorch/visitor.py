@@ -23,6 +23,7 @@ import onnx
 
 from deep500.frameworks._bridge.node_errors import NodeErrors
 from deep500.frameworks.pytorch._torch_common import BRIDGE, as_tensor, torch_dtype
+from deep500.frameworks.pytorch.extension_dtypes import is_carried
 from deep500.frameworks.pytorch.ops.activation import ActivationOps
 from deep500.frameworks.pytorch.ops.attention import AttentionOps
 from deep500.frameworks.pytorch.ops.control import ControlOps
@@ -76,8 +77,10 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
                      if self.static_shapes or name in self.inputs}
         self.parameters = network.parameter_values
         self.trainable = set(model.parameters)
+        # name -> ml_dtypes type of constants carried in a wider tensor type (int4, ...)
+        self.carried: dict = {}
         for name, value in model.constants.items():   # from attributes of older opsets
-            self.known[name] = as_tensor(value)
+            self._know_array(name, value)
 
     def visit_initializer(self, name, value, network) -> None:
         """The model's parameters (floating-point initializers other than batch-norm
@@ -88,7 +91,12 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
                 parameter = torch.nn.Parameter(as_tensor(value))
             self.module.add_parameter(name, parameter)
         else:
-            self.known[name] = as_tensor(value)
+            self._know_array(name, value)
+
+    def _know_array(self, name, value) -> None:
+        self.known[name] = as_tensor(value)
+        if is_carried(value.dtype):
+            self.carried[name] = value.dtype
 
     def visit_input(self, value_info, network) -> None:
         self.module.add_input(value_info.name)
@@ -145,6 +153,14 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
         if info is not None and info.dtype is not None:
             return torch_dtype(onnx.helper.np_dtype_to_tensor_dtype(info.dtype))
         return None
+
+    def _element_type(self, name):
+        """The NumPy type (ml_dtypes' included) that the model declares for tensor
+        ``name``, or None: it tells a carried int4 from the int8 that holds it."""
+        if name in self.carried:
+            return self.carried[name]
+        info = self.info.get(name)
+        return None if info is None else info.dtype
 
     def _emit(self, op, fn, inputs=None) -> None:
         """Add node ``op`` computing ``fn(*inputs)`` (default: all its inputs); if every

@@ -1,14 +1,18 @@
 """ONNX's Cast rules in torch, for the tensor family (Cast, CastLike) and the
-quantization family (QuantizeLinear to 8-bit floats).
-https://onnx.ai/onnx/operators/onnx__Cast.html, https://onnx.ai/onnx/technical/float8.html
+quantization family (QuantizeLinear to 8-bit floats and to the carried types), as
+``deep500/utils/onnx_interop/cast.py`` states them.
+https://onnx.ai/onnx/operators/onnx__Cast.html, https://onnx.ai/onnx/technical/float8.html,
+https://onnx.ai/onnx/technical/int4.html, https://onnx.ai/onnx/technical/float4.html
 """
 from __future__ import annotations
 
 import math
 
-from deep500.frameworks.pytorch.extension_dtypes import array_from_tensor, tensor_from_array
+from deep500.frameworks.pytorch.extension_dtypes import (array_from_tensor,
+                                                         carrier_torch_dtype,
+                                                         tensor_from_array)
 from deep500.utils.errors import require
-from deep500.utils.onnx_interop.cast import E8M0, convert
+from deep500.utils.onnx_interop.cast import E8M0, FLOAT4, convert
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
@@ -45,4 +49,37 @@ def cast_to_e8m0(saturate: bool, round_mode: str):
     return to_e8m0
 
 
-__all__ = ["FLOAT8", "cast", "cast_to_e8m0"]
+def integer_range(dtype) -> tuple[int, int]:
+    """(lowest, largest) value of a carried 4- or 2-bit integer type."""
+    bits = 4 if dtype.name.endswith("4") else 2
+    if dtype.name.startswith("int"):
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def cast_to_carried(x, dtype):
+    """ONNX Cast of ``x`` to ``dtype``, a type PyTorch carries in a wider one (int4,
+    uint4, int2, uint2 in int8/uint8; float4 E2M1 in float32): integers keep their low
+    bits in two's complement (floats truncated toward zero first); float4 rounds to the
+    nearest of its values (ties to an even mantissa), saturates to ±6 and makes NaN -0."""
+    if dtype == FLOAT4:
+        return _to_float4(x)
+    low, high = integer_range(dtype)
+    span = high - low + 1
+    wide = x.to(torch.int64)    # floats truncate toward zero
+    wrapped = torch.remainder(wide - low, span) + low
+    return wrapped.to(carrier_torch_dtype(dtype))
+
+
+def _to_float4(x):
+    """E2M1 values are 0, 0.5, 1, 1.5 (step 0.5), 2, 3 (step 1), 4, 6 (step 2): the
+    magnitude rounds to its binade's step (halves to even, as torch.round), which is
+    round-to-nearest-even on the bits."""
+    x = x.float()
+    magnitude = x.abs().clamp(max=6.0)
+    step = torch.where(magnitude < 2, 0.5, torch.where(magnitude < 4, 1.0, 2.0))
+    rounded = torch.copysign(torch.round(magnitude / step) * step, x)
+    return torch.where(torch.isnan(x), -0.0, rounded)
+
+
+__all__ = ["FLOAT8", "cast", "cast_to_carried", "cast_to_e8m0", "integer_range"]

@@ -6,8 +6,11 @@ type. https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html
 from __future__ import annotations
 
 from deep500.frameworks.pytorch._torch_common import torch_dtype
-from deep500.frameworks.pytorch.ops._cast import cast
+from deep500.frameworks.pytorch.extension_dtypes import (carried_type, carrier_torch_dtype,
+                                                         is_carried)
+from deep500.frameworks.pytorch.ops._cast import cast, cast_to_carried, integer_range
 from deep500.utils.errors import UnsupportedError, require
+from deep500.utils.onnx_interop.cast import FLOAT4
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
@@ -27,6 +30,11 @@ def _broadcast_quantization(value, shape, axis, block):
 
 
 def _saturate_integer(values, dtype):
+    """``values`` clamped to integer type ``dtype``'s range, in that type (a carried
+    4- or 2-bit type in its carrier)."""
+    if is_carried(dtype):
+        low, high = integer_range(dtype)
+        return values.clamp(low, high).to(carrier_torch_dtype(dtype))
     info = torch.iinfo(dtype)
     return values.clamp(info.min, info.max).to(dtype)
 
@@ -37,7 +45,14 @@ class QuantizationOps:
 
     def _quantized_type(self, op, name, given):
         """The element type of a quantized tensor: that of ``name`` (a zero point) if
-        present, else the output_dtype attribute ``given``, else uint8."""
+        present, else the output_dtype attribute ``given``, else None (uint8): a torch
+        dtype, or the ml_dtypes type of a carried one (int4, uint4, int2, uint2,
+        float4)."""
+        declared = self._element_type(name) if name else None
+        if is_carried(declared):
+            return declared
+        if not name and given and carried_type(given) is not None:
+            return carried_type(given)
         try:
             dtype = self._dtype(name) if name else None
             if dtype is None and given:
@@ -49,13 +64,15 @@ class QuantizationOps:
 
     def visit_quantizelinear(self, op, network):
         """y = saturate(round(x / scale) + zero_point), rounding halves to even; scale
-        and zero point per tensor, per axis or per block.
+        and zero point per tensor, per axis or per block; float types by a saturating
+        cast of x / scale.
         https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html"""
         a = op.attributes
         axis, block = a.get("axis", 1), a.get("block_size") or 0
         saturate = bool(a.get("saturate", 1))
         names = list(op.inputs) + [""]
         static = self._quantized_type(op, names[2], a.get("output_dtype"))
+        carried = static if is_carried(static) else None
         precision = a.get("precision")
         precision = torch_dtype(precision) if precision else None
 
@@ -65,7 +82,9 @@ class QuantizationOps:
             if precision is not None:
                 x, scale = x.to(precision), scale.to(precision)
             scaled = x / scale
-            if dtype.is_floating_point:
+            if carried == FLOAT4:
+                return cast_to_carried(scaled, FLOAT4)
+            if carried is None and dtype.is_floating_point:
                 return cast(scaled, dtype, saturate)
             rounded = torch.round(scaled).long()
             if zero_point is not None:

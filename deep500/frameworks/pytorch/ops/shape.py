@@ -74,6 +74,33 @@ def center_crop_pad(x, shape, axes):
     return x
 
 
+def _explicit_pads(pads, axes, rank: int) -> list:
+    """F.pad's pads for ONNX ``pads`` ([begin..., end...]) over ``axes`` (None: all) of
+    a tensor of ``rank``."""
+    chosen = list(range(rank)) if axes is None else [x % rank for x in axes]
+    half = len(pads) // 2
+    full = [0] * (2 * rank)
+    for i, axis in enumerate(chosen):
+        full[axis], full[rank + axis] = pads[i], pads[half + i]
+    result = torch_pads(full)
+    while result and result[-1] == 0 and result[-2] == 0:
+        result = result[:-2]  # modes other than 'constant' pad only the trailing
+    return result             # axes: drop the unpadded leading ones
+
+
+def _pad(x, explicit, mode: str, value=None):
+    """F.pad of ``x``; in 'constant' mode with ``value`` (None: 0, a number, or a
+    tensor: a parameter stays differentiable)."""
+    if mode != "constant":
+        return F.pad(x, explicit, mode)
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            # pad(x - v) + v is x inside and v outside, and differentiable in v.
+            return F.pad(x - value, explicit) + value
+        value = value.item()
+    return F.pad(x, explicit, "constant", 0 if value is None else value)
+
+
 class ShapeOps:
     """``visit_<op>`` of the shape family, mixed into
     :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
@@ -219,47 +246,34 @@ class ShapeOps:
                        op.inputs[:1])
 
     def visit_pad(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__Pad.html: pads (negative ones crop) over
+        ``axes`` (default all); pads and axes known while building are turned into
+        F.pad's form once, others (a function body's computed pads) at every run."""
         a = op.attributes
         mode = _PAD_MODES.get(a.get("mode") or "constant")
         if mode is None:
             raise self.node_error(op, f"pad mode {a.get('mode')!r} is not supported "
                                   f"(constant, reflect, edge, wrap are)")
-        names = list(op.inputs) + ["", "", ""]
-        value_name = ""
-        pads = self._ints(names[1])
-        axes = self._ints(names[3]) if names[3] else None
-        if pads is None or (names[3] and axes is None):
-            raise self.node_error(op, "pads and axes must be constants (initializers or "
-                                  "Constant nodes)")
-        value = self._scalar(names[2]) if names[2] else 0
-        if names[2] and value is None:  # a parameter (floating initializer)
-            value_name = names[2]
+        x_name, pads_name, value_name, axes_name = (list(op.inputs) + ["", "", ""])[:4]
+        pads = self._ints(pads_name)
+        axes = self._ints(axes_name) if axes_name else None
+        if pads is None or (axes_name and axes is None):
+            def pad_dynamic(x, p, v=None, a=None):
+                explicit = _explicit_pads(p.tolist(), None if a is None else a.tolist(),
+                                          x.dim())
+                return _pad(x, explicit, mode, v)
+            self._emit(op, pad_dynamic, [x_name, pads_name, value_name, axes_name])
+            return
+        rank = self._rank(x_name)
+        fixed = None if rank is None else _explicit_pads(pads, axes, rank)
 
-        def pads_for_rank(rank):
-            chosen = list(range(rank)) if axes is None else [x % rank for x in axes]
-            half = len(pads) // 2
-            full = [0] * (2 * rank)
-            for i, axis in enumerate(chosen):
-                full[axis], full[rank + axis] = pads[i], pads[half + i]
-            result = torch_pads(full)
-            while result and result[-1] == 0 and result[-2] == 0:
-                result = result[:-2]  # modes other than 'constant' pad only the
-            return result             # trailing axes: drop the unpadded leading ones
-
-        rank = self._rank(op.inputs[0])
-        if rank is not None:
-            explicit = pads_for_rank(rank)
-            pads_of = lambda x: explicit  # noqa: E731
+        def pads_of(x):
+            return fixed if fixed is not None else _explicit_pads(pads, axes, x.dim())
+        value = self._scalar(value_name) if value_name else None
+        if value_name and value is None:   # a parameter, or computed while running
+            self._emit(op, lambda x, v: _pad(x, pads_of(x), mode, v), [x_name, value_name])
         else:
-            pads_of = lambda x: pads_for_rank(x.dim())  # noqa: E731
-        if value_name:
-            # pad(x - v) + v is x inside and v outside, and differentiable in v.
-            self._emit(op, lambda x, v: F.pad(x - v, pads_of(x)) + v,
-                       [op.inputs[0], value_name])
-        elif mode == "constant":
-            self._emit(op, lambda x: F.pad(x, pads_of(x), "constant", value), op.inputs[:1])
-        else:
-            self._emit(op, lambda x: F.pad(x, pads_of(x), mode), op.inputs[:1])
+            self._emit(op, lambda x: _pad(x, pads_of(x), mode, value), [x_name])
 
     def visit_trilu(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Trilu.html"""

@@ -9,7 +9,8 @@ import onnx
 import onnx.numpy_helper
 
 from deep500.frameworks.pytorch._torch_common import as_tensor, torch_dtype
-from deep500.frameworks.pytorch.ops._cast import cast, cast_to_e8m0
+from deep500.frameworks.pytorch.extension_dtypes import carried_type, is_carried
+from deep500.frameworks.pytorch.ops._cast import cast, cast_to_carried, cast_to_e8m0
 from deep500.utils.errors import ShapeError, UnsupportedError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -24,7 +25,12 @@ class TensorOps:
 
     def visit_cast(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Cast.html: 8-bit floats saturate (or
-        not) as ONNX says, FLOAT8E8M0 rounds by ``round_mode`` (``_cast``)."""
+        not) as ONNX says, FLOAT8E8M0 rounds by ``round_mode``, int4/uint4/int2/uint2 and
+        float4 are made in their carriers (``_cast``)."""
+        carried = carried_type(op.attributes["to"])
+        if carried is not None:
+            self._emit(op, lambda x: cast_to_carried(x, carried))
+            return
         dtype = torch_dtype(op.attributes["to"])
         saturate = bool(op.attributes.get("saturate", 1))
         if dtype == getattr(torch, "float8_e8m0fnu", None):
@@ -36,6 +42,10 @@ class TensorOps:
         """Cast to the element type of the second input.
         https://onnx.ai/onnx/operators/onnx__CastLike.html"""
         saturate = bool(op.attributes.get("saturate", 1))
+        carried = self._element_type(op.inputs[1])
+        if is_carried(carried):
+            self._emit(op, lambda x: cast_to_carried(x, carried), op.inputs[:1])
+            return
         try:
             target = self._dtype(op.inputs[1])
         except UnsupportedError as error:
