@@ -58,6 +58,26 @@ def writable(array) -> np.ndarray:
     return np.array(array, order="C")
 
 
+def moving_average(average: np.ndarray, value: np.ndarray, decay: float,
+                   scratch: np.ndarray) -> None:
+    """average ← decay·average + (1 − decay)·value, in place (``value`` may be
+    ``scratch``, which it overwrites)."""
+    np.multiply(value, 1.0 - decay, out=scratch)
+    average *= decay
+    average += scratch
+
+
+def adaptive_step(param: np.ndarray, direction: np.ndarray, accumulator: np.ndarray,
+                  epsilon: float, step_size: float, scratch: np.ndarray) -> np.ndarray:
+    """param ← param − step_size·direction / (√accumulator + ε), in place: the step of
+    AdaGrad, RMSProp and Adam, which differ in how they accumulate."""
+    np.sqrt(accumulator, out=scratch)
+    scratch += epsilon
+    np.divide(direction, scratch, out=scratch)
+    scratch *= step_size
+    return np.subtract(param, scratch, out=param)
+
+
 class ReferenceUpdateRule(UpdateRuleOptimizer):
     """Base of the reference update-rule optimizers: checks the learning rate and owns
     the scratch buffer."""

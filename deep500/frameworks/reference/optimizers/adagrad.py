@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from deep500.frameworks.reference.optimizers._common import (ReferenceUpdateRule,
+                                                             adaptive_step,
                                                              check_hyperparameter)
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv2_training.optimizer import OptimizerEvent
@@ -33,11 +34,7 @@ class AdaGradOptimizer(ReferenceUpdateRule):
     def update_rule(self, grad, old_param, param_name):
         param = self._param(old_param)
         accumulator = self.slot(param_name, "sum", param, self.initial_accumulator_value)
-        scratch = self.scratch.like(param)
-        np.multiply(grad, grad, out=scratch)
-        accumulator += scratch
-        np.sqrt(accumulator, out=scratch)
-        scratch += self.epsilon
-        np.divide(grad, scratch, out=scratch)
-        scratch *= self.learning_rate
-        return np.subtract(param, scratch, out=param)
+        squares = self.scratch.like(param)
+        accumulator += np.multiply(grad, grad, out=squares)
+        return adaptive_step(param, grad, accumulator, self.epsilon, self.learning_rate,
+                             squares)

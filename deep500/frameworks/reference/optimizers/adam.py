@@ -7,7 +7,9 @@ from typing import Sequence
 import numpy as np
 
 from deep500.frameworks.reference.optimizers._common import (ReferenceUpdateRule,
-                                                             check_hyperparameter)
+                                                             adaptive_step,
+                                                             check_hyperparameter,
+                                                             moving_average)
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv2_training.optimizer import OptimizerEvent
 
@@ -48,15 +50,6 @@ class AdamOptimizer(ReferenceUpdateRule):
         m = self.slot(param_name, "m", param)
         v = self.slot(param_name, "v", param)
         scratch = self.scratch.like(param)
-        np.multiply(grad, 1.0 - self.beta1, out=scratch)
-        m *= self.beta1
-        m += scratch
-        np.multiply(grad, grad, out=scratch)
-        scratch *= 1.0 - self.beta2
-        v *= self.beta2
-        v += scratch
-        np.sqrt(v, out=scratch)
-        scratch += self._epsilon_hat
-        np.divide(m, scratch, out=scratch)
-        scratch *= self._step_size
-        return np.subtract(param, scratch, out=param)
+        moving_average(m, grad, self.beta1, scratch)
+        moving_average(v, np.multiply(grad, grad, out=scratch), self.beta2, scratch)
+        return adaptive_step(param, m, v, self._epsilon_hat, self._step_size, scratch)

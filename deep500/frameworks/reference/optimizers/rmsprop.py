@@ -7,7 +7,9 @@ from typing import Sequence
 import numpy as np
 
 from deep500.frameworks.reference.optimizers._common import (ReferenceUpdateRule,
-                                                             check_hyperparameter)
+                                                             adaptive_step,
+                                                             check_hyperparameter,
+                                                             moving_average)
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv2_training.optimizer import OptimizerEvent
 
@@ -34,12 +36,5 @@ class RMSPropOptimizer(ReferenceUpdateRule):
         param = self._param(old_param)
         average = self.slot(param_name, "square_average", param)
         scratch = self.scratch.like(param)
-        np.multiply(grad, grad, out=scratch)
-        scratch *= 1.0 - self.decay
-        average *= self.decay
-        average += scratch
-        np.sqrt(average, out=scratch)
-        scratch += self.epsilon
-        np.divide(grad, scratch, out=scratch)
-        scratch *= self.learning_rate
-        return np.subtract(param, scratch, out=param)
+        moving_average(average, np.multiply(grad, grad, out=scratch), self.decay, scratch)
+        return adaptive_step(param, grad, average, self.epsilon, self.learning_rate, scratch)
