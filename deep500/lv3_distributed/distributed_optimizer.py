@@ -308,8 +308,9 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     def _wire_note(self) -> str:
         return "" if self.wire is None else f" ({self.comm_dtype} on the wire)"
 
-    #: The allreduce of the default step (``None``: ``comm.allreduce_algorithm``).
-    allreduce_algorithm: str | None = None
+    #: The allreduce of the default step: an ``AllreduceAlgorithm`` looked up once, or a
+    #: name (``None``: ``comm.allreduce_algorithm``).
+    allreduce_algorithm = None
     #: Further keywords of that allreduce (``segment_bytes``, ``mpi_algorithm``).
     allreduce_options: dict = {}
 

@@ -48,6 +48,7 @@ import time
 import numpy as np
 
 from deep500.lv1_network.events import ExecutorEvent
+from deep500.lv3_distributed.option_checks import check_byte_count
 from deep500.utils.errors import Deep500Error
 
 _clock = time.perf_counter
@@ -59,10 +60,7 @@ DEFAULT_BUCKET_BYTES = 1 << 20
 
 def check_bucket_bytes(value, where: str = "bucket_bytes") -> int:
     """``value`` if it is a positive integer number of bytes, else ``Deep500Error``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
-                           f"(the default is {DEFAULT_BUCKET_BYTES}, 1 MiB)")
-    return int(value)
+    return check_byte_count(value, where, f"{DEFAULT_BUCKET_BYTES}, 1 MiB")
 
 
 class _Bucket:

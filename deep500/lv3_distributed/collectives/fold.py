@@ -56,6 +56,18 @@ def unfold(net, target, new_rank: int, counter: Counter) -> None:
         send(net, target, partner, UNFOLD, counter)
 
 
+def run_folded(net, target, ufunc, power_of_two) -> Traffic:
+    """Fold, run ``power_of_two(new_rank, counter)`` on the p' ranks that go on (the
+    algorithm with ranks renumbered 0..p'-1, ``old_rank`` turning them back), unfold;
+    returns this rank's traffic."""
+    counter = Counter()
+    new_rank = fold(net, target, ufunc, counter)
+    if new_rank >= 0:
+        power_of_two(new_rank, counter)
+    unfold(net, target, new_rank, counter)
+    return counter.traffic()
+
+
 def with_fold(size: int, rank: int, n: int, inner: Traffic) -> Traffic:
     """``inner`` (the power-of-two algorithm's traffic of this rank) plus the fold's one
     message of ``n`` bytes each way for the 2r ranks in it; a waiting rank only that."""

@@ -13,10 +13,9 @@ from functools import lru_cache
 import numpy as np
 
 from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
-from deep500.lv3_distributed.collectives.fold import (fold, fold_cost, fold_partner,
-                                                      old_rank, unfold, with_fold)
-from deep500.lv3_distributed.collectives.messages import (Counter, chunk_bounds,
-                                                          sendrecv)
+from deep500.lv3_distributed.collectives.fold import (fold_cost, fold_partner, old_rank,
+                                                      run_folded, with_fold)
+from deep500.lv3_distributed.collectives.messages import chunk_bounds, sendrecv
 from deep500.lv3_distributed.collectives.pricing import lg, pof2, shared, swap
 from deep500.lv3_distributed.message_tags import DOUBLING, HALVING
 from deep500.lv3_distributed.volume import Traffic, ring_chunks
@@ -28,9 +27,7 @@ class Rabenseifner(AllreduceAlgorithm):
     name = "rabenseifner"
 
     def _run(self, net, target, ufunc, average) -> Traffic:
-        counter = Counter()
-        new_rank = fold(net, target, ufunc, counter)
-        if new_rank >= 0:
+        def halving_then_doubling(new_rank, counter):
             q = pof2(net.size)
             bounds = chunk_bounds(target.size, q)
             scratch = net._scratch_for(target.dtype, bounds[(q + 1) // 2])
@@ -55,8 +52,7 @@ class Rabenseifner(AllreduceAlgorithm):
                 sendrecv(net, target[bounds[keep[0]]:bounds[keep[1]]],
                          target[bounds[give[0]]:bounds[give[1]]], peer, DOUBLING,
                          counter)
-        unfold(net, target, new_rank, counter)
-        return counter.traffic()
+        return run_folded(net, target, ufunc, halving_then_doubling)
 
     @lru_cache(maxsize=4096)  # MPI's modelled calls ask for it on every call
     def _traffic(self, count, itemsize, size, rank) -> Traffic:

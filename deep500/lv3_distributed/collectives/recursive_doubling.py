@@ -10,9 +10,9 @@ from functools import lru_cache
 import numpy as np
 
 from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
-from deep500.lv3_distributed.collectives.fold import (fold, fold_cost, old_rank, unfold,
+from deep500.lv3_distributed.collectives.fold import (fold_cost, old_rank, run_folded,
                                                       with_fold)
-from deep500.lv3_distributed.collectives.messages import Counter, sendrecv
+from deep500.lv3_distributed.collectives.messages import sendrecv
 from deep500.lv3_distributed.collectives.pricing import lg, pof2, shared, swap
 from deep500.lv3_distributed.message_tags import EXCHANGE
 from deep500.lv3_distributed.volume import Traffic
@@ -23,9 +23,7 @@ class RecursiveDoubling(AllreduceAlgorithm):
     name = "recursive_doubling"
 
     def _run(self, net, target, ufunc, average) -> Traffic:
-        counter = Counter()
-        new_rank = fold(net, target, ufunc, counter)
-        if new_rank >= 0:
+        def exchanges(new_rank, counter):
             q = pof2(net.size)
             scratch = net._scratch_for(target.dtype, target.size)
             mask = 1
@@ -36,8 +34,7 @@ class RecursiveDoubling(AllreduceAlgorithm):
                 mask <<= 1
             if average:
                 np.true_divide(target, net.size, out=target)
-        unfold(net, target, new_rank, counter)
-        return counter.traffic()
+        return run_folded(net, target, ufunc, exchanges)
 
     @lru_cache(maxsize=4096)  # MPI's modelled calls ask for it on every call
     def _traffic(self, count, itemsize, size, rank) -> Traffic:

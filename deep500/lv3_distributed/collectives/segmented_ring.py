@@ -21,6 +21,7 @@ from deep500.lv3_distributed.collectives.messages import Counter, chunk_bounds
 from deep500.lv3_distributed.collectives.pricing import shared, swap
 from deep500.lv3_distributed.message_tags import (SEGMENT_ALLGATHER,
                                                   SEGMENT_REDUCE_SCATTER)
+from deep500.lv3_distributed.option_checks import check_byte_count
 from deep500.lv3_distributed.volume import Traffic, ring_allreduce_traffic, ring_chunks
 from deep500.utils.errors import Deep500Error
 
@@ -30,10 +31,7 @@ DEFAULT_SEGMENT_BYTES = 1 << 20
 
 def check_segment_bytes(value, where: str = "segment_bytes") -> int:
     """``value`` if it is a positive integer number of bytes, else a ``Deep500Error``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise Deep500Error(f"{where}={value!r}: give a positive integer number of bytes "
-                           f"(the default is {DEFAULT_SEGMENT_BYTES})")
-    return int(value)
+    return check_byte_count(value, where, DEFAULT_SEGMENT_BYTES)
 
 
 def segment_elements(segment_bytes: int, itemsize: int) -> int:

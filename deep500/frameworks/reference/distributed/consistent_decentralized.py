@@ -53,7 +53,7 @@ class ConsistentDecentralized(DistributedOptimizer):
                                              comm_dtype, overlap, bucket_bytes)
         super().__init__(base_optimizer, comm, comm_dtype, overlap, bucket_bytes,
                          compute_only_every)
-        self.allreduce_algorithm = self._allreduce.name
+        self.allreduce_algorithm = self._allreduce   # the step's allreduce (looked up)
         self.allreduce_options = {k: v for k, v in (("segment_bytes", segment_bytes),
                                                     ("mpi_algorithm", mpi_algorithm))
                                   if v is not None}
@@ -79,10 +79,10 @@ class ConsistentDecentralized(DistributedOptimizer):
 
     @property
     def algorithm(self) -> str:
-        return self.allreduce_algorithm
+        return self._allreduce.name
 
     def scheme_hyperparameters(self) -> dict:
-        chosen = {"allreduce": self.allreduce_algorithm}
+        chosen = {"allreduce": self._allreduce.name}
         if "segment_bytes" in self._allreduce.options:
             chosen["segment_bytes"] = self.allreduce_options.get(
                 "segment_bytes", self.comm.segment_bytes)
@@ -96,10 +96,10 @@ class ConsistentDecentralized(DistributedOptimizer):
         recorded."""
         fused = self.fused()
         one = self.comm.allreduce_traffic(
-            fused.buffer.size, fused.buffer.itemsize, self.allreduce_algorithm,
+            fused.buffer.size, fused.buffer.itemsize, self._allreduce,
             self.allreduce_options.get("segment_bytes"), self.comm_dtype)
         return {"bytes_sent": steps * one.bytes_sent,
                 "bytes_received": steps * one.bytes_received,
-                "model": f"the gradients, every step: {self.allreduce_algorithm} "
+                "model": f"the gradients, every step: {self._allreduce.name} "
                          f"allreduce of {self.wire_nbytes(fused.buffer)} B"
                          f"{self._wire_note()} (AllreduceAlgorithm.traffic)"}

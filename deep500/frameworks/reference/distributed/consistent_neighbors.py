@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
-from deep500.utils.errors import Deep500Error
+from deep500.lv3_distributed.option_checks import check_choice
 
 TOPOLOGIES = ("ring", "torus")
 MIXES = ("gradients", "parameters")
@@ -44,12 +44,8 @@ class ConsistentNeighbors(DistributedOptimizer):
                  mix: str = "gradients", comm_dtype: str = "float32",
                  overlap: bool = False):
         super().__init__(base_optimizer, comm, comm_dtype, overlap)
-        if topology not in TOPOLOGIES:
-            raise Deep500Error(f"ConsistentNeighbors: topology={topology!r}; choose one of "
-                               f"{', '.join(TOPOLOGIES)}")
-        if mix not in MIXES:
-            raise Deep500Error(f"ConsistentNeighbors: mix={mix!r}; choose one of "
-                               f"{', '.join(MIXES)}")
+        check_choice("ConsistentNeighbors", "topology", topology, TOPOLOGIES)
+        check_choice("ConsistentNeighbors", "mix", mix, MIXES)
         self.topology, self.mix = topology, mix
         self.neighbours = self.neighbourhood(self.rank)
         self.consistent = mix == "gradients" and all(

@@ -34,14 +34,14 @@ class ModelAverageDecentralized(DistributedOptimizer):
     def __init__(self, base_optimizer, comm=None, period: int = 4,
                  algorithm: str = "ring", comm_dtype: str = "float32",
                  overlap: bool = False):
-        chosen = check_allreduce_options("ModelAverageDecentralized", algorithm,
-                                         comm_dtype=comm_dtype)
+        self._allreduce = check_allreduce_options("ModelAverageDecentralized", algorithm,
+                                                  comm_dtype=comm_dtype)
         super().__init__(base_optimizer, comm, comm_dtype, overlap)
         if int(period) < 1:
             raise Deep500Error(f"ModelAverageDecentralized: period must be at least 1 "
                                f"step, got {period}")
         self.period = int(period)
-        self.algorithm = chosen.name
+        self.algorithm = self._allreduce.name
         self.averagings = 0
         self._drift: list[float] = []
 
@@ -61,8 +61,8 @@ class ModelAverageDecentralized(DistributedOptimizer):
         buffer = fused.pack(self.fetch_parameters())
         local = buffer.copy()
         with self.phase("communication"):
-            self.comm.allreduce(buffer, op="average", out=buffer, algorithm=self.algorithm,
-                                **self.wire_options)
+            self.comm.allreduce(buffer, op="average", out=buffer,
+                                algorithm=self._allreduce, **self.wire_options)
         with self.phase("update"):
             self.feed_parameters(fused.unpack())
         # how far this replica had drifted from the average: free, the mean is here
@@ -86,7 +86,7 @@ class ModelAverageDecentralized(DistributedOptimizer):
                                                f"the parameters, every {self.period} steps")
         fused = self.fused()
         one = self.comm.allreduce_traffic(fused.buffer.size, fused.buffer.itemsize,
-                                          self.algorithm, wire_dtype=self.comm_dtype)
+                                          self._allreduce, wire_dtype=self.comm_dtype)
         return {"bytes_sent": calls * one.bytes_sent,
                 "bytes_received": calls * one.bytes_received,
                 "model": f"the parameters, every {self.period} steps: {self.algorithm} "

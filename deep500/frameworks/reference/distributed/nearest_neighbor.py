@@ -101,7 +101,7 @@ from deep500.lv3_distributed.communication import (CommunicationNetwork,
                                                    check_torus_shape, torus_neighbour_ranks,
                                                    torus_shape)
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
-from deep500.lv3_distributed.volume import binomial_broadcast_traffic
+from deep500.lv3_distributed.option_checks import check_choice
 from deep500.utils.errors import Deep500Error
 
 TOPOLOGIES = ("ring", "torus")
@@ -190,12 +190,8 @@ class NearestNeighborTraining(DistributedOptimizer, TrainingEvent):
                           sync_best_every_epoch=False, max_outstanding=2,
                           accuracy_steps=20) -> None:
         """The checks that need no MPI (a recipe runs them up front)."""
-        if topology not in TOPOLOGIES:
-            raise Deep500Error(f"{cls.__name__}: topology={topology!r}; choose one of "
-                               f"{', '.join(TOPOLOGIES)}")
-        if exchange not in EXCHANGES:
-            raise Deep500Error(f"{cls.__name__}: exchange={exchange!r}; choose one of "
-                               f"{', '.join(EXCHANGES)}")
+        check_choice(cls.__name__, "topology", topology, TOPOLOGIES)
+        check_choice(cls.__name__, "exchange", exchange, EXCHANGES)
         if torus_shape is not None and topology != "torus":
             raise Deep500Error(f"{cls.__name__}: torus_shape is for topology: torus; "
                                f"remove it or set topology: torus")
