@@ -10,10 +10,15 @@ from deep500.utils.errors import ShapeError
 
 
 class Cumulative(ReferenceOp):
-    """Subclasses implement ``scan(x, axis)`` (inclusive, forward), its ``identity`` and
-    ``scan_backward(dY, x, Y, axis)`` (for the inclusive forward scan)."""
+    """Subclasses name the ``ufunc`` whose accumulation is the scan (its identity starts
+    an exclusive scan) and implement ``scan_backward(dY, x, Y, axis)`` (for the
+    inclusive forward scan)."""
     defaults = {"exclusive": 0, "reverse": 0}
-    identity = 0
+    ufunc: np.ufunc = None
+
+    def scan(self, x, axis):
+        """The inclusive forward scan, in x's type."""
+        return self.ufunc.accumulate(x, axis=axis, dtype=x.dtype)
 
     def _axis(self, x, axis) -> int:
         axis = np.asarray(axis)
@@ -26,7 +31,7 @@ class Cumulative(ReferenceOp):
         """x moved one step along ``axis`` (the identity enters at the start)."""
         if x.shape[axis] == 0:
             return x
-        pad = np.full_like(np.take(x, [0], axis=axis), self.identity)
+        pad = np.full_like(np.take(x, [0], axis=axis), self.ufunc.identity)
         return np.concatenate([pad, np.take(x, np.arange(x.shape[axis] - 1), axis=axis)],
                               axis=axis)
 

@@ -56,3 +56,51 @@ class Reduce(ReferenceOp):
                                   np.asarray(fwd_outputs[0]).reshape(kept), reduced)
         dX = np.broadcast_to(dX, data.shape).astype(data.dtype)
         return [dX] + rest
+
+
+class SumOfTerms(Reduce):
+    """ReduceSum, ReduceL1, ReduceSumSquare: Σ term(x) over the axes, whose gradient is
+    dY·term'(x). Subclasses name ``term`` and ``term_derivative`` (the identity's by
+    default)."""
+
+    @staticmethod
+    def term(x):
+        return x
+
+    @staticmethod
+    def term_derivative(x):
+        return 1
+
+    def reduce(self, data, axes):
+        return np.sum(self.term(data), axis=axes, keepdims=True)
+
+    def reduce_backward(self, dY, data, Y, axes):
+        return dY * self.term_derivative(data)
+
+
+def extreme_value(dtype: np.dtype, highest: bool):
+    """The highest (or lowest) value of ``dtype``: what an empty maximum (minimum) gives.
+    Floats, extension types such as bfloat16 included, give ±inf."""
+    if dtype == np.bool_:
+        return highest
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max if highest else np.iinfo(dtype).min
+    return dtype.type(np.inf if highest else -np.inf)
+
+
+class ExtremeReduce(Reduce):
+    """ReduceMax and ReduceMin: ``pick`` (np.max or np.min), whose reduction of no
+    elements gives the opposite extreme of the type (``lowest_start``: the lowest, for a
+    maximum). The gradient is shared equally by the elements that tie for the extreme,
+    as PyTorch's ``amax`` and ``amin`` share it."""
+    pick = None
+    lowest_start = True
+
+    def reduce(self, data, axes):
+        start = extreme_value(data.dtype, highest=not self.lowest_start)
+        return type(self).pick(data, axis=axes, keepdims=True, initial=start)
+
+    def reduce_backward(self, dY, data, Y, axes):
+        winners = data == Y
+        ties = winners.sum(axis=axes, keepdims=True).astype(data.dtype)
+        return dY * winners / ties

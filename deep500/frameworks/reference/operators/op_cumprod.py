@@ -14,10 +14,7 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("CumProd")
 class CumProd(Cumulative):
-    identity = 1
-
-    def scan(self, x, axis):
-        return np.cumprod(x, axis=axis, dtype=x.dtype)
+    ufunc = np.multiply
 
     def scan_backward(self, dY, x, Y, axis):
         zero = x == 0

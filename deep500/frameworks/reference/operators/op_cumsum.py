@@ -9,10 +9,7 @@ from deep500.frameworks.reference.operators.registry import register
 
 @register("CumSum")
 class CumSum(Cumulative):
-    identity = 0
-
-    def scan(self, x, axis):
-        return np.cumsum(x, axis=axis, dtype=x.dtype)
+    ufunc = np.add
 
     def scan_backward(self, dY, x, Y, axis):
         return reverse_cumsum(dY, axis)   # dX_j = sum over i >= j of dY_i

@@ -2,14 +2,11 @@
 noop_with_empty_axes). https://onnx.ai/onnx/operators/onnx__ReduceL1.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_reduce import Reduce
+from deep500.frameworks.reference.operators._op_common_reduce import SumOfTerms
 from deep500.frameworks.reference.operators.registry import register
 
 
 @register("ReduceL1")
-class ReduceL1(Reduce):
-    def reduce(self, data, axes):
-        return np.sum(np.abs(data), axis=axes, keepdims=True)
-
-    def reduce_backward(self, dY, data, Y, axes):
-        return dY * np.sign(data)   # the subgradient 0 at 0, as PyTorch
+class ReduceL1(SumOfTerms):
+    term = staticmethod(np.abs)
+    term_derivative = staticmethod(np.sign)   # the subgradient 0 at 0, as PyTorch

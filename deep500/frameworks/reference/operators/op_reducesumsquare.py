@@ -1,15 +1,16 @@
 """ReduceSumSquare: sum of the squares along ``axes`` (all if empty, unless
-noop_with_empty_axes). https://onnx.ai/onnx/operators/onnx__ReduceSumSquare.html"""
+noop_with_empty_axes); the gradient is 2·x·dY.
+https://onnx.ai/onnx/operators/onnx__ReduceSumSquare.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_reduce import Reduce
+from deep500.frameworks.reference.operators._op_common_reduce import SumOfTerms
 from deep500.frameworks.reference.operators.registry import register
 
 
 @register("ReduceSumSquare")
-class ReduceSumSquare(Reduce):
-    def reduce(self, data, axes):
-        return np.sum(np.square(data), axis=axes, keepdims=True)
+class ReduceSumSquare(SumOfTerms):
+    term = staticmethod(np.square)
 
-    def reduce_backward(self, dY, data, Y, axes):
-        return 2 * dY * data
+    @staticmethod
+    def term_derivative(x):
+        return 2 * x
