@@ -37,10 +37,19 @@ class Unary(UnaryElementwise):
     ('f' floating, 'i' signed, 'u' unsigned); integer inputs have no gradient.
 
     Subclasses implement ``_forward(X)`` and ``_backward(dY, X, Y)`` on arrays of the
-    compute dtype (see :func:`compute_dtype`); ``scalar(name, X)`` is attribute ``name``
-    in X's dtype.
+    compute dtype (see :func:`compute_dtype`), or, for Y = f(X) with f one NumPy
+    function, name ``function`` and ``derivative`` (f'); ``scalar(name, X)`` is attribute
+    ``name`` in X's dtype.
     """
     kinds = "f"
+    function = None
+    derivative = None
+
+    def _forward(self, X):
+        return self.function(X)
+
+    def _backward(self, dY, X, Y):
+        return dY * self.derivative(X)
 
     def scalar(self, name: str, X: np.ndarray):
         return X.dtype.type(self.attr(name))

@@ -48,6 +48,18 @@ def check_same_dtype(op_type: str, *arrays) -> None:
                          f"inputs")
 
 
+def broadcast_sum(op_type: str, inputs, dtype) -> np.ndarray:
+    """Σ inputs (of one dtype, broadcast together), accumulated in ``dtype``: Sum and
+    Mean."""
+    if not inputs:
+        raise ShapeError(f"{op_type}: needs at least one input")
+    check_same_dtype(op_type, *inputs)
+    total = np.zeros(broadcast_shape(op_type, *inputs), dtype=dtype)
+    for x in inputs:
+        total += np.asarray(x).astype(dtype, copy=False)
+    return total
+
+
 class UnaryElementwise(ReferenceOp):
     """Y = f(X). Subclasses implement ``_forward(X)`` and ``_backward(dY, X, Y)``."""
 
@@ -68,10 +80,10 @@ class UnaryElementwise(ReferenceOp):
 
 
 class BinaryElementwise(ReferenceOp):
-    """C = f(A, B) with broadcasting. Subclasses implement ``_forward(A, B)`` and
-    ``_backward(dC, A, B, C)``, which returns the gradients at the broadcast shape, and
-    may name ``float_ufunc``, the ufunc ``_forward`` is on floating-point inputs, for
-    ``forward_inplace``."""
+    """C = f(A, B) with broadcasting. Subclasses implement ``_backward(dC, A, B, C)``,
+    which returns the gradients at the broadcast shape, and name ``float_ufunc``, the
+    ufunc ``_forward`` is on floating-point inputs (used by ``forward_inplace``; by
+    default ``_forward`` is that ufunc on every type), or implement ``_forward(A, B)``."""
     float_ufunc = None
 
     def forward(self, A, B):
@@ -106,7 +118,7 @@ class BinaryElementwise(ReferenceOp):
         return result
 
     def _forward(self, A, B):
-        raise NotImplementedError
+        return self.float_ufunc(A, B)
 
     def _backward(self, dC, A, B, C):
         raise NotImplementedError

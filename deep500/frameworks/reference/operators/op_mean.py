@@ -1,30 +1,24 @@
-"""Mean: elementwise mean of any number of inputs with multidirectional broadcasting.
+"""Mean: elementwise mean of any number of inputs with multidirectional broadcasting
+(summed in float32 for the 16-bit extension floats); each input's gradient is the
+output's divided by the number of inputs, summed over the axes it was broadcast along.
 https://onnx.ai/onnx/operators/onnx__Mean.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_activation import compute_dtype
 from deep500.frameworks.reference.operators._op_common_broadcast import unbroadcast
-from deep500.frameworks.reference.operators._op_common_elementwise import (broadcast_shape,
-                                                                            check_kind,
-                                                                            check_same_dtype)
+from deep500.frameworks.reference.operators._op_common_elementwise import (broadcast_sum,
+                                                                            check_kind)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
-from deep500.utils.errors import ShapeError
 
 
 @register("Mean")
 class Mean(ReferenceOp):
     def forward(self, *inputs):
-        if not inputs:
-            raise ShapeError("Mean: needs at least one input")
         inputs = [np.asarray(x) for x in inputs]
         check_kind(self.op_type, "f", *inputs)
-        check_same_dtype(self.op_type, *inputs)
-        shape = broadcast_shape(self.op_type, *inputs)
-        dtype = inputs[0].dtype
+        dtype = inputs[0].dtype if inputs else np.dtype(np.float32)
         work = compute_dtype(dtype)
-        total = np.zeros(shape, dtype=work)
-        for x in inputs:
-            total += x.astype(work, copy=False)
+        total = broadcast_sum(self.op_type, inputs, work)
         return (total / work.type(len(inputs))).astype(dtype, copy=False)
 
     def backward(self, grads, fwd_inputs, fwd_outputs):

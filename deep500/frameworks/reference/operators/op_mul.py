@@ -1,4 +1,5 @@
-"""Mul: C = A * B (elementwise) with multidirectional broadcasting.
+"""Mul: C = A · B (elementwise) with multidirectional broadcasting; dA = dC · B and
+dB = dC · A (each summed over the axes it was broadcast along).
 https://onnx.ai/onnx/operators/onnx__Mul.html"""
 import numpy as np
 
@@ -9,9 +10,6 @@ from deep500.frameworks.reference.operators.registry import register
 @register("Mul")
 class Mul(BinaryElementwise):
     float_ufunc = np.multiply
-
-    def _forward(self, A, B):
-        return np.multiply(A, B)
 
     def _backward(self, dC, A, B, C):
         return dC * B, dC * A
