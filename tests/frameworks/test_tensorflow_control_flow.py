@@ -15,7 +15,6 @@ tf = pytest.importorskip("tensorflow")
 
 import deep500.frameworks.tensorflow as d5tf  # noqa: E402
 from deep500.lv1_network import gradient_name  # noqa: E402
-from deep500.utils.errors import UnsupportedError  # noqa: E402
 
 OPSET = 21
 MODES = ("eager", "function")
@@ -363,8 +362,12 @@ def test_node_producing_an_outer_read_is_scheduled_first():
     np.testing.assert_allclose(got["hs"], _oracle(model, feeds[0])["hs"], **FORWARD_TOL)
 
 
-def test_sequence_valued_body_is_unsupported():
-    """If branches returning sequences: UnsupportedError naming the value."""
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("cond", [True, False])
+def test_sequence_valued_branches(cond, mode):
+    """If branches returning sequences (Python lists, ops/sequence.py): the chosen
+    branch's tensor comes out of SequenceAt; a traced function reads the condition when
+    it is traced, since it decides the structure of the result."""
     seq = helper.make_tensor_sequence_value_info
     then_branch = helper.make_graph([_constant("a", np.array([1.0])),
                                      helper.make_node("SequenceConstruct", ["a"], ["then_s"])],
@@ -378,8 +381,8 @@ def test_sequence_valued_body_is_unsupported():
              helper.make_node("SequenceAt", ["s", "zero"], ["y"])]
     model = _model("sequence_if", nodes, [_value("cond", TensorProto.BOOL, [])],
                    [_value("y", shape=[1])], {})
-    with pytest.raises(UnsupportedError, match="sequence"):
-        d5tf.from_onnx(model).inference({"cond": np.array(True)})
+    got = d5tf.from_onnx(model, mode=mode).inference({"cond": np.array(cond)})
+    np.testing.assert_array_equal(got["y"], [1.0 if cond else 2.0])
 
 
 def test_loop_without_cond_stacks_per_iteration():

@@ -21,7 +21,9 @@ import numpy as np
 
 from deep500.frameworks.tensorflow._carried_values import carry_values
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork, to_numpy
+from deep500.frameworks.tensorflow._value_kinds import (flatten, freeze, thaw, to_arrays,
+                                                        to_numpy, to_tensors, unflatten)
+from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork
 from deep500.frameworks.tensorflow.node_backward import NodeBackward
 from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
@@ -72,28 +74,30 @@ class _TracedRuns:
 
     def __call__(self, y: str | None, feeds: dict, frozen: dict, update=None):
         """Outputs (inference, ``y`` None) or (outputs, gradients) (backprop from
-        ``y``) for ``feeds`` ({name: tensor}) and the ``frozen`` static inputs;
-        ``update`` is the executor's ``fused_update`` the body traces in, if any."""
-        names, tensors = tuple(feeds), tuple(feeds.values())
-        key = (y, update, names, tuple(frozen.items()),
+        ``y``) for ``feeds`` ({name: value}) and the ``frozen`` static inputs;
+        ``update`` is the executor's ``fused_update`` the body traces in, if any.
+        Sequence and optional feeds are traced for their structure (``_value_kinds``)."""
+        names = tuple(feeds)
+        structure, tensors = flatten(tuple(feeds.values()))
+        key = (y, update, names, structure, tuple(frozen.items()),
                tuple((t.dtype, tuple(t.shape)) for t in tensors))
         function = self._functions.get(key)
         if function is None:
-            function = self._trace(y, names, frozen, tensors)
+            function = self._trace(y, names, structure, frozen, tensors)
             self._functions[key] = function
         return function(*tensors)
 
-    def _trace(self, y, names, frozen, tensors):
+    def _trace(self, y, names, structure, frozen, tensors):
         if y is None:
             forward = self._bodies[None]
 
             def body(*flat):
-                return forward(dict(zip(names, flat)), frozen)
+                return forward(dict(zip(names, unflatten(structure, flat))), frozen)
         else:
             backward = self._bodies["backward"]
 
             def body(*flat):
-                return backward(dict(zip(names, flat)), frozen, y)
+                return backward(dict(zip(names, unflatten(structure, flat))), frozen, y)
         self.traces += 1
         return tf.function(body, **self._options).get_concrete_function(*tensors)
 
@@ -143,12 +147,11 @@ class _TensorFlowExecutorBase(GraphExecutor):
         with self._scope():
             for name, value in inputs.items():
                 if name not in static:
-                    feeds[name] = tf.convert_to_tensor(value)
+                    feeds[name] = to_tensors(value)
                 elif self.mode == "eager":
-                    feeds[name] = np.asarray(value)
+                    feeds[name] = to_arrays(value)
                 else:
-                    value = np.require(value, requirements="C")  # a 0-d input stays 0-d
-                    frozen[name] = (value.dtype.str, value.shape, value.tobytes())
+                    frozen[name] = freeze(value)
         return feeds, frozen
 
     def _runs(self) -> _TracedRuns:
@@ -265,20 +268,19 @@ class TensorFlowGraphExecutor(_TensorFlowExecutorBase):
         if not frozen:
             return feeds
         feeds = dict(feeds)
-        for name, (dtype, shape, data) in frozen.items():
-            feeds[name] = np.frombuffer(data, np.dtype(dtype)).reshape(shape)
+        feeds.update((name, thaw(value)) for name, value in frozen.items())
         return feeds
 
     def _forward(self, feeds: dict, frozen: dict) -> dict:
         env = self.network.run(self._thawed(feeds, frozen))
-        return {name: tf.convert_to_tensor(env[key])
+        return {name: to_tensors(env[key])
                 for name, key in zip(self.network.outputs, self.network.plan.outputs)}
 
     def _forward_backward(self, feeds: dict, frozen: dict, y: str):
         network = self.network
         with tf.GradientTape() as tape:
             env = network.run(self._thawed(feeds, frozen))
-            outputs = {name: tf.convert_to_tensor(env[key])
+            outputs = {name: to_tensors(env[key])
                        for name, key in zip(network.outputs, network.plan.outputs)}
         loss = outputs[y]
         self._check_loss(loss, y)
@@ -483,9 +485,18 @@ def from_onnx(path_or_model, device=None, events=(), **options) -> TensorFlowGra
     network.carried_types = declared
     with tf.device(device.tf_device()):
         visitor.visit_model(carried.model, network)
+    values = _value_typed_inputs(model)   # fed as lists or None: no tensor spec to check
     return TensorFlowGraphExecutor(network, device, events,
-                                   {vi.name: vi for vi in model.feed_inputs}, mode=mode,
+                                   {vi.name: vi for vi in model.feed_inputs
+                                    if vi.name not in values}, mode=mode,
                                    jit_compile=bool(options.get("jit_compile", False)))
+
+
+def _value_typed_inputs(model: OnnxModel) -> set:
+    """The graph inputs of sequence or optional type (``_value_kinds``)."""
+    graph_inputs = model.proto.graph.input if model.proto is not None else ()
+    return {value.name for value in graph_inputs
+            if value.type.WhichOneof("value") in ("sequence_type", "optional_type")}
 
 
 __all__ = ["TensorFlowGraphExecutor", "TensorFlowNativeGraphExecutor", "from_onnx"]

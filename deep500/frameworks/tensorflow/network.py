@@ -15,19 +15,13 @@ from deep500.frameworks._bridge.inner_network import register_inner_network
 from deep500.frameworks.tensorflow._layout import ParameterLayout
 from deep500.frameworks.tensorflow._plan import Plan
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow._value_kinds import to_numpy
 from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
 from deep500.lv1_network.network import Network
 from deep500.utils.device import parse_device
 from deep500.utils.errors import Deep500Error, UnsupportedError
 from deep500.utils.framework_errors import tag_node
 from deep500.utils.onnx_interop.added_nodes import normalize_operations
-
-
-def to_numpy(value) -> np.ndarray:
-    """A tensor, variable or array as a NumPy array (0-d stays an array)."""
-    if isinstance(value, np.ndarray):
-        return value
-    return np.asarray(value.numpy())
 
 
 class TensorFlowNetwork(Network):

@@ -49,7 +49,8 @@ from deep500.frameworks.tensorflow._layout import (_aligned_channels_last, CHANN
 from deep500.frameworks.tensorflow._plan import Plan
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._patterns import OperatorPatterns
-from deep500.frameworks.tensorflow.ops._values import tf_supports_dtype
+from deep500.frameworks.tensorflow.ops._carried_casts import is_carried
+from deep500.frameworks.tensorflow.ops._values import _onnx_to_np_dtype, tf_supports_dtype
 from deep500.frameworks.tensorflow.ops.activation import ActivationOps
 from deep500.frameworks.tensorflow.ops.attention import AttentionOps
 from deep500.frameworks.tensorflow.ops.control import ControlOps
@@ -68,6 +69,7 @@ from deep500.frameworks.tensorflow.ops.random import RandomOps
 from deep500.frameworks.tensorflow.ops.recurrent import RecurrentOps
 from deep500.frameworks.tensorflow.ops.reduction import ReductionOps
 from deep500.frameworks.tensorflow.ops.resample import ResampleOps
+from deep500.frameworks.tensorflow.ops.sequence import SequenceOps
 from deep500.frameworks.tensorflow.ops.shape import ShapeOps
 from deep500.frameworks.tensorflow.ops.signal import SignalOps
 from deep500.frameworks.tensorflow.ops.tensor import TensorOps
@@ -82,8 +84,8 @@ __all__ = ["ParameterLayout", "Plan", "TensorFlowVisitor", "tf_supports_dtype"]
 # One mixin per operator family (deep500/frameworks/families.py), in the families' order.
 FAMILY_MIXINS = (MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
                  NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps, RecurrentOps,
-                 AttentionOps, ControlOps, QuantizationOps, ResampleOps, DetectionOps,
-                 SignalOps, LossOps, RandomOps, TextOps, MlOps, TrainingOps)
+                 AttentionOps, ControlOps, SequenceOps, QuantizationOps, ResampleOps,
+                 DetectionOps, SignalOps, LossOps, RandomOps, TextOps, MlOps, TrainingOps)
 
 
 class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVisitor):
@@ -112,12 +114,7 @@ class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVi
         if model.proto is not None:
             graph = model.proto.graph
             for value in list(graph.input) + list(graph.output):
-                kind = value.type.WhichOneof("value")
-                if kind != "tensor_type":
-                    raise UnsupportedError(
-                        f"{self.framework}: graph input or output {value.name!r} of model "
-                        f"'{model.name}' is a {kind or 'value of unknown type'}; only "
-                        f"tensors are supported")
+                self._check_value_type(value.type, value.name, model.name)
         for info in list(model.feed_inputs) + list(model.outputs):
             if info.dtype is not None and not tf_supports_dtype(info.dtype):
                 raise UnsupportedError(f"{self.framework}: tensor {info.name!r} of model "
@@ -125,6 +122,26 @@ class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVi
                                        f"{np.dtype(info.dtype).name}, which TensorFlow cannot "
                                        f"compute with")
         self.begin(network)
+
+    def _check_value_type(self, type_proto, name: str, model: str) -> None:
+        """A graph input or output must be a tensor, a sequence of tensors or an optional
+        of either, of element types TensorFlow computes with (``_value_kinds``)."""
+        kind = type_proto.WhichOneof("value")
+        inner = {"sequence_type": "elem_type", "optional_type": "elem_type"}.get(kind)
+        if inner is not None:
+            self._check_value_type(getattr(type_proto, kind).elem_type, name, model)
+            return
+        if kind != "tensor_type":
+            raise UnsupportedError(
+                f"{self.framework}: graph input or output {name!r} of model '{model}' is a "
+                f"{kind or 'value of unknown type'}; only tensors, sequences of tensors "
+                f"and optionals of either are supported")
+        element = type_proto.tensor_type.elem_type
+        dtype = _onnx_to_np_dtype(element) if element else None
+        if dtype is not None and not tf_supports_dtype(dtype) and not is_carried(dtype):
+            raise UnsupportedError(f"{self.framework}: value {name!r} of model '{model}' "
+                                   f"has element type {dtype.name}, which TensorFlow "
+                                   f"cannot compute with")
 
     def visit_initializer(self, name, value, network) -> None:
         """The model's parameters become trainable variables; other floating-point

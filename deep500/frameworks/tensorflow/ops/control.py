@@ -20,14 +20,17 @@ counter is then a NumPy value, so that shape arithmetic on it (slice bounds) sta
 static. A traced Loop whose condition or trip count is only known at run time, or that
 exceeds :data:`UNROLL_LIMIT` iterations, continues as a ``tf.while_loop`` (its gradient
 is TensorFlow's); an If with a run-time condition is a ``tf.cond``. Sequence- and
-optional-typed values are not supported.
+optional-typed values flow as Python lists and None (``_value_kinds.py``); a
+``tf.while_loop`` cannot carry them, so a Loop that carries one needs its bounds when the
+function is traced (or mode='eager').
 """
 from __future__ import annotations
 
 import numpy as np
 
-from deep500.frameworks._bridge.inner_network import inner_network_factory
 from deep500.frameworks.tensorflow._tf import tf
+from deep500.frameworks.tensorflow._value_kinds import is_sequence, to_tensors
+from deep500.frameworks.tensorflow.ops._body import Body
 from deep500.frameworks.tensorflow.ops._values import _dims, _known_value, _tensor
 from deep500.utils.errors import ShapeError, UnsupportedError
 
@@ -35,61 +38,6 @@ from deep500.utils.errors import ShapeError, UnsupportedError
 #: Iterations of a Loop a traced function unrolls before a ``tf.while_loop`` runs the
 #: rest (each unrolled iteration adds the body's operations to the traced graph).
 UNROLL_LIMIT = 1024
-
-
-class _Body:
-    """A graph attribute of a node, as a nested network built once: ``body(formal,
-    scope)`` runs it on its formal inputs and the enclosing values ``scope``
-    (``{outer name: value}``) and returns its outputs."""
-
-    def __init__(self, visitor, op, attribute: str):
-        outer = visitor.network
-        model = op.subgraphs.get(attribute)
-        graph = op.attributes.get(attribute)
-        where = f"body {attribute!r} of node '{op.name}' ({op.op_type})"
-        if model is None:
-            raise visitor.node_error(op, f"its {where} was not parsed (a node built by hand "
-                                         f"has no op.subgraphs); load the model with "
-                                         f"deep500's ONNX parser")
-        for value in (list(graph.input) + list(graph.output)) if graph is not None else ():
-            kind = value.type.WhichOneof("value")
-            if kind not in ("tensor_type", None):
-                raise visitor.node_error(
-                    op, f"value {value.name!r} of its {attribute!r} is a "
-                        f"{kind.replace('_type', '')}; control flow carries tensors only "
-                        f"(sequence and optional values are not supported)")
-        self.inputs = [v.name for v in model.inputs]
-        self.outer = list(model.outer_inputs)
-        self.outputs = list(model.outputs)
-        network = inner_network_factory("tensorflow")(
-            f"{outer.name}: {where}", outer.device,
-            type(visitor)(propagate_layout=visitor.propagate_layout))
-        network.operations = list(model.operations)
-        for name in self.outer:
-            network.shapes[name] = outer.shapes.get(name)
-            network.dtypes[name] = outer.dtypes.get(name)
-        network.shapes.update((n, v.shape) for n, v in model.value_info.items())
-        network.dtypes.update((n, v.dtype) for n, v in model.value_info.items())
-        # A body's initializers are its constants, never trainable parameters.
-        network.constants.update(model.initializers)
-        network.constants.update(model.constants)
-        network.inputs = self.inputs + [n for n in self.outer if n not in self.inputs]
-        network.outputs = [v.name for v in model.outputs]
-        network.set_plan(network.builder.build(network, network.operations))
-        self.network = network
-
-    def __call__(self, formal, scope: dict) -> list:
-        feeds = {name: scope[name] for name in self.outer}
-        feeds.update(zip(self.inputs, formal))
-        env = self.network.run(feeds)
-        return [env[key] for key in self.network.plan.outputs]
-
-    def empty(self, index: int, dtype=None):
-        """A scan output with no rows: shape (0, *element shape) where the body
-        declares a static element shape, else (0,)."""
-        info = self.outputs[index]
-        shape = info.shape if info.is_static else ()
-        return np.zeros((0, *shape), dtype or info.dtype or np.float32)
 
 
 def _scalar(value, what: str, visitor, op):
@@ -128,8 +76,10 @@ class ControlOps:
 
     def visit_if(self, op, network) -> None:
         """If: run ``then_branch`` or ``else_branch``; a condition known only at run
-        time (inside a traced function) becomes a ``tf.cond``."""
-        branches = [_Body(self, op, "then_branch"), _Body(self, op, "else_branch")]
+        time (inside a traced function) becomes a ``tf.cond``. Where the branches return
+        sequences or optionals, whose structure the condition decides, a traced function
+        reads the condition when it is traced (it is traced once per value)."""
+        branches = [Body(self, op, "then_branch"), Body(self, op, "else_branch")]
         for branch, name in zip(branches, ("then_branch", "else_branch")):
             if len(branch.outputs) != len(op.outputs):
                 raise self.node_error(op, f"{name} has {len(branch.outputs)} outputs, the "
@@ -143,16 +93,21 @@ class ControlOps:
                 return tuple(branches[0 if known else 1]([], scope))
 
             def branch(body):
-                return lambda: [tf.convert_to_tensor(v) for v in body([], scope)]
+                return lambda: to_tensors(body([], scope))
             return tuple(tf.cond(_as_bool(cond), branch(branches[0]), branch(branches[1])))
-        self.emit(if_, [self.key(op.inputs[0])] + self._outer_keys(op), list(op.outputs))
+        graph = op.attributes.get("then_branch")
+        structured = graph is not None and any(
+            value.type.WhichOneof("value") in ("sequence_type", "optional_type")
+            for value in graph.output)
+        cond_key = self.static_key(op.inputs[0]) if structured else self.key(op.inputs[0])
+        self.emit(if_, [cond_key] + self._outer_keys(op), list(op.outputs))
 
     def visit_loop(self, op, network) -> None:
         """Loop: ``body(iteration, cond, v...) -> (cond, v..., scan elements...)`` while
         ``iteration < M`` (when M is given) and ``cond`` (when cond is given; the
         body's condition output is ignored otherwise, as the spec's table says); scan
         elements are stacked along a new axis 0."""
-        body = _Body(self, op, "body")
+        body = Body(self, op, "body")
         names = list(op.inputs) + [""] * (2 - len(op.inputs))
         n_carried = len(names) - 2
         n_scan = len(op.outputs) - n_carried
@@ -210,6 +165,10 @@ class ControlOps:
         TensorFlow refuses the loop for that, it is rebuilt with their dimensions
         unknown."""
         n_carried = len(carried)
+        if any(v is None or is_sequence(v) for v in carried):
+            raise self.node_error(op, "a loop-carried sequence or optional needs the loop's "
+                                      "trip count and condition when the function is "
+                                      "traced; use mode='eager'")
         dtypes = []
         for k, scan in enumerate(scans):
             dtype = (tf.convert_to_tensor(scan[0]).dtype if scan
@@ -259,7 +218,7 @@ class ControlOps:
         ``scan_output_axes`` (in reverse order where ``scan_output_directions`` is 1).
         Scan-8's batched form (a leading batch axis, time on axis 1, ``directions``) is
         run per batch element; its ``sequence_lens`` must be omitted or all full."""
-        body = _Body(self, op, "body")
+        body = Body(self, op, "body")
         a = op.attributes
         batched = op.since_version < 9
         names = list(op.inputs[1:] if batched else op.inputs)
