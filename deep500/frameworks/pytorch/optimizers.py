@@ -26,42 +26,43 @@ from typing import Sequence
 
 import numpy as np
 
+from deep500.frameworks._bridge import named_optimizers as named
+from deep500.frameworks._bridge.native_optimizer import NativeHyperparameter, NativeOptimizer
 from deep500.frameworks.pytorch.executor import _TorchExecutor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
-from deep500.lv2_training.optimizer import (Optimizer, OptimizerEvent,
-                                            modifies_gradients)
+from deep500.lv2_training.optimizer import OptimizerEvent, modifies_gradients
 from deep500.utils.errors import Deep500Error, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
 
-class _GroupHyperparameter:
+class _GroupHyperparameter(NativeHyperparameter):
     """A hyper-parameter that lives in torch's parameter groups: read from the first
-    group, written to all (``index`` picks an element of a tuple such as ``betas``)."""
+    group, written to all (a native name ``(key, index)`` is an element of a tuple such
+    as ``betas``)."""
 
-    def __init__(self, key: str, index: int | None = None):
-        self.key, self.index = key, index
+    def _key_index(self) -> tuple[str, int | None]:
+        native = self.native_name
+        return native if isinstance(native, tuple) else (native, None)
 
-    def __get__(self, optimizer, owner=None):
-        if optimizer is None:
-            return self
-        value = optimizer.torch_optimizer.param_groups[0][self.key]
-        if self.index is not None:
-            value = value[self.index]
+    def read(self, optimizer):
+        key, index = self._key_index()
+        value = optimizer.native_optimizer.param_groups[0][key]
+        if index is not None:
+            value = value[index]
         return value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 \
             else value
 
-    def __set__(self, optimizer, value) -> None:
-        if isinstance(value, np.generic):
-            value = value.item()
-        for group in optimizer.torch_optimizer.param_groups:
-            if self.index is None:
-                group[self.key] = value
+    def write(self, optimizer, value) -> None:
+        key, index = self._key_index()
+        for group in optimizer.native_optimizer.param_groups:
+            if index is None:
+                group[key] = value
             else:
-                values = list(group[self.key])
-                values[self.index] = value
-                group[self.key] = tuple(values)
+                values = list(group[key])
+                values[index] = value
+                group[key] = tuple(values)
 
 
 def _to_numpy(value):
@@ -76,7 +77,7 @@ def _from_numpy(value):
     return value
 
 
-class TorchOptimizer(Optimizer):
+class TorchOptimizer(NativeOptimizer):
     """Any ``torch.optim`` optimizer, training the network of a PyTorch executor.
 
     Args:
@@ -96,40 +97,35 @@ class TorchOptimizer(Optimizer):
     reference optimizers update it with a zero gradient instead; momentum then still
     moves it).
     """
-    learning_rate = _GroupHyperparameter("lr")
+    bridge, wraps, trains = "d5pt", "torch.optim", "a PyTorch executor"
+    executor_types = (_TorchExecutor,)
+    native_base = torch.optim.Optimizer
+    native_kind = "torch.optim.Optimizer class or instance (e.g. torch.optim.Adam)"
+    hyperparameter = _GroupHyperparameter
+    native_names = {"learning_rate": "lr", "epsilon": "eps"}
 
     def __init__(self, executor: GraphExecutor, optimizer, loss: str = "loss",
                  events: Sequence[OptimizerEvent] = (), **kwargs):
-        _check_executor(executor, type(self).__name__)
-        super().__init__(executor, loss, events)
-        parameters = self.network.parameter_values
-        if isinstance(optimizer, torch.optim.Optimizer):
-            if kwargs:
-                raise Deep500Error(f"{self.name}: keyword arguments {sorted(kwargs)} only "
-                                   f"apply when the optimizer is given as a class; this "
-                                   f"one is an instance already")
-            known = {id(p) for p in parameters.values()}
-            foreign = sum(1 for group in optimizer.param_groups for p in group["params"]
-                          if id(p) not in known)
-            if foreign:
-                raise Deep500Error(f"{self.name}: the given {type(optimizer).__name__} "
-                                   f"holds {foreign} tensor(s) that are not parameters of "
-                                   f"network '{self.network.name}'; build it over "
-                                   f"executor.network.parameter_values.values()")
-        elif isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-            optimizer = optimizer(list(parameters.values()), **kwargs)
-        else:
-            raise Deep500Error(f"{self.name}: expected a torch.optim.Optimizer class or "
-                               f"instance (e.g. torch.optim.Adam), got "
-                               f"{type(optimizer).__name__}")
-        self.torch_optimizer = optimizer
-        self._names = {id(p): name for name, p in parameters.items()}
+        super().__init__(executor, optimizer, loss, events, **kwargs)
+        self._names = {id(p): name for name, p in self.network.parameter_values.items()}
 
     @property
-    def name(self) -> str:
-        if type(self) is TorchOptimizer and hasattr(self, "torch_optimizer"):
-            return f"TorchOptimizer({type(self.torch_optimizer).__name__})"
-        return type(self).__name__
+    def torch_optimizer(self):
+        """The ``torch.optim.Optimizer`` taking the steps."""
+        return self.native_optimizer
+
+    def _instantiate(self, optimizer_class: type, kwargs: dict):
+        return optimizer_class(list(self.network.parameter_values.values()), **kwargs)
+
+    def _check_instance(self, optimizer) -> None:
+        known = {id(p) for p in self.network.parameter_values.values()}
+        foreign = sum(1 for group in optimizer.param_groups for p in group["params"]
+                      if id(p) not in known)
+        if foreign:
+            raise Deep500Error(f"{self.name}: the given {type(optimizer).__name__} "
+                               f"holds {foreign} tensor(s) that are not parameters of "
+                               f"network '{self.network.name}'; build it over "
+                               f"executor.network.parameter_values.values()")
 
     # -- training ------------------------------------------------------------------
     def step(self, inputs: dict) -> dict:
@@ -193,17 +189,11 @@ class TorchOptimizer(Optimizer):
                                f"are not parameters of network '{self.network.name}'"
                                ) from None
 
-    @property
-    def state(self) -> dict:
-        """``{parameter: {slot: ndarray}}``: a copy of torch's per-parameter state."""
+    def _native_state(self) -> dict:
         return self.state_dict()["state"]
 
-    @state.setter
-    def state(self, value: dict) -> None:
-        if value:
-            raise Deep500Error(f"{self.name}: set the state with load_state_dict")
-        if hasattr(self, "torch_optimizer"):
-            self.torch_optimizer.state = defaultdict(dict)
+    def _forget_native_state(self) -> None:
+        self.torch_optimizer.state = defaultdict(dict)
 
     def state_dict(self) -> dict:
         """Step count, hyper-parameters, torch's parameter groups (with parameter names
@@ -220,9 +210,7 @@ class TorchOptimizer(Optimizer):
                 "state": state}
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("optimizer") != self.name:
-            raise Deep500Error(f"Cannot load the state of a {state.get('optimizer')} into "
-                               f"a {self.name}")
+        self._check_state_owner(state)
         if "param_groups" not in state:
             raise Deep500Error(f"{self.name}: the state has no 'param_groups'; it was not "
                                f"written by a d5pt optimizer's state_dict()")
@@ -250,88 +238,32 @@ def _numpy_dtype(tensor) -> np.dtype:
     return torch.empty((), dtype=tensor.dtype).numpy().dtype
 
 
-def _check_executor(executor, name: str) -> None:
-    if not isinstance(executor, _TorchExecutor):
-        framework = getattr(executor, "framework", type(executor).__name__)
-        raise Deep500Error(f"d5pt.{name} wraps torch.optim and trains a PyTorch executor "
-                           f"(d5pt.from_onnx(model)); got a {framework} executor "
-                           f"({type(executor).__name__}). Use the reference optimizers "
-                           f"(deep500.frameworks.reference.optimizers) for any executor, "
-                           f"or the native optimizers of that framework")
-
-
 # -- the reference optimizers' names and defaults on torch.optim ---------------------
-class GradientDescent(TorchOptimizer):
-    """Plain gradient descent, ``p -= learning_rate * g`` (``torch.optim.SGD``)."""
-    hyperparameter_names = ("learning_rate",)
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.1, events: Sequence[OptimizerEvent] = (),
-                 **torch_options):
-        super().__init__(executor, torch.optim.SGD, loss, events, lr=learning_rate,
-                         **torch_options)
+class GradientDescent(named.GradientDescent, TorchOptimizer):
+    """Plain gradient descent on ``torch.optim.SGD``."""
+    native_class = torch.optim.SGD
 
 
-class MomentumOptimizer(TorchOptimizer):
-    """Heavy-ball momentum (Polyak 1964; Sutskever et al., ICML 2013 for Nesterov):
-    ``v = momentum * v + g; p -= learning_rate * v`` (Nesterov: ``p -= learning_rate *
-    (g + momentum * v)``), ``torch.optim.SGD`` with dampening 0."""
-    hyperparameter_names = ("learning_rate", "momentum", "nesterov")
-    momentum = _GroupHyperparameter("momentum")
-    nesterov = _GroupHyperparameter("nesterov")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.1, momentum: float = 0.9, nesterov: bool = False,
-                 events: Sequence[OptimizerEvent] = (), **torch_options):
-        super().__init__(executor, torch.optim.SGD, loss, events, lr=learning_rate,
-                         momentum=momentum, nesterov=nesterov, **torch_options)
+class MomentumOptimizer(named.MomentumOptimizer, TorchOptimizer):
+    """Heavy-ball momentum on ``torch.optim.SGD`` with dampening 0."""
+    native_class = torch.optim.SGD
 
 
-class AdamOptimizer(TorchOptimizer):
-    """Adam (Kingma & Ba, ICLR 2015) with bias correction, ``epsilon`` added to
-    ``sqrt(v_hat)``: ``torch.optim.Adam`` with ``betas=(beta1, beta2)``, ``eps=epsilon``."""
-    hyperparameter_names = ("learning_rate", "beta1", "beta2", "epsilon")
-    beta1 = _GroupHyperparameter("betas", 0)
-    beta2 = _GroupHyperparameter("betas", 1)
-    epsilon = _GroupHyperparameter("eps")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, events: Sequence[OptimizerEvent] = (),
-                 **torch_options):
-        super().__init__(executor, torch.optim.Adam, loss, events, lr=learning_rate,
-                         betas=(beta1, beta2), eps=epsilon, **torch_options)
+class AdamOptimizer(named.AdamOptimizer, TorchOptimizer):
+    """Adam on ``torch.optim.Adam`` with ``betas=(beta1, beta2)``, ``eps=epsilon``."""
+    native_class = torch.optim.Adam
+    native_names = {"beta1": ("betas", 0), "beta2": ("betas", 1)}
 
 
-class AdaGradOptimizer(TorchOptimizer):
-    """AdaGrad (Duchi, Hazan & Singer, JMLR 2011): ``s += g*g; p -= learning_rate * g /
-    (sqrt(s) + epsilon)``, ``torch.optim.Adagrad`` without learning-rate decay."""
-    hyperparameter_names = ("learning_rate", "initial_accumulator_value", "epsilon")
-    initial_accumulator_value = _GroupHyperparameter("initial_accumulator_value")
-    epsilon = _GroupHyperparameter("eps")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.01, initial_accumulator_value: float = 0.0,
-                 epsilon: float = 1e-10, events: Sequence[OptimizerEvent] = (),
-                 **torch_options):
-        super().__init__(executor, torch.optim.Adagrad, loss, events, lr=learning_rate,
-                         initial_accumulator_value=initial_accumulator_value, eps=epsilon,
-                         **torch_options)
+class AdaGradOptimizer(named.AdaGradOptimizer, TorchOptimizer):
+    """AdaGrad on ``torch.optim.Adagrad`` without learning-rate decay."""
+    native_class = torch.optim.Adagrad
 
 
-class RMSPropOptimizer(TorchOptimizer):
-    """RMSProp (Tieleman & Hinton, 2012): ``s = decay * s + (1 - decay) * g*g;
-    p -= learning_rate * g / (sqrt(s) + epsilon)``, ``torch.optim.RMSprop`` with
-    ``alpha=decay``."""
-    hyperparameter_names = ("learning_rate", "decay", "epsilon")
-    decay = _GroupHyperparameter("alpha")
-    epsilon = _GroupHyperparameter("eps")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.01, decay: float = 0.99, epsilon: float = 1e-8,
-                 events: Sequence[OptimizerEvent] = (), **torch_options):
-        super().__init__(executor, torch.optim.RMSprop, loss, events, lr=learning_rate,
-                         alpha=decay, eps=epsilon, **torch_options)
+class RMSPropOptimizer(named.RMSPropOptimizer, TorchOptimizer):
+    """RMSProp on ``torch.optim.RMSprop`` with ``alpha=decay``."""
+    native_class = torch.optim.RMSprop
+    native_names = {"decay": "alpha"}
 
 
 __all__ = ["AdaGradOptimizer", "AdamOptimizer", "GradientDescent", "MomentumOptimizer",

@@ -38,13 +38,14 @@ from typing import Sequence
 
 import numpy as np
 
+from deep500.frameworks._bridge import named_optimizers as named
+from deep500.frameworks._bridge.native_optimizer import NativeHyperparameter, NativeOptimizer
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.executor import _TensorFlowExecutorBase
 from deep500.frameworks.tensorflow.network import TensorFlowNetwork
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
-from deep500.lv2_training.optimizer import (Optimizer, OptimizerEvent,
-                                            modifies_gradients)
+from deep500.lv2_training.optimizer import OptimizerEvent, modifies_gradients
 from deep500.utils.errors import Deep500Error, require
 
 keras = require("keras", "tensorflow", "Keras optimizers (deep500.frameworks.tensorflow)")
@@ -58,27 +59,20 @@ def _value(value):
     return value.item() if value.ndim == 0 else value
 
 
-class _KerasHyperparameter:
+class _KerasHyperparameter(NativeHyperparameter):
     """A hyper-parameter stored as a Python attribute of the Keras optimizer; the
     traced update bakes it in, so setting it retraces."""
 
-    def __init__(self, attribute: str):
-        self.attribute = attribute
+    def read(self, optimizer):
+        return getattr(optimizer.native_optimizer, self.native_name)
 
-    def __get__(self, optimizer, owner=None):
-        if optimizer is None:
-            return self
-        return getattr(optimizer.keras_optimizer, self.attribute)
-
-    def __set__(self, optimizer, value) -> None:
-        if isinstance(value, np.generic):
-            value = value.item()
-        if getattr(optimizer.keras_optimizer, self.attribute) != value:
-            setattr(optimizer.keras_optimizer, self.attribute, value)
+    def write(self, optimizer, value) -> None:
+        if getattr(optimizer.native_optimizer, self.native_name) != value:
+            setattr(optimizer.native_optimizer, self.native_name, value)
             optimizer._traced_update = None
 
 
-class KerasOptimizer(Optimizer):
+class KerasOptimizer(NativeOptimizer):
     """Any Keras optimizer, training the network of a TensorFlow executor.
 
     Args:
@@ -96,27 +90,16 @@ class KerasOptimizer(Optimizer):
         keras_optimizer: the Keras optimizer.
         learning_rate: the Keras optimizer's learning rate.
     """
+    bridge, wraps, trains = "d5tf", "a Keras optimizer", "a TensorFlow executor"
+    executor_types = (_TensorFlowExecutorBase,)
+    native_base = keras.optimizers.Optimizer
+    native_kind = "keras.optimizers.Optimizer class or instance (e.g. keras.optimizers.Adam)"
+    hyperparameter = _KerasHyperparameter
 
     def __init__(self, executor: GraphExecutor, optimizer, loss: str = "loss",
                  events: Sequence[OptimizerEvent] = (), trace_update: bool = True,
                  **kwargs):
-        _check_executor(executor, type(self).__name__)
-        super().__init__(executor, loss, events)
-        if isinstance(optimizer, type) and issubclass(optimizer, keras.optimizers.Optimizer):
-            optimizer = optimizer(**kwargs)
-        elif isinstance(optimizer, keras.optimizers.Optimizer):
-            if kwargs:
-                raise Deep500Error(f"{self.name}: keyword arguments {sorted(kwargs)} only "
-                                   f"apply when the optimizer is given as a class")
-            if optimizer.built:
-                raise Deep500Error(f"{self.name}: the given {type(optimizer).__name__} was "
-                                   f"already built over other variables; pass the class "
-                                   f"or a new instance")
-        else:
-            raise Deep500Error(f"{self.name}: expected a keras.optimizers.Optimizer class "
-                               f"or instance (e.g. keras.optimizers.Adam), got "
-                               f"{type(optimizer).__name__}")
-        self.keras_optimizer = optimizer
+        super().__init__(executor, optimizer, loss, events, **kwargs)
         self.trace_update = bool(trace_update)
         self._traced_update = None
         network = self.network
@@ -128,10 +111,18 @@ class KerasOptimizer(Optimizer):
         self._slots = self._build()
 
     @property
-    def name(self) -> str:
-        if type(self) is KerasOptimizer and hasattr(self, "keras_optimizer"):
-            return f"KerasOptimizer({type(self.keras_optimizer).__name__})"
-        return type(self).__name__
+    def keras_optimizer(self):
+        """The ``keras.optimizers.Optimizer`` taking the steps."""
+        return self.native_optimizer
+
+    def _instantiate(self, optimizer_class: type, kwargs: dict):
+        return optimizer_class(**kwargs)
+
+    def _check_instance(self, optimizer) -> None:
+        if optimizer.built:
+            raise Deep500Error(f"{self.name}: the given {type(optimizer).__name__} was "
+                               f"already built over other variables; pass the class "
+                               f"or a new instance")
 
     def _build(self) -> dict:
         """Builds the Keras optimizer over the variables, noting which slot variable
@@ -262,19 +253,12 @@ class KerasOptimizer(Optimizer):
         slot_ids = {id(v) for slots in self._slots.values() for v in slots.values()}
         return {v.name: v for v in self.keras_optimizer.variables if id(v) not in slot_ids}
 
-    @property
-    def state(self) -> dict:
-        """``{parameter: {slot: ndarray}}``: a copy of the Keras slots, in ONNX's
-        layout."""
+    def _native_state(self) -> dict:
+        """A copy of the Keras slots, in ONNX's layout."""
         to_onnx = getattr(self.network, "to_onnx", lambda name, value: value)
         return {name: {slot: np.array(to_onnx(name, np.asarray(v.numpy())), copy=True)
                        for slot, v in slots.items()}
                 for name, slots in self._slots.items()}
-
-    @state.setter
-    def state(self, value: dict) -> None:
-        if value:
-            raise Deep500Error(f"{self.name}: set the state with load_state_dict")
 
     def state_dict(self) -> dict:
         return {"optimizer": self.name, "step_count": self.step_count,
@@ -283,9 +267,7 @@ class KerasOptimizer(Optimizer):
                                         for n, v in self._own_variables().items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("optimizer") != self.name:
-            raise Deep500Error(f"Cannot load the state of a {state.get('optimizer')} into "
-                               f"a {self.name}")
+        self._check_state_owner(state)
         layouts = getattr(self.network, "layouts", {})
         for name, slots in state.get("state", {}).items():
             if name not in self._slots:
@@ -307,91 +289,37 @@ class KerasOptimizer(Optimizer):
         self.step_count = int(state["step_count"])
 
 
-def _check_executor(executor, name: str) -> None:
-    if not isinstance(executor, _TensorFlowExecutorBase):
-        framework = getattr(executor, "framework", type(executor).__name__)
-        raise Deep500Error(f"d5tf.{name} wraps a Keras optimizer and trains a TensorFlow "
-                           f"executor (d5tf.from_onnx(model)); got a {framework} executor "
-                           f"({type(executor).__name__}). Use the reference optimizers "
-                           f"(deep500.frameworks.reference.optimizers) for any executor, "
-                           f"or the native optimizers of that framework")
-
-
 # -- the reference optimizers' names and defaults on keras.optimizers ----------------
-class GradientDescent(KerasOptimizer):
-    """Plain gradient descent, ``p -= learning_rate * g`` (``keras.optimizers.SGD``)."""
-    hyperparameter_names = ("learning_rate",)
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.1, events: Sequence[OptimizerEvent] = (),
-                 **keras_options):
-        super().__init__(executor, keras.optimizers.SGD, loss, events,
-                         learning_rate=learning_rate, momentum=0.0, **keras_options)
+class GradientDescent(named.GradientDescent, KerasOptimizer):
+    """Plain gradient descent on ``keras.optimizers.SGD`` (momentum 0)."""
+    native_class = keras.optimizers.SGD
 
 
-class MomentumOptimizer(KerasOptimizer):
-    """Momentum SGD (``keras.optimizers.SGD``): ``m = momentum*m - lr*g; p += m``
+class MomentumOptimizer(named.MomentumOptimizer, KerasOptimizer):
+    """Momentum SGD on ``keras.optimizers.SGD``: ``m = momentum*m - lr*g; p += m``
     (Nesterov: ``p += momentum*m - lr*g``); the reference's heavy ball while the
     learning rate is constant (see the module docstring)."""
-    hyperparameter_names = ("learning_rate", "momentum", "nesterov")
-    momentum = _KerasHyperparameter("momentum")
-    nesterov = _KerasHyperparameter("nesterov")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.1, momentum: float = 0.9, nesterov: bool = False,
-                 events: Sequence[OptimizerEvent] = (), **keras_options):
-        super().__init__(executor, keras.optimizers.SGD, loss, events,
-                         learning_rate=learning_rate, momentum=momentum, nesterov=nesterov,
-                         **keras_options)
+    native_class = keras.optimizers.SGD
 
 
-class AdamOptimizer(KerasOptimizer):
-    """Adam (Kingma & Ba, ICLR 2015), ``keras.optimizers.Adam``; Keras adds
-    ``epsilon`` before bias correction (see the module docstring)."""
-    hyperparameter_names = ("learning_rate", "beta1", "beta2", "epsilon")
-    beta1 = _KerasHyperparameter("beta_1")
-    beta2 = _KerasHyperparameter("beta_2")
-    epsilon = _KerasHyperparameter("epsilon")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, events: Sequence[OptimizerEvent] = (),
-                 **keras_options):
-        super().__init__(executor, keras.optimizers.Adam, loss, events,
-                         learning_rate=learning_rate, beta_1=beta1, beta_2=beta2,
-                         epsilon=epsilon, **keras_options)
+class AdamOptimizer(named.AdamOptimizer, KerasOptimizer):
+    """Adam on ``keras.optimizers.Adam``; Keras adds ``epsilon`` before bias correction
+    (see the module docstring)."""
+    native_class = keras.optimizers.Adam
+    native_names = {"beta1": "beta_1", "beta2": "beta_2"}
 
 
-class AdaGradOptimizer(KerasOptimizer):
-    """AdaGrad (Duchi, Hazan & Singer, JMLR 2011), ``keras.optimizers.Adagrad``:
-    ``s += g*g; p -= lr * g / sqrt(s + epsilon)``."""
-    hyperparameter_names = ("learning_rate", "initial_accumulator_value", "epsilon")
-    initial_accumulator_value = _KerasHyperparameter("initial_accumulator_value")
-    epsilon = _KerasHyperparameter("epsilon")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.01, initial_accumulator_value: float = 0.0,
-                 epsilon: float = 1e-10, events: Sequence[OptimizerEvent] = (),
-                 **keras_options):
-        super().__init__(executor, keras.optimizers.Adagrad, loss, events,
-                         learning_rate=learning_rate,
-                         initial_accumulator_value=initial_accumulator_value,
-                         epsilon=epsilon, **keras_options)
+class AdaGradOptimizer(named.AdaGradOptimizer, KerasOptimizer):
+    """AdaGrad on ``keras.optimizers.Adagrad``: ``s += g*g; p -= lr * g /
+    sqrt(s + epsilon)``."""
+    native_class = keras.optimizers.Adagrad
 
 
-class RMSPropOptimizer(KerasOptimizer):
-    """RMSProp (Tieleman & Hinton, 2012), ``keras.optimizers.RMSprop`` with
-    ``rho=decay``: ``s = decay*s + (1 - decay)*g*g; p -= lr * g / sqrt(s + epsilon)``."""
-    hyperparameter_names = ("learning_rate", "decay", "epsilon")
-    decay = _KerasHyperparameter("rho")
-    epsilon = _KerasHyperparameter("epsilon")
-
-    def __init__(self, executor: GraphExecutor, loss: str = "loss",
-                 learning_rate: float = 0.01, decay: float = 0.99, epsilon: float = 1e-8,
-                 events: Sequence[OptimizerEvent] = (), **keras_options):
-        super().__init__(executor, keras.optimizers.RMSprop, loss, events,
-                         learning_rate=learning_rate, rho=decay, epsilon=epsilon,
-                         **keras_options)
+class RMSPropOptimizer(named.RMSPropOptimizer, KerasOptimizer):
+    """RMSProp on ``keras.optimizers.RMSprop`` with ``rho=decay``: ``s = decay*s +
+    (1 - decay)*g*g; p -= lr * g / sqrt(s + epsilon)``."""
+    native_class = keras.optimizers.RMSprop
+    native_names = {"decay": "rho"}
 
 
 __all__ = ["AdaGradOptimizer", "AdamOptimizer", "GradientDescent", "KerasOptimizer",
