@@ -6,7 +6,7 @@ https://onnx.ai/onnx/operators/onnx__ReduceSum.html"""
 import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp
-from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.axes import distinct_axes
 
 
 class Reduce(ReferenceOp):
@@ -17,16 +17,10 @@ class Reduce(ReferenceOp):
     def reduced_axes(self, rank: int, axes) -> tuple:
         """The sorted non-negative axes to reduce; () (reduce none) for empty axes with
         noop_with_empty_axes=1."""
-        axes = [] if axes is None else [int(a) for a in np.asarray(axes, np.int64).reshape(-1)]
-        if not axes:
+        if axes is None or np.size(axes) == 0:
             return () if self.attr("noop_with_empty_axes") else tuple(range(rank))
-        if any(not -rank <= a < rank for a in axes):
-            raise ShapeError(f"{self.op_type}: axes {axes} must lie in [{-rank}, {rank - 1}] "
-                             f"for an input of rank {rank}")
-        normalised = sorted(a % rank for a in axes)
-        if len(set(normalised)) != len(normalised):
-            raise ShapeError(f"{self.op_type}: axes {axes} name an axis twice")
-        return tuple(normalised)
+        return tuple(sorted(distinct_axes(self.op_type, axes, rank,
+                                          f"an input of rank {rank}")))
 
     def reduce(self, data, axes):
         raise NotImplementedError

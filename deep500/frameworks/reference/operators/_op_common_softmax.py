@@ -5,6 +5,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators._op_common_rows import (as_rows, row_maxima,
                                                                      row_sums)
+from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import ShapeError
 
 
@@ -69,3 +70,23 @@ def softmax_backward(dy: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
 def log_softmax_backward(dy: np.ndarray, log_y: np.ndarray, axis: int) -> np.ndarray:
     """Gradient w.r.t. x of log_y = log_softmax(x) for upstream ``dy``."""
     return dy - np.exp(log_y) * np.sum(dy, axis=axis, keepdims=True)
+
+
+class AlongAxis(ReferenceOp):
+    """Softmax and LogSoftmax: Y = ``function(X, axis)`` along the ``axis`` attribute,
+    whose gradient ``gradient(dY, Y, axis)`` is computed from the output."""
+    defaults = {"axis": -1}
+    function = None
+    gradient = None
+
+    def _axis(self, X) -> int:
+        return normalize_axis(self.op_type, self.attr("axis"), X.ndim)
+
+    def forward(self, X):
+        return type(self).function(X, self._axis(X))
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        (X,) = fwd_inputs
+        if grads[0] is None:
+            return [np.zeros_like(X)]
+        return [type(self).gradient(grads[0], fwd_outputs[0], self._axis(X))]

@@ -6,6 +6,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.axes import distinct_axes
 
 
 @register("CenterCropPad")
@@ -17,13 +18,8 @@ class CenterCropPad(ReferenceOp):
         rank = X.ndim
         shape = [int(s) for s in np.asarray(shape).ravel()]
         axes = self.attr("axes")
-        axes = list(range(rank)) if axes is None else [int(a) for a in axes]
-        if any(not -rank <= a < rank for a in axes):
-            raise ShapeError(f"CenterCropPad: axes {axes} must lie in [{-rank}, {rank - 1}] "
-                             f"for an input of shape {list(X.shape)}")
-        axes = [a % rank for a in axes]
-        if len(set(axes)) != len(axes):
-            raise ShapeError(f"CenterCropPad: axes {self.attr('axes')} repeat an axis")
+        axes = list(range(rank)) if axes is None else distinct_axes(
+            self.op_type, axes, rank, f"an input of shape {list(X.shape)}")
         if len(shape) != len(axes):
             raise ShapeError(f"CenterCropPad: shape has {len(shape)} values; it needs one "
                              f"per axis in {axes}")

@@ -6,6 +6,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
+from deep500.utils.onnx_interop.axes import distinct_axes
 
 
 def _ints(values) -> list[int]:
@@ -23,12 +24,7 @@ class Slice(ReferenceOp):
         if not len(starts) == len(ends) == len(axes) == len(steps):
             raise ShapeError(f"{self.op_type}: starts {starts}, ends {ends}, axes {axes} and "
                              f"steps {steps} must have one value per sliced axis")
-        if any(not -rank <= a < rank for a in axes):
-            raise ShapeError(f"{self.op_type}: axes {axes} must lie in [{-rank}, {rank - 1}] "
-                             f"for data of shape {tuple(shape)}")
-        axes = [a % rank for a in axes]
-        if len(set(axes)) != len(axes):
-            raise ShapeError(f"{self.op_type}: axes {axes} name an axis twice")
+        axes = distinct_axes(self.op_type, axes, rank, f"data of shape {tuple(shape)}")
         index = [slice(None)] * rank
         for axis, start, end, step in zip(axes, starts, ends, steps):
             if step == 0:
