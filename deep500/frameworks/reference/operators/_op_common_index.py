@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import ShapeError, UnsupportedError
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -137,3 +138,49 @@ def scatter_backward(dY: np.ndarray, data: np.ndarray, index: tuple, updates: np
     others = np.where(zeros_j == 0, product_j / safe,
                       np.where(zero & (zeros_j == 1), product_j, 0))
     return d_data, (dY * data)[index] * others
+
+
+class IndexedGather(ReferenceOp):
+    """GatherElements and GatherND: output = data[index], with ``index(shape, indices)``
+    one NumPy advanced index; the gradient scatter-adds, so that an element gathered
+    twice receives both gradients."""
+
+    def index(self, shape: tuple, indices) -> tuple:
+        raise NotImplementedError
+
+    def forward(self, data, indices):
+        data = np.asarray(data)
+        gathered = data[self.index(data.shape, indices)]
+        # A copy where NumPy gave a view (an index that selects everything).
+        return gathered.copy() if np.may_share_memory(gathered, data) else gathered
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        data, indices = np.asarray(fwd_inputs[0]), fwd_inputs[1]
+        d_data = np.zeros_like(data)
+        if grads[0] is not None:
+            np.add.at(d_data, self.index(data.shape, indices), grads[0])
+        return [d_data, None]
+
+
+class IndexedScatter(ReferenceOp):
+    """ScatterElements and ScatterND: a copy of data with updates written to
+    data[``index(data, indices, updates)``], combined by the ``reduction`` attribute
+    (see :func:`scatter` and :func:`scatter_backward`)."""
+
+    def index(self, data, indices, updates) -> tuple:
+        raise NotImplementedError
+
+    def forward(self, data, indices, updates):
+        data, updates = np.asarray(data), np.asarray(updates)
+        return scatter(data, self.index(data, indices, updates), updates,
+                       self.attr("reduction"), self.op_type)
+
+    def backward(self, grads, fwd_inputs, fwd_outputs):
+        data, indices, updates = (np.asarray(x) for x in fwd_inputs)
+        if not np.issubdtype(data.dtype, np.floating):
+            return [None, None, None]
+        dY = np.zeros_like(data) if grads[0] is None else np.asarray(grads[0])
+        d_data, d_updates = scatter_backward(dY, data, self.index(data, indices, updates),
+                                             updates, np.asarray(fwd_outputs[0]),
+                                             self.attr("reduction"))
+        return [d_data, None, d_updates.astype(updates.dtype, copy=False)]
