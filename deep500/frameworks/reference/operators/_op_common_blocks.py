@@ -8,7 +8,22 @@ from deep500.utils.errors import ShapeError
 
 
 class BlockRearrangement(ReferenceOp):
-    """Subclasses implement ``plan(shape)`` -> (split shape, permutation, output shape)."""
+    """Subclasses name the axis ``permutations`` of the modes (DCR, CRD) and implement
+    ``split_and_output(n, c, h, w, b, mode)`` -> (split shape, output shape), raising
+    where the blocksize does not divide what it must."""
+    defaults = {"blocksize": None, "mode": "DCR"}
+    permutations: dict = {}
+
+    def split_and_output(self, n, c, h, w, b, mode) -> tuple:
+        raise NotImplementedError
+
+    def plan(self, shape) -> tuple:
+        """(split shape, permutation, output shape) of the rearrangement."""
+        mode = self.attr("mode")
+        if mode not in self.permutations:
+            raise ShapeError(f"{self.op_type}: mode must be 'DCR' or 'CRD', got {mode!r}")
+        split, output = self.split_and_output(*shape, int(self.attr("blocksize")), mode)
+        return split, self.permutations[mode], output
 
     def checked_shape(self, x) -> tuple:
         shape, b = np.shape(x), int(self.attr("blocksize"))

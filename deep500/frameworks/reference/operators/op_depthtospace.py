@@ -8,17 +8,12 @@ from deep500.utils.errors import ShapeError
 
 @register("DepthToSpace")
 class DepthToSpace(BlockRearrangement):
-    defaults = {"blocksize": None, "mode": "DCR"}
+    permutations = {"DCR": (0, 3, 4, 1, 5, 2), "CRD": (0, 1, 4, 2, 5, 3)}
 
-    def plan(self, shape):
-        n, c, h, w = shape
-        b, mode = int(self.attr("blocksize")), self.attr("mode")
+    def split_and_output(self, n, c, h, w, b, mode):
         if c % (b * b):
             raise ShapeError(f"{self.op_type}: channels ({c}) must be divisible by "
                              f"blocksize² ({b * b})")
-        output = (n, c // (b * b), h * b, w * b)
-        if mode == "DCR":
-            return (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2), output
-        if mode == "CRD":
-            return (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3), output
-        raise ShapeError(f"{self.op_type}: mode must be 'DCR' or 'CRD', got {mode!r}")
+        depth = c // (b * b)
+        split = (n, b, b, depth, h, w) if mode == "DCR" else (n, depth, b, b, h, w)
+        return split, (n, depth, h * b, w * b)

@@ -9,17 +9,10 @@ from deep500.utils.errors import ShapeError
 
 @register("SpaceToDepth")
 class SpaceToDepth(BlockRearrangement):
-    defaults = {"blocksize": None, "mode": "DCR"}
+    permutations = {"DCR": (0, 3, 5, 1, 2, 4), "CRD": (0, 1, 3, 5, 2, 4)}
 
-    def plan(self, shape):
-        n, c, h, w = shape
-        b, mode = int(self.attr("blocksize")), self.attr("mode")
+    def split_and_output(self, n, c, h, w, b, mode):
         if h % b or w % b:
             raise ShapeError(f"{self.op_type}: height ({h}) and width ({w}) must be "
                              f"divisible by blocksize ({b})")
-        split, output = (n, c, h // b, b, w // b, b), (n, c * b * b, h // b, w // b)
-        if mode == "DCR":
-            return split, (0, 3, 5, 1, 2, 4), output
-        if mode == "CRD":
-            return split, (0, 1, 3, 5, 2, 4), output
-        raise ShapeError(f"{self.op_type}: mode must be 'DCR' or 'CRD', got {mode!r}")
+        return (n, c, h // b, b, w // b, b), (n, c * b * b, h // b, w // b)
