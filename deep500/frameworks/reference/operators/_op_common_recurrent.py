@@ -85,6 +85,29 @@ def through_clip(da, mask):
     return da if mask is None else da * mask
 
 
+class RecurrentCell:
+    """What the RNN and LSTM cells share: the recurrent pre-activation of all gates,
+    a = xa + h·Rᵀ (+ Rb), and, from its gradient da, the gradients of R, Rb (summed over
+    the steps in ``dR``, ``dRb``) and of h."""
+
+    def __init__(self, R, Rb):
+        self.R, self.Rb = R, Rb
+        self.dR = np.zeros_like(R)
+        self.dRb = np.zeros(R.shape[0], R.dtype)
+
+    def preactivation(self, xa, h):
+        a = xa + h @ self.R.T
+        if self.Rb is not None:
+            a += self.Rb
+        return a
+
+    def preactivation_back(self, da, h):
+        """(da, dh through R); adds this step's dR and dRb."""
+        self.dR += da.T @ h
+        self.dRb += da.sum(axis=0)
+        return da, da @ self.R
+
+
 class RecurrentOp(ReferenceOp):
     """The plumbing of RNN, GRU and LSTM. A subclass sets ``gates`` (how many blocks of
     hidden_size rows W and R have), ``default_activations`` (one direction's list),

@@ -10,29 +10,27 @@ sequence lengths and clipping; backward by backpropagation through time.
 https://onnx.ai/onnx/operators/onnx__LSTM.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_recurrent import (RecurrentOp,
+from deep500.frameworks.reference.operators._op_common_recurrent import (RecurrentCell,
+                                                                          RecurrentOp,
                                                                           clip_mask,
                                                                           through_clip)
 from deep500.frameworks.reference.operators.registry import register
 
 
-class _LSTMCell:
+class _LSTMCell(RecurrentCell):
     def __init__(self, R, Rb, P, activations, clip, input_forget):
+        super().__init__(R, Rb)
         H = R.shape[1]
-        self.H, self.R, self.Rb, self.clip, self.input_forget = H, R, Rb, clip, input_forget
+        self.H, self.clip, self.input_forget = H, clip, input_forget
         zero = np.zeros(H, R.dtype)
         self.Pi, self.Po, self.Pf = (zero, zero, zero) if P is None else (P[:H], P[H:2 * H],
                                                                           P[2 * H:])
         self.f, self.g, self.h = activations
-        self.dR = np.zeros_like(R)
-        self.dRb = np.zeros(4 * H, R.dtype)
         self.dP = np.zeros(3 * H, R.dtype)
 
     def step(self, xa, h, c):
         H = self.H
-        a = xa + h @ self.R.T
-        if self.Rb is not None:
-            a += self.Rb
+        a = self.preactivation(xa, h)
         ai, ao, af, ac = (a[:, k * H:(k + 1) * H] for k in range(4))
         ai, ci = clip_mask(ai + self.Pi * c, self.clip)
         i = self.f(ai)
@@ -67,10 +65,8 @@ class _LSTMCell:
         self.dP[:H] += (dai * c).sum(axis=0)
         self.dP[H:2 * H] += (dao * c_new).sum(axis=0)
         self.dP[2 * H:] += (daf * c).sum(axis=0)
-        da = np.concatenate([dai, dao, daf, dac], axis=1)
-        self.dR += da.T @ h
-        self.dRb += da.sum(axis=0)
-        return da, da @ self.R, dc_prev
+        da, dh_prev = self.preactivation_back(np.concatenate([dai, dao, daf, dac], axis=1), h)
+        return da, dh_prev, dc_prev
 
 
 @register("LSTM")
