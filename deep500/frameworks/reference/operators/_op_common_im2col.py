@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import WindowGeometry, window_geometry
 
-__all__ = ["WindowGeometry", "col2im", "im2col", "im2col_unpadded", "interior",
-           "pad_spatial", "window_geometry"]
+__all__ = ["WindowGeometry", "check_images", "col2im", "im2col", "im2col_unpadded",
+           "interior", "pad_spatial", "window_geometry"]
+
+
+def check_images(op_type: str, X, W=None, weights: str = "") -> None:
+    """A ShapeError unless X is (N, C, *spatial) with at least one spatial axis and the
+    weights W (laid out as ``weights`` says, e.g. "(M, C/group, *kernel)") have X's
+    rank."""
+    if X.ndim < 3:
+        raise ShapeError(f"{op_type}: input X must be (N, C, *spatial) with at least one "
+                         f"spatial axis, got shape {X.shape}")
+    if W is not None and W.ndim != X.ndim:
+        raise ShapeError(f"{op_type}: weights W must be {weights} with the rank of X "
+                         f"{X.shape}, got shape {W.shape}")
 
 
 def pad_spatial(x: np.ndarray, geometry: WindowGeometry, value=0) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deep500.frameworks.reference.operators._op_common_im2col import check_images
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import WindowGeometry, window_geometry
 
@@ -14,9 +15,7 @@ __all__ = ["pooling_geometry"]
 def pooling_geometry(op, X: np.ndarray) -> WindowGeometry:
     """Window geometry of pooling operator ``op`` (a ReferenceOp) on input X."""
     name = op.op_type
-    if X.ndim < 3:
-        raise ShapeError(f"{name}: input X must be (N, C, *spatial) with at least one "
-                         f"spatial axis, got shape {X.shape}")
+    check_images(name, X)
     kernel = op.attr("kernel_shape")
     if kernel is None:
         raise ShapeError(f"{name}: the attribute kernel_shape is required")

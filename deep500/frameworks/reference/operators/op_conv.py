@@ -3,7 +3,8 @@ window of W[m, c, k]·X[n, c, window], for 1-, 2- and 3-D (any spatial rank) inp
 https://onnx.ai/onnx/operators/onnx__Conv.html"""
 import numpy as np
 
-from deep500.frameworks.reference.operators._op_common_im2col import (im2col_unpadded,
+from deep500.frameworks.reference.operators._op_common_im2col import (check_images,
+                                                                       im2col_unpadded,
                                                                        interior, pad_spatial)
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
@@ -16,12 +17,7 @@ class Conv(ReferenceOp):
                 "pads": None, "strides": None}
 
     def _geometry(self, X, W, B):
-        if X.ndim < 3:
-            raise ShapeError(f"Conv: input X must be (N, C, *spatial) with at least one "
-                             f"spatial axis, got shape {X.shape}")
-        if W.ndim != X.ndim:
-            raise ShapeError(f"Conv: weights W must be (M, C/group, *kernel) with the rank "
-                             f"of X {X.shape}, got shape {W.shape}")
+        check_images(self.op_type, X, W, "(M, C/group, *kernel)")
         group = int(self.attr("group"))
         channels, filters = X.shape[1], W.shape[0]
         if group < 1 or channels % group or filters % group:

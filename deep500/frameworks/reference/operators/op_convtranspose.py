@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 
+from deep500.frameworks.reference.operators._op_common_im2col import check_images
 from deep500.frameworks.reference.operators.registry import ReferenceOp, register
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import conv_transpose_geometry
@@ -29,12 +30,7 @@ class ConvTranspose(ReferenceOp):
                 "output_padding": None, "output_shape": None, "pads": None, "strides": None}
 
     def _geometry(self, X, W, B):
-        if X.ndim < 3:
-            raise ShapeError(f"ConvTranspose: input X must be (N, C, *spatial) with at least "
-                             f"one spatial axis, got shape {X.shape}")
-        if W.ndim != X.ndim:
-            raise ShapeError(f"ConvTranspose: weights W must be (C, M/group, *kernel) with "
-                             f"the rank of X {X.shape}, got shape {W.shape}")
+        check_images(self.op_type, X, W, "(C, M/group, *kernel)")
         group = int(self.attr("group"))
         channels = X.shape[1]
         if group < 1 or channels % group:
