@@ -15,6 +15,7 @@ import numpy as np
 
 from deep500.frameworks._bridge.inner_network import register_inner_network
 from deep500.frameworks.reference.network import ReferenceNetwork
+from deep500.frameworks.reference.operators._op_common_body import is_float
 from deep500.frameworks.reference.operators._op_common_sequence import (as_value,
                                                                          value_nbytes)
 from deep500.frameworks.reference.visitor import ReferenceVisitor
@@ -209,6 +210,45 @@ class ReferenceGraphExecutor(GraphExecutor):
         return result
 
     @staticmethod
+    def step_backward(step: _Step, upstream: list, args: list, result) -> list:
+        """The input gradients of ``step``'s operator (an exception names its node)."""
+        try:
+            return step.backward(upstream, args, list(result))
+        except Exception as exc:
+            tag_node(exc, step.op)
+            raise
+
+    def _observed_backward(self, step, upstream, args, result, op_events, timed) -> list:
+        """``step_backward`` between the operator events' calls, or timed for the events
+        that collect per-node backward seconds."""
+        if op_events:
+            for event in op_events:
+                event.before_operator(step.op)
+            input_grads = self.step_backward(step, upstream, args, result)
+            for event in op_events:
+                event.after_operator(step.op)
+            return input_grads
+        t0 = perf_counter_ns()
+        input_grads = self.step_backward(step, upstream, args, result)
+        seconds = (perf_counter_ns() - t0) * 1e-9
+        for event in timed:
+            event.record_backward_time(step.op, seconds)
+        return input_grads
+
+    def accumulate_inputs(self, step: _Step, input_grads, args, grads: dict,
+                          accumulated: set, names, floats_only: bool = False) -> int:
+        """Add the step's input gradients into ``grads`` for the inputs in ``names`` (and,
+        with ``floats_only``, of a floating type); returns the bytes newly allocated."""
+        added = 0
+        for position, (name, g) in enumerate(zip(step.inputs, input_grads)):
+            if g is None or name not in names:
+                continue
+            if floats_only and not is_float(args[position]):
+                continue
+            added += self._accumulate(grads, accumulated, name, g, args[position], step)
+        return added
+
+    @staticmethod
     def _accumulate(grads: dict, accumulated: set, name: str, g, value, step) -> int:
         """Add gradient ``g`` of tensor ``name`` (value ``value``) into ``grads``; returns
         the bytes newly allocated."""
@@ -369,29 +409,13 @@ class ReferenceGraphExecutor(GraphExecutor):
             upstream = [grads.pop(t, None) for t in step.outputs]
             upstream += [None] * (len(result) - len(upstream))
             if any(g is not None for g in upstream):
-                try:
-                    if op_events:
-                        for event in op_events:
-                            event.before_operator(step.op)
-                        input_grads = step.backward(upstream, args, list(result))
-                        for event in op_events:
-                            event.after_operator(step.op)
-                    elif timed:
-                        t0 = perf_counter_ns()
-                        input_grads = step.backward(upstream, args, list(result))
-                        seconds = (perf_counter_ns() - t0) * 1e-9
-                        for event in timed:
-                            event.record_backward_time(step.op, seconds)
-                    else:
-                        input_grads = step.backward(upstream, args, list(result))
-                except Exception as exc:
-                    tag_node(exc, step.op)
-                    raise
-                for position, (name, g) in enumerate(zip(step.inputs, input_grads)):
-                    if g is None or name not in differentiable:
-                        continue
-                    live += self._accumulate(grads, accumulated, name, g, args[position],
-                                             step)
+                if op_events or timed:
+                    input_grads = self._observed_backward(step, upstream, args, result,
+                                                          op_events, timed)
+                else:
+                    input_grads = self.step_backward(step, upstream, args, result)
+                live += self.accumulate_inputs(step, input_grads, args, grads, accumulated,
+                                               differentiable)
                 peak = max(peak, live)
             # The step's upstream gradients, unnamed outputs and saved tensors are dead now.
             live -= sum(g.nbytes for g in upstream if g is not None)

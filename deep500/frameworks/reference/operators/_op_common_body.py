@@ -25,7 +25,6 @@ from deep500.frameworks.reference.operators._op_common_sequence import (as_value
                                                                          is_sequence)
 from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import Deep500Error, ShapeError
-from deep500.utils.framework_errors import tag_node
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 
 
@@ -60,7 +59,6 @@ class Body:
         self.network = network
         self._executor = executor
         self._plan = executor.plan()
-        self._accumulate = executor._accumulate
         # Names gradients can reach: inputs, outer names and what is computed from them
         # (not the body's own constants).
         reached = set(self.inputs) | set(self.outer)
@@ -113,15 +111,9 @@ class Body:
             if all(g is None for g in upstream):
                 continue
             upstream += [None] * (len(result) - len(upstream))
-            try:
-                input_grads = step.backward(upstream, args, list(result))
-            except Exception as exc:
-                tag_node(exc, step.op)
-                raise
-            for position, (name, g) in enumerate(zip(step.inputs, input_grads)):
-                if g is None or name not in self._reached or not is_float(args[position]):
-                    continue
-                self._accumulate(grads, owned, name, g, args[position], step)
+            input_grads = self._executor.step_backward(step, upstream, args, result)
+            self._executor.accumulate_inputs(step, input_grads, args, grads, owned,
+                                             self._reached, floats_only=True)
         return grads
 
     @staticmethod
