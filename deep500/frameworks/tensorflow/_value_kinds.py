@@ -21,15 +21,21 @@ def is_sequence(value) -> bool:
 
 
 def to_numpy(value):
-    """A tensor, variable or array as a NumPy array (0-d stays an array); a sequence as a
-    list of arrays; an empty optional as None."""
+    """A tensor, variable or array as a NumPy array (0-d stays an array; strings as an
+    object array of ``str``, as ONNX's NumPy form has them); a sequence as a list of
+    arrays; an empty optional as None."""
     if value is None:
         return None
     if is_sequence(value):
         return [to_numpy(v) for v in value]
     if isinstance(value, np.ndarray):
         return value
-    return np.asarray(value.numpy())
+    array = np.asarray(value.numpy())
+    return _decoded(array) if value.dtype == tf.string else array
+
+
+_decoded = np.vectorize(lambda s: s.decode("utf-8") if isinstance(s, bytes) else s,
+                        otypes=[object])
 
 
 def to_tensors(value):

@@ -50,7 +50,8 @@ from deep500.frameworks.tensorflow._plan import Plan
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._patterns import OperatorPatterns
 from deep500.frameworks.tensorflow.ops._carried_casts import is_carried
-from deep500.frameworks.tensorflow.ops._values import _onnx_to_np_dtype, tf_supports_dtype
+from deep500.frameworks.tensorflow.ops._values import (_onnx_to_np_dtype, tf_holds,
+                                                       tf_supports_dtype)
 from deep500.frameworks.tensorflow.ops.activation import ActivationOps
 from deep500.frameworks.tensorflow.ops.attention import AttentionOps
 from deep500.frameworks.tensorflow.ops.control import ControlOps
@@ -116,7 +117,7 @@ class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVi
             for value in list(graph.input) + list(graph.output):
                 self._check_value_type(value.type, value.name, model.name)
         for info in list(model.feed_inputs) + list(model.outputs):
-            if info.dtype is not None and not tf_supports_dtype(info.dtype):
+            if info.dtype is not None and not tf_holds(info.dtype):
                 raise UnsupportedError(f"{self.framework}: tensor {info.name!r} of model "
                                        f"'{model.name}' has element type "
                                        f"{np.dtype(info.dtype).name}, which TensorFlow cannot "
@@ -138,7 +139,7 @@ class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVi
                 f"and optionals of either are supported")
         element = type_proto.tensor_type.elem_type
         dtype = _onnx_to_np_dtype(element) if element else None
-        if dtype is not None and not tf_supports_dtype(dtype) and not is_carried(dtype):
+        if dtype is not None and not tf_holds(dtype) and not is_carried(dtype):
             raise UnsupportedError(f"{self.framework}: value {name!r} of model '{model}' "
                                    f"has element type {dtype.name}, which TensorFlow "
                                    f"cannot compute with")

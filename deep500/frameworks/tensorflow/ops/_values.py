@@ -18,7 +18,14 @@ TF_DTYPE_NAMES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", 
 
 
 def tf_supports_dtype(dtype) -> bool:
+    """Whether TensorFlow computes with numbers of ``dtype``."""
     return dtype is not None and np.dtype(dtype).name in TF_DTYPE_NAMES
+
+
+def tf_holds(dtype) -> bool:
+    """Whether a TensorFlow tensor holds values of ``dtype``: numbers it computes with,
+    and strings (NumPy object arrays of ``str``; ``tf.string``)."""
+    return tf_supports_dtype(dtype) or (dtype is not None and np.dtype(dtype) == object)
 
 
 # -- shapes ------------------------------------------------------------------------------

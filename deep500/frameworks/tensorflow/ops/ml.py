@@ -1,17 +1,35 @@
 """TensorFlowVisitor: the ml family (``deep500/frameworks/families.py``), classical
 machine learning of the ai.onnx.ml domain:
 https://onnx.ai/onnx/operators/onnx_aionnxml_Binarizer.html,
-.../onnx_aionnxml_ArrayFeatureExtractor.html.
+.../onnx_aionnxml_ArrayFeatureExtractor.html, .../onnx_aionnxml_LabelEncoder.html.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow.ops._attributes import _attr
+from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
 from deep500.frameworks.tensorflow.ops._values import _tf_dtype
+from deep500.utils.errors import Deep500Error
+
+_LABEL_KINDS = ("floats", "int64s", "strings", "tensor")
+
+
+def _label(value):
+    """A LabelEncoder key or value as a Python value: text for strings, one key for every
+    NaN."""
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8")
+    value = value.item() if isinstance(value, np.generic) else value
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
 
 class MlOps:
-    """``visit_<op>`` of the ml family, mixed into
+    """``visit_<op>`` of the ml family, by operator name, mixed into
     :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def visit_binarizer(self, op, network) -> None:
@@ -27,3 +45,82 @@ class MlOps:
             picked = tf.gather(x, tf.reshape(tf.cast(indices, tf.int64), [-1]), axis=-1)
             return picked[None, :] if len(x.shape) == 1 else picked
         self.emit(extract, [self.key(n) for n in op.inputs], op.outputs[0])
+
+    def visit_labelencoder(self, op, network) -> None:
+        """LabelEncoder (ai.onnx.ml, opset 4): each element replaced by the value paired
+        with it in ``keys_*`` / ``values_*`` (floats, int64s, strings or a tensor), by the
+        default of the values' type where it is no key (``default_tensor``, else
+        ``default_int64``, ``default_float``, ``default_string``). A NaN key matches every
+        NaN; of repeated keys, the last counts. The lookup compares each element with the
+        keys (``tf.equal``) and gathers the value of the one it equals."""
+        keys, values = self._labels(op, "keys"), self._labels(op, "values")
+        if len(keys) != len(values):
+            raise self.node_error(op, f"{len(keys)} keys but {len(values)} values; keys_* "
+                                      f"and values_* pair up one to one", Deep500Error)
+        mapping = dict(zip((_label(k) for k in keys), values))   # the last key counts
+        value_dtype, default = self._label_output(op)
+        unique_keys = list(mapping)
+        nan_key = "NaN" in mapping
+        string_keys = any(isinstance(k, str) and k != "NaN" for k in unique_keys) or (
+            op.attributes.get("keys_strings") is not None)
+        table = tf.constant(np.asarray([mapping[k] for k in unique_keys],
+                                       object if value_dtype == object else value_dtype)
+                            if unique_keys else np.zeros([0], value_dtype))
+        fill = tf.constant(np.asarray(default, object if value_dtype == object
+                                      else value_dtype))
+
+        def label_encoder(x):
+            x = tf.convert_to_tensor(x)
+            if string_keys:
+                key_tensor = tf.constant(np.asarray(unique_keys, object), tf.string)
+            else:
+                numbers = [math.nan if k == "NaN" else k for k in unique_keys]
+                key_tensor = tf.constant(np.asarray(numbers, np.float64), x.dtype)
+            hits = tf.equal(x[..., tf.newaxis], key_tensor)
+            if nan_key and x.dtype.is_floating:
+                hits = hits | (tf.math.is_nan(x)[..., tf.newaxis]
+                               & tf.math.is_nan(key_tensor))
+            found = tf.reduce_any(hits, axis=-1)
+            picked = tf.gather(table, tf.argmax(tf.cast(hits, tf.int32), axis=-1))
+            return tf.where(found, picked, tf.broadcast_to(fill, tf.shape(picked)))
+        self._emit_node(op, label_encoder)
+
+    def _labels(self, op, prefix: str) -> list:
+        given = [kind for kind in _LABEL_KINDS
+                 if op.attributes.get(f"{prefix}_{kind}") is not None]
+        if len(given) != 1:
+            raise self.node_error(op, f"give exactly one of "
+                                      f"{', '.join(f'{prefix}_{k}' for k in _LABEL_KINDS)}, "
+                                      f"got {given}", Deep500Error)
+        values = op.attributes[f"{prefix}_{given[0]}"]
+        if given[0] == "tensor":
+            values = onnx.numpy_helper.to_array(values) if isinstance(
+                values, onnx.TensorProto) else np.asarray(values)
+            return list(values.reshape(-1))
+        return [_label(v) if isinstance(v, bytes) else v for v in values]
+
+    def _label_output(self, op):
+        """The output's NumPy dtype (object for strings) and the default value."""
+        a = op.attributes
+        if a.get("values_tensor") is not None:
+            values = self._labels(op, "values")
+            dtype = np.asarray(values).dtype if values else np.dtype(np.float32)
+            given = a.get("default_tensor")
+            if given is not None:
+                given = (onnx.numpy_helper.to_array(given) if isinstance(
+                    given, onnx.TensorProto) else np.asarray(given))
+                default = given.reshape(-1)[0]
+                return (np.dtype(object) if dtype.kind in "OUS" else dtype), (
+                    _label(default) if dtype.kind in "OUS" else default)
+            kind = "strings" if dtype.kind in "OUS" else "floats" if dtype.kind == "f" \
+                else "int64s"
+        else:
+            kind = next(k for k in _LABEL_KINDS if a.get(f"values_{k}") is not None)
+            dtype = {"floats": np.dtype(np.float32), "int64s": np.dtype(np.int64),
+                     "strings": np.dtype(object)}[kind]
+        default = {"floats": a.get("default_float"),
+                   "strings": _text(a.get("default_string"), "_Unused")}.get(
+            kind, a.get("default_int64"))
+        if default is None:
+            default = {"floats": -0.0, "int64s": -1}.get(kind, -1)
+        return (np.dtype(object) if dtype.kind in "OUS" else dtype), default
