@@ -18,6 +18,7 @@ import numpy as np
 
 from deep500.frameworks.reference.operators.registry import ReferenceOp
 from deep500.utils.errors import ShapeError, UnsupportedError
+from deep500.utils.onnx_interop.sequences import sequence_position
 
 
 def is_sequence(value) -> bool:
@@ -77,12 +78,7 @@ def position(value, length: int, op_type: str, inserting: bool = False) -> int:
     if array.size != 1 or array.dtype.kind not in "iu":
         raise ShapeError(f"{op_type}: position must be a one-element integer tensor, got "
                          f"shape {list(array.shape)} and dtype {array.dtype}")
-    index = int(array.reshape(-1)[0])
-    high = length if inserting else length - 1
-    if not -length <= index <= high:
-        raise ShapeError(f"{op_type}: position {index} is outside [{-length}, {high}] for a "
-                         f"sequence of {length} tensors")
-    return index + length if index < 0 else index
+    return sequence_position(int(array.reshape(-1)[0]), length, op_type, inserting)
 
 
 class SequenceOp(ReferenceOp):
