@@ -113,9 +113,10 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
     outcome, exit_status, final = None, None, ("complete",)
     try:
         for ranks in recipe.rank_counts():
-            exit_status, final = _run_part(folder, recipe, configurations, ranks, program,
-                                           progress, mpirun_args or ())
-            if exit_status is not None:
+            stopped = _run_part(folder, recipe, configurations, ranks, program, progress,
+                                mpirun_args or ())
+            if stopped is not None:
+                exit_status, final = stopped
                 break
             folder.write([])  # the parts so far, on disk
     except BaseException as exc:
@@ -153,11 +154,11 @@ def _grid_manifest(recipe, argv, configurations: list[dict]) -> dict:
 
 
 def _run_part(folder: RunFolder, recipe, configurations: list[dict], ranks: int,
-              program: list, progress: bool, mpirun_args) -> tuple:
+              program: list, progress: bool, mpirun_args) -> tuple | None:
     """Launch ``ranks``' part under ``mpirun -np ranks``, wait for it and list it in
-    the manifest. Returns ``(None, None)`` when it ran to its end, else the exit status
-    of ``deep500 run`` and the session's final status (a failure its ranks recorded,
-    or one of ``mpirun`` itself)."""
+    the manifest. Returns None when it ran to its end, else the exit status of
+    ``deep500 run`` and the session's final status (a failure its ranks recorded, or
+    one of ``mpirun`` itself)."""
     indices = [folder.first_index + position
                for position, c in enumerate(configurations) if c.get("ranks") == ranks]
     part = Part(folder.path, folder.session, folder.first_index, ranks)
@@ -181,4 +182,4 @@ def _run_part(folder: RunFolder, recipe, configurations: list[dict], ranks: int,
             "error": f"mpirun -np {ranks} exited with status {status} without "
                      f"recording a failure; configurations {indices} may be "
                      f"missing", "command": command}})
-    return None, None
+    return None
