@@ -1,8 +1,9 @@
 """Level 3: distributed training over MPI: finding ``mpirun`` and the world, launching
 (``mpi_fork``, ``guarded_main``), measured communication (``CommunicationNetwork``,
 ``CommunicationVolume``), the allreduce algorithms (``collectives``: one object each,
-found by name with ``allreduce_algorithm``), distributed samplers and the ``DistributedOptimizer`` that
-the schemes of ``d5ref`` (and of the framework bridges) derive from."""
+found by name with ``allreduce_algorithm``), distributed samplers and the
+``DistributedOptimizer`` that the schemes of ``d5ref`` (and of the framework bridges)
+derive from."""
 from deep500.lv3_distributed.collectives import (AllreduceAlgorithm, allreduce_algorithm,
                                                  allreduce_names)
 from deep500.lv3_distributed.communication import (CommunicationNetwork, Request,

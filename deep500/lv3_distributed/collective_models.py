@@ -37,8 +37,8 @@ receive read since this rank last wrote them.
 Between ranks on one host the MPI library copies a large message once, the receiver
 reading the sender's pages, so those lines end up in two cores' caches and the
 sender's next store to each must invalidate the other copy (Molka et al., PACT 2009;
-``deep500.lv3_distributed.calibration.coherence`` measures it). The allreduce models add δ for
-every byte an algorithm writes into a range it has sent: recursive doubling sums into
+``deep500.lv3_distributed.calibration.coherence`` measures it). The allreduce models add
+δ for every byte an algorithm writes into a range it has sent: recursive doubling sums into
 the buffer it has just sent; the allgather of the ring and of Rabenseifner receives
 into the chunks sent in the reduce-scatter; the broadcast of linear and binomial
 receives into the buffer the parent read. With ``repeated`` (the same buffer

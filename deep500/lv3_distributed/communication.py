@@ -26,10 +26,11 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
 
 Compressed communication: ``allreduce(..., wire_dtype="float16" | "bfloat16")`` and
 ``iallreduce(..., wire_dtype=...)`` send a float32 (or float64) array's values in 16
-bits and reduce them at the array's precision (the algorithms that ``narrows_on_wire``: ``"ring"`` and ``"mpi"``; the others raise
-``UnsupportedError``). Their volume entries
-are named ``"<algorithm>/<wire dtype>"`` (e.g. ``"ring/float16"``) and count 2 bytes a
-value. ``wire_dtype=None`` or ``"float32"`` is the uncompressed call, unchanged.
+bits and reduce them at the array's precision (the algorithms that
+``narrows_on_wire``: ``"ring"`` and ``"mpi"``; the others raise ``UnsupportedError``).
+Their volume entries are named ``"<algorithm>/<wire dtype>"`` (e.g. ``"ring/float16"``)
+and count 2 bytes a value. ``wire_dtype=None`` or ``"float32"`` is the uncompressed
+call, unchanged.
 
 Arrays travel through mpi4py's buffer methods (``Send``, ``Recv``, ``Sendrecv``,
 ``Allreduce``...), never pickled; they must be C-contiguous NumPy arrays of a fixed-size
@@ -300,8 +301,8 @@ class CommunicationNetwork:
         """The allreduce algorithm's object (``None``: the network's default)."""
         if algorithm is None:
             return self._allreduce
-        return collectives.allreduce_algorithm(algorithm,
-                                               f"rank {self.rank} of {self.size}: allreduce")
+        where = f"rank {self.rank} of {self.size}: allreduce"
+        return collectives.allreduce_algorithm(algorithm, where)
 
     # -- allreduce ------------------------------------------------------------------
     def allreduce(self, array: np.ndarray, op: str = "sum", out: np.ndarray | None = None,

@@ -11,10 +11,10 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   pass the gradients are packed into one fusion buffer and allreduced once:
   exposed = fusion copy + T_allreduce(n) + o (the copy also on one rank, where the
   scheme packs too; T and o are 0 there), where T_allreduce is the α-β-γ model of
-  the algorithm (its object's ``cost`` in ``collectives``, Thakur, Rabenseifner & Gropp 2005) and o the
-  per-call software overhead of the machine file (LogP's o; 0 when it has none),
-  times the machine file's in-context factor (``in_context``, default on): the
-  slow-down ``deep500 calibrate`` measured for calls between compute bursts rather
+  the algorithm (its object's ``cost`` in ``collectives``; Thakur, Rabenseifner &
+  Gropp 2005) and o the per-call software overhead of the machine file (LogP's o; 0
+  when it has none), times the machine file's in-context factor (``in_context``,
+  default on): the slow-down ``deep500 calibrate`` measured for calls between compute bursts rather
   than back to back (cold caches, ranks arriving apart; 1.0 when the file has none);
 * **communication**, *overlapped* (PyDTNN's non-blocking per-layer allreduce; Horovod's
   and PyTorch DDP's gradient buckets): as the backward pass completes a layer's

@@ -55,7 +55,8 @@ def check_allreduce_options(owner: str, algorithm, segment_bytes=None,
     ``os.environ``, which ``mpirun`` passes to the ranks)."""
     chosen = allreduce_algorithm(algorithm, f"{owner}: algorithm")
     check_wire(owner, chosen, comm_dtype)
-    for option, value in (("segment_bytes", segment_bytes), ("mpi_algorithm", mpi_algorithm)):
+    for option, value in (("segment_bytes", segment_bytes),
+                          ("mpi_algorithm", mpi_algorithm)):
         if value is not None and option not in chosen.options:
             takers = [f"{name!r}" for name in allreduce_names()
                       if option in allreduce_algorithm(name).options]
