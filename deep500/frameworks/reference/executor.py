@@ -63,6 +63,10 @@ class _BackpropPlan:
 class ReferenceGraphExecutor(GraphExecutor):
     """Runs a :class:`ReferenceNetwork` on the CPU with NumPy.
 
+    Values are arrays; values of sequence type are lists of arrays and an empty optional
+    is None, in the inputs fed, inside and in the outputs
+    (``operators/_op_common_sequence.py``); gradients flow through arrays only.
+
     Intermediate tensors are freed as soon as no later operation needs them (in
     ``inference_and_backprop``, those backpropagation needs are kept until their
     operation's backward has run). ``last_peak_bytes`` is the largest total size, during
