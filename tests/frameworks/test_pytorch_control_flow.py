@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 import deep500.frameworks.pytorch as d5pt  # noqa: E402
 from deep500.frameworks.pytorch.onnx_module import OnnxModule  # noqa: E402
 from deep500.lv1_network import gradient_name  # noqa: E402
-from deep500.utils.errors import ModelError, UnsupportedError  # noqa: E402
+from deep500.utils.errors import ModelError  # noqa: E402
 
 D = TP.DOUBLE
 # float64 forward passes of the same formulas in another order: a few ulp per step.
@@ -198,7 +198,8 @@ def test_loop_without_trip_count_or_condition_is_refused():
         d5pt.from_onnx(proto)
 
 
-def test_loop_over_a_sequence_is_unsupported():
+def test_loop_carries_a_sequence_through():
+    """A sequence is a Loop-carried value like a tensor (a list of tensors here)."""
     body = helper.make_graph(
         [helper.make_node("Identity", ["c"], ["c2"]),
          helper.make_node("Identity", ["s"], ["s2"])], "body",
@@ -209,8 +210,11 @@ def test_loop_over_a_sequence_is_unsupported():
     proto = model(nodes, [helper.make_tensor_sequence_value_info("empty", D, None)],
                   [helper.make_tensor_sequence_value_info("seq", D, None)],
                   {"M": np.array(2, np.int64)})
-    with pytest.raises(UnsupportedError, match="sequence-typed"):
-        d5pt.from_onnx(proto)
+    x = np.arange(6.0).reshape(2, 3)
+    result = d5pt.from_onnx(proto).inference({"empty": [x, x[:1]]})["seq"]
+    assert isinstance(result, list) and len(result) == 2
+    np.testing.assert_array_equal(result[0], x)
+    np.testing.assert_array_equal(result[1], x[:1])
 
 
 # -- If ------------------------------------------------------------------------------

@@ -398,6 +398,18 @@ CASES = [
            grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
     *[Case(f"spacetodepth_{mode.lower()}", "SpaceToDepth", {"x": r(2, 2, 4, 6)},
            grad=["x"], blocksize=2, mode=mode) for mode in ("DCR", "CRD")],
+    # -- CausalConvWithState: depthwise, causal, carrying its last k - 1 positions -----
+    # (float types only: gradients in float32)
+    *[Case(f"causalconvwithstate_{name}", "CausalConvWithState", inputs, outputs=2,
+           grad=[n for n in inputs if n], grad_dtype=np.float32, **attrs)
+      for name, inputs, attrs in (
+          ("no_state", {"x": r(2, 3, 5), "k": r(3, 1, 3, seed=1)}, {}),
+          ("state_bias_silu", {"x": r(2, 3, 4), "k": r(3, 1, 4, seed=1),
+                               "b": r(3, seed=2), "past": r(2, 3, 3, seed=3)},
+           {"activation": "silu"}),
+          ("state_no_bias", {"x": r(1, 2, 1), "k": r(2, 1, 2, seed=1), "": None,
+                             "past": r(1, 2, 1, seed=3)}, {"activation": "swish"}),
+          ("k1", {"x": r(1, 2, 3), "k": r(2, 1, 1, seed=1)}, {}))],
     # -- Pad: fed pads, axes and value are read at every run ----------------------------
     Case("pad_value", "Pad", {"x": r(2, 3, 4), "pads": i64(1, 0, 0, 2, 1, 3),
                               "v": np.array(1.5, np.float32)}, grad=["x", "v"]),
@@ -484,9 +496,10 @@ def test_gradients_match_reference_executor(case):
         want = d5ref.from_onnx(model).inference_and_backprop(feeds, "loss")
         rtol, atol = RTOL64, ATOL64
         if case.grad_dtype == np.float32:
-            # DequantizeLinear takes no float64 scale: both executors sum its products
-            # in float32, in their own orders: a few ulps of float32 of sums of ~100
-            # terms of size ~1 (rtol 1e-5 ≈ 80 eps32 relative to the sum).
+            # DequantizeLinear takes no float64 scale, CausalConvWithState no float64:
+            # both executors sum products in float32, in their own orders: a few ulps
+            # of float32 of sums of ~100 terms of size ~1 (rtol 1e-5 ≈ 80 eps32
+            # relative to the sum).
             rtol, atol = 1e-5, 1e-5
         np.testing.assert_allclose(got["loss"], want["loss"], rtol=rtol, atol=atol)
     for name in case.grad:
@@ -535,6 +548,47 @@ def test_computing_with_a_carried_type_is_unsupported():
                               ir_version=10)
     with pytest.raises(Deep500Error, match="(?s)int4.*'a'.*pad0"):
         d5pt.from_onnx(model)
+
+
+@pytest.mark.parametrize("op_type,states,attributes", [
+    ("Adagrad", 1, {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.01}),
+    ("Momentum", 1, {"alpha": 0.9, "beta": 0.5, "mode": "standard",
+                     "norm_coefficient": 0.01}),
+    ("Momentum", 1, {"alpha": 0.9, "beta": 0.5, "mode": "nesterov",
+                     "norm_coefficient": 0.0}),
+    ("Adam", 2, {"alpha": 0.8, "beta": 0.9, "epsilon": 1e-5, "norm_coefficient": 0.01,
+                 "norm_coefficient_post": 0.02})], ids=["adagrad", "momentum", "nesterov",
+                                                        "adam"])
+@pytest.mark.parametrize("step", [0, 3])
+def test_optimizer_steps_match_onnx_reference(op_type, states, attributes, step):
+    """One step of ai.onnx.preview.training's optimizers over two tensors of different
+    shapes, against onnx's reference evaluator (which computes the scalars in float64,
+    as the executor does: float32 results within a few ulp)."""
+    domain = "ai.onnx.preview.training"
+    # X, G and the states of two tensors, (3, 4) and (5,); the states (accumulated
+    # squares among them) non-negative
+    groups = [[f"{kind}_a", f"{kind}_b"] for kind in ["x", "g"] + [f"s{i}" for i in
+                                                                   range(states)]]
+    names = ["R", "T"] + [name for group in groups for name in group]
+    feeds = {"R": np.array(0.1, np.float32), "T": np.array(step, np.int64)}
+    for seed, (a, b) in enumerate(groups):
+        feeds[a], feeds[b] = r(3, 4, seed=seed), r(5, seed=seed)
+        if seed >= 2:
+            feeds[a], feeds[b] = np.abs(feeds[a]), np.abs(feeds[b])
+    outputs = [f"new_{name}" for group in [groups[0]] + groups[2:] for name in group]
+    node = helper.make_node(op_type, names, outputs, domain=domain, **attributes)
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
+        feeds[n].dtype), feeds[n].shape) for n in names]
+    graph = helper.make_graph([node], "optimizer", inputs, [
+        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, feeds[n[4:]].shape)
+        for n in outputs])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", OPSET), helper.make_opsetid(domain, 1)])
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = d5pt.from_onnx(model).inference(feeds)
+    for name, expected in zip(outputs, want):
+        np.testing.assert_allclose(got[name], expected, rtol=RTOL32, atol=ATOL32,
+                                   err_msg=name)
 
 
 def test_topk_k_out_of_range_is_a_shape_error():
@@ -601,7 +655,7 @@ def test_cast_to_float8_matches_onnx_reference(source, target, saturate):
 # The operator families (deep500/frameworks/families.py) whose operators this file tests,
 # beyond the ones test_pytorch_executor.py runs against onnxruntime.
 FAMILIES_TESTED_HERE = ("math", "logic", "linalg", "activation", "tensor", "index",
-                        "reduction", "quantization", "signal")
+                        "reduction", "quantization", "signal", "training")
 
 
 def test_every_operator_of_its_families_is_tested():
@@ -612,8 +666,9 @@ def test_every_operator_of_its_families_is_tested():
             for op in operators_of(family)} & set(SUPPORTED_OPERATORS)
     # Scatter: test_deprecated_scatter_is_scatterelements; Gelu:
     # test_pytorch_ops_sequence.py
-    tested = {case.op.lower() for case in CASES} | operators_of_cases() | {"scatter",
-                                                                          "gelu"}
+    # Adagrad, Momentum, Adam: test_optimizer_steps_match_onnx_reference
+    tested = {case.op.lower() for case in CASES} | operators_of_cases() | {
+        "scatter", "gelu", "adagrad", "momentum", "adam"}
     assert mine - tested == set()
 
 

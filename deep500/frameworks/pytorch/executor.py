@@ -23,6 +23,7 @@ from deep500.lv1_network.network import GRADIENT_SUFFIX, gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError, require
 from deep500.utils.framework_errors import register
 from deep500.utils.onnx_interop.carried_types import restore
+from deep500.utils.onnx_interop.cast import is_string
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -31,6 +32,7 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 register("pytorch", shape=(RuntimeError,))
 
 _OPTIONS = ("compile",)
+_NO_TENSOR = np.empty(0, object)   # stands in for a sequence or an optional (see below)
 
 
 def _torch_device(device) -> "torch.device":
@@ -77,6 +79,16 @@ class _TorchExecutor(GraphExecutor):
         self._synchronize = (None if self._on_cpu else
                              functools.partial(torch.cuda.synchronize, self._torch_device))
 
+    def _check_inputs_fully(self, inputs: dict) -> None:
+        """The base check, with each sequence (a list) or empty optional (None) given
+        as an empty stand-in: the graph declares no shape or element type for them
+        (``OnnxValueInfo`` reads tensor types only), and the base check reads arrays;
+        their tensors cross one by one in ``_to_tensor``."""
+        if isinstance(inputs, dict):
+            inputs = {name: _NO_TENSOR if value is None or isinstance(value, (list, tuple))
+                      else value for name, value in inputs.items()}
+        super()._check_inputs_fully(inputs)
+
     def _to_tensor(self, value, name: str = "") -> "torch.Tensor":
         if type(value) is np.ndarray and self._on_cpu:
             flags = value.flags
@@ -88,8 +100,14 @@ class _TorchExecutor(GraphExecutor):
                     return torch.from_numpy(value)
                 except TypeError:
                     pass    # bfloat16, float8, int4, ...: through tensor_from_array
+        if value is None or isinstance(value, (list, tuple)):
+            # an empty optional; a sequence (of tensors, each crossing as one)
+            return None if value is None else [self._to_tensor(v, name) for v in value]
+        array = _as_array(value)
+        if is_string(array.dtype):
+            return array   # strings have no tensor type: the text operators read arrays
         # ml_dtypes' types cross bit for bit or in a wider exact type; others raise
-        tensor = tensor_from_array(_as_array(value), name)
+        tensor = tensor_from_array(array, name)
         return tensor if self._on_cpu else tensor.to(self._torch_device)
 
     def _check_loss(self, y: str, loss) -> None:

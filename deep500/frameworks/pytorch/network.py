@@ -30,7 +30,13 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 
 def to_numpy(tensor) -> np.ndarray:
     """A tensor's value as a NumPy array; parameters are copied so that the array does
-    not change when they train. bfloat16 and 8-bit floats become ml_dtypes arrays."""
+    not change when they train. bfloat16 and 8-bit floats become ml_dtypes arrays. ONNX
+    values that are no tensor come back as the executors take them: a sequence as a
+    list of arrays, an empty optional as None, strings as the array they are."""
+    if not isinstance(tensor, torch.Tensor):
+        if isinstance(tensor, (list, tuple)):
+            return [to_numpy(element) for element in tensor]
+        return tensor
     array = array_from_tensor(tensor.detach().cpu())
     return array.copy() if isinstance(tensor, torch.nn.Parameter) else array
 

@@ -56,6 +56,7 @@ class OnnxModule(nn.Module):
         for child in [n for n, m in self._modules.items() if isinstance(m, OnnxModule)]:
             delattr(self, child)  # control-flow bodies and subgraphs: rebuilt with nodes
         self.constant_attributes = {}
+        self.plain_constants: dict = {}   # name -> a sequence (list), None or strings
         self.input_names, self.output_names = [], []
         self._slots: dict[str, int] = {"": _OMITTED}
         self._nodes: list[tuple] = []      # (op, fn, input slots, output slots) or (op,)
@@ -92,9 +93,16 @@ class OnnxModule(nn.Module):
         self.onnx_parameters[onnx_name] = parameter
         self.slot(onnx_name)
 
-    def add_constant(self, onnx_name: str, value: "torch.Tensor") -> None:
-        """Register a non-trainable tensor (moves with the module, never trained)."""
-        if onnx_name in self.constant_attributes:
+    def add_constant(self, onnx_name: str, value) -> None:
+        """Register a non-trainable tensor (moves with the module, never trained). A
+        value that is no tensor (a sequence: a list of tensors; an empty optional: None;
+        a string array) is kept as it is, its tensors moved with the module."""
+        if onnx_name in self.constant_attributes or onnx_name in self.plain_constants:
+            return
+        if not isinstance(value, torch.Tensor):
+            self.plain_constants[onnx_name] = _tensors_mapped(
+                value, lambda t: t if self.device is None else t.to(self.device))
+            self.slot(onnx_name)
             return
         attribute = self._attribute_for(onnx_name)
         self.register_buffer(attribute, value if self.device is None else
@@ -167,6 +175,8 @@ class OnnxModule(nn.Module):
                 self._template[self._slots[name]] = self._parameters[attribute]
         for name, attribute in self.constant_attributes.items():
             self._template[self._slots[name]] = self._buffers[attribute]
+        for name, value in self.plain_constants.items():
+            self._template[self._slots[name]] = value
 
     def place(self, device) -> "OnnxModule":
         """Move to ``device`` (a torch.device); constants added later go there too."""
@@ -177,6 +187,8 @@ class OnnxModule(nn.Module):
         # .to()/.cuda()/.double() replace buffers (and, if PyTorch is told to overwrite
         # parameters on conversion, parameters): refresh the slots.
         result = super()._apply(fn, *args, **kwargs)
+        self.plain_constants = {name: _tensors_mapped(value, fn)
+                                for name, value in self.plain_constants.items()}
         self._refresh_template()
         return result
 
@@ -245,6 +257,15 @@ class OnnxModule(nn.Module):
                     if isinstance(value, torch.Tensor) and value.requires_grad:
                         value.register_hook(_marker(op, backward_marks, synchronize))
         return {name: env[slot] for name, slot in self._output_slots}
+
+
+def _tensors_mapped(value, fn):
+    """``value`` with ``fn`` applied to each tensor in it (a tensor, or a list of them)."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, list):
+        return [_tensors_mapped(v, fn) for v in value]
+    return value
 
 
 def _marker(op, marks: list, synchronize):

@@ -19,11 +19,13 @@ mixin per operator family of ``deep500/frameworks/families.py``, composed by
 """
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from deep500.frameworks._bridge.node_errors import NodeErrors
 from deep500.frameworks.pytorch._torch_common import BRIDGE, as_tensor, torch_dtype
 from deep500.frameworks.pytorch.extension_dtypes import is_carried
+from deep500.frameworks.pytorch.ops._bodies import NestedGraphs
 from deep500.frameworks.pytorch.ops.activation import ActivationOps
 from deep500.frameworks.pytorch.ops.attention import AttentionOps
 from deep500.frameworks.pytorch.ops.control import ControlOps
@@ -41,10 +43,13 @@ from deep500.frameworks.pytorch.ops.random import RandomOps
 from deep500.frameworks.pytorch.ops.recurrent import RecurrentOps
 from deep500.frameworks.pytorch.ops.reduction import ReductionOps
 from deep500.frameworks.pytorch.ops.resample import ResampleOps
+from deep500.frameworks.pytorch.ops.sequence import SequenceOps
 from deep500.frameworks.pytorch.ops.shape import ShapeOps
 from deep500.frameworks.pytorch.ops.signal import SignalOps
 from deep500.frameworks.pytorch.ops.tensor import TensorOps
+from deep500.frameworks.pytorch.ops.training import TrainingOps
 from deep500.utils.errors import require
+from deep500.utils.onnx_interop.cast import is_string
 from deep500.utils.onnx_interop.visitor import OnnxBaseVisitor
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
@@ -52,9 +57,9 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 
 class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
                      NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps,
-                     RecurrentOps, AttentionOps, ControlOps, QuantizationOps, ResampleOps,
-                     DetectionOps, SignalOps, LossOps, RandomOps, NodeErrors,
-                     OnnxBaseVisitor):
+                     RecurrentOps, AttentionOps, ControlOps, SequenceOps, QuantizationOps,
+                     ResampleOps, DetectionOps, SignalOps, LossOps, RandomOps, TrainingOps,
+                     NestedGraphs, NodeErrors, OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:
@@ -94,7 +99,12 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
             self._know_array(name, value)
 
     def _know_array(self, name, value) -> None:
-        self.known[name] = as_tensor(value)
+        """Know constant ``value``: an array becomes a tensor (strings stay an array); a
+        sequence (a list) or an empty optional (None) stays as it is."""
+        if not isinstance(value, np.ndarray):
+            self.known[name] = value
+            return
+        self.known[name] = value if is_string(value.dtype) else as_tensor(value)
         if is_carried(value.dtype):
             self.carried[name] = value.dtype
 
@@ -110,7 +120,10 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
 
     # -- what is known while building ----------------------------------------------
     def _known(self, name):
-        return self.known.get(name) if name else None
+        """The tensor ``name`` holds if it is known while building, else None (also for
+        a known value that is no tensor: a sequence, an optional, strings)."""
+        value = self.known.get(name) if name else None
+        return value if isinstance(value, torch.Tensor) else None
 
     def _ints(self, name):
         value = self._known(name)
@@ -128,7 +141,8 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
         if not name:
             return None
         if name in self.known:
-            return tuple(self.known[name].shape)
+            value = self._known(name)
+            return None if value is None else tuple(value.shape)
         if name in self.parameters:
             return tuple(self.parameters[name].shape)
         info = self.info.get(name)
@@ -138,7 +152,8 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
 
     def _rank(self, name):
         if name in self.known:
-            return self.known[name].dim()
+            value = self._known(name)
+            return None if value is None else value.dim()
         if name in self.parameters:
             return self.parameters[name].dim()
         info = self.info.get(name)
@@ -146,7 +161,8 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
 
     def _dtype(self, name):
         if name in self.known:
-            return self.known[name].dtype
+            value = self._known(name)
+            return None if value is None else value.dtype
         if name in self.parameters:
             return self.parameters[name].dtype
         info = self.info.get(name)
@@ -170,7 +186,7 @@ class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, Pooli
             inputs.pop()  # trailing omitted inputs: fn's defaults apply
         if all(not n or n in self.known for n in inputs):
             with torch.no_grad():
-                result = fn(*[self._known(n) for n in inputs])
+                result = fn(*[self.known.get(n) if n else None for n in inputs])
             values = result if len(op.outputs) > 1 else (result,)
             for name, value in zip(op.outputs, values):
                 if name:

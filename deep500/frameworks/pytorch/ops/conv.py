@@ -1,12 +1,12 @@
-"""The conv family in PyTorch: Conv, ConvTranspose, DeformConv and Col2Im; window
-geometry from ``deep500.utils.onnx_interop.window``.
+"""The conv family in PyTorch: Conv, ConvTranspose, DeformConv, CausalConvWithState and
+Col2Im; window geometry from ``deep500.utils.onnx_interop.window``.
 https://onnx.ai/onnx/operators/onnx__Conv.html
 """
 from __future__ import annotations
 
 import math
 
-from deep500.frameworks.pytorch._torch_common import torch_pads
+from deep500.frameworks.pytorch._torch_common import text, torch_pads
 from deep500.frameworks.pytorch.ops._window import onnx_pads, spatial_rank
 from deep500.utils.errors import ShapeError, require
 from deep500.utils.onnx_interop.window import conv_transpose_geometry
@@ -196,6 +196,26 @@ class ConvOps:
             return deform_conv(x, w, offset, b, mask, kernel=kernel or list(w.shape[2:]),
                                **options)
         self._emit(op, run)
+
+    def visit_causalconvwithstate(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__CausalConvWithState.html: a depthwise
+        conv1d (weight (C, 1, k)) over P = concat(past_state (default zeros), input)
+        along the length, SiLU after it with activation 'silu' or 'swish';
+        present_state is the last k - 1 positions of P."""
+        activation = text(op.attributes.get("activation"), "none")
+        if activation not in ("none", "silu", "swish"):
+            raise self.node_error(op, f"activation {activation!r} is not 'none', 'silu' "
+                                  f"or 'swish'")
+
+        def causal_conv(x, w, b=None, past=None):
+            kept = w.shape[2] - 1
+            if past is None:
+                past = x.new_zeros((x.shape[0], x.shape[1], kept))
+            padded = torch.cat([past.to(x.dtype), x], 2)
+            y = F.conv1d(padded, w, b, groups=x.shape[1])
+            return (y if activation == "none" else F.silu(y),
+                    padded[:, :, padded.shape[2] - kept:])
+        self._emit_outputs(op, causal_conv)
 
     def visit_col2im(self, op, network):
         """https://onnx.ai/onnx/operators/onnx__Col2Im.html"""

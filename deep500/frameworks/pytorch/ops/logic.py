@@ -4,11 +4,21 @@ are compared and shifted as signed ones with the same results (``_unsigned``).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from deep500.frameworks.pytorch._torch_common import calls
 from deep500.frameworks.pytorch.ops._unsigned import INT64_MAX, NARROW_UNSIGNED, compare
 from deep500.utils.errors import ShapeError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
+
+
+def _equal(a, b):
+    """Tensors by torch.eq; strings, which have no tensor type and are carried as NumPy
+    arrays of str, by NumPy's elementwise equality (a bool tensor either way)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return torch.from_numpy(np.equal(a, b))
+    return torch.eq(a, b)
 
 
 def _bitwise_not(x):
@@ -45,7 +55,7 @@ class LogicOps:
     visit_and = calls(torch.logical_and)
     visit_or = calls(torch.logical_or)
     visit_xor = calls(torch.logical_xor)
-    visit_equal = calls(torch.eq)
+    visit_equal = calls(_equal)
     visit_less = calls(compare(torch.lt))
     visit_greater = calls(compare(torch.gt))
     visit_lessorequal = calls(compare(torch.le))

@@ -12,6 +12,7 @@ from deep500.frameworks.pytorch._torch_common import as_tensor, torch_dtype
 from deep500.frameworks.pytorch.extension_dtypes import carried_type, is_carried
 from deep500.frameworks.pytorch.ops._cast import cast, cast_to_carried, cast_to_e8m0
 from deep500.utils.errors import ShapeError, UnsupportedError, require
+from deep500.utils.onnx_interop.cast import is_string
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
@@ -72,13 +73,12 @@ class TensorOps:
     def visit_constant(self, op, network):
         # The parser made value_float(s)/value_int(s) a ``value`` tensor.
         if op.attributes.get("value") is None:
-            raise self.node_error(op, "only tensor, float(s) and int(s) constants are "
-                                  "supported (not sparse or string ones)")
+            raise self.node_error(op, "only tensor, float(s), int(s) and string(s) "
+                                  "constants are supported (not sparse ones)")
         value = onnx.numpy_helper.to_array(op.attributes["value"])
-        if value.dtype.kind in "OUS":
-            raise self.node_error(op, "string tensors have no PyTorch type")
-        tensor = as_tensor(value)
-        self._emit(op, lambda: tensor, [])
+        # strings have no tensor type: the text operators read them as an array
+        constant = value if is_string(value.dtype) else as_tensor(value)
+        self._emit(op, lambda: constant, [])
 
     def visit_constantofshape(self, op, network):
         given = op.attributes.get("value")
