@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from deep500.utils.errors import ShapeError, UnsupportedError
+from deep500.utils.onnx_interop.axes import distinct_axes
 
 MODES = ("nearest", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
@@ -276,16 +277,8 @@ def resize_plans(name: str, attributes: dict, shape, roi=None, scales=None, size
     if legacy:
         coordinate_mode, nearest_mode = "asymmetric", "simple"
     axes = attributes["axes"]
-    if axes is None:
-        axes = list(range(rank))
-    else:
-        axes = [int(a) for a in axes]
-        if any(not -rank <= a < rank for a in axes):
-            raise ShapeError(f"{name}: axes {axes} must lie in [{-rank}, {rank - 1}] for "
-                             f"X of shape {list(shape)}")
-        axes = [a % rank for a in axes]
-        if len(set(axes)) != len(axes):
-            raise ShapeError(f"{name}: axes {attributes['axes']} repeat an axis")
+    axes = list(range(rank)) if axes is None else distinct_axes(
+        name, axes, rank, f"X of shape {list(shape)}")
     scales, sizes = given(scales), given(sizes)
     scale_list, lengths = output_scales_and_sizes(name, shape, axes, scales, sizes,
                                                   policy if sizes is not None else "stretch")
