@@ -11,6 +11,7 @@ import numpy as np
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._attributes import _text
+from deep500.frameworks.tensorflow.ops._body import Body
 from deep500.frameworks.tensorflow.ops._values import FLOAT_TYPES, _like
 from deep500.utils.errors import Deep500Error, ShapeError
 
@@ -176,6 +177,50 @@ class AttentionOps:
             qk = (raw, capped, biased, probs)[mode]
             return (y, present_k, present_v, qk)[:n_out]
         self._emit_node(op, attention)
+
+    def visit_flexattention(self, op, network) -> None:
+        """FlexAttention (domain ai.onnx.preview):
+        https://onnx.ai/onnx/operators/onnx_aionnxpreview_FlexAttention.html — scaled
+        dot-product attention of rank-4 Q (B, Hq, L, E), K (B, Hkv, S, E), V (B, Hkv, S,
+        Ev) whose scores and probabilities the ``score_mod`` and ``prob_mod`` bodies may
+        rewrite: Scores = score_mod((Q·Kᵀ)·scale), P = prob_mod(Softmax(Scores)), Y = P·V.
+        ``scale`` defaults to 1/√E; query head h reads key/value head h // (Hq/Hkv);
+        scores, softmax and bodies run in ``softmax_precision`` (float32 unless the inputs
+        are double). A row masked whole (all -inf) gives NaN, as ONNX's Softmax does."""
+        bodies = {name: Body(self, op, name) for name in ("score_mod", "prob_mod")
+                  if op.subgraphs.get(name) is not None}
+        precision = op.attributes.get("softmax_precision")
+        if precision is not None and int(precision) not in FLOAT_TYPES:
+            raise self.node_error(op, f"softmax_precision={precision} is not a float type "
+                                      f"(1, 10, 11 or 16)", Deep500Error)
+        scale_attr = op.attributes.get("scale")
+        outer = list(op.implicit_inputs)
+
+        def modified(name, value, scope):
+            body = bodies.get(name)
+            return value if body is None else tf.cast(body([value], scope)[0], value.dtype)
+
+        def flex_attention(q, k, v, *outer_values):
+            scope = dict(zip(outer, outer_values))
+            if not len(q.shape) == len(k.shape) == len(v.shape) == 4 or \
+                    q.shape[1] % k.shape[1] or q.shape[3] != k.shape[3]:
+                raise self.node_error(op, f"Q (B, Hq, L, E), K (B, Hkv, S, E), V (B, Hkv, S, "
+                                          f"Ev) with Hq a multiple of Hkv; got "
+                                          f"{list(q.shape)}, {list(k.shape)}, "
+                                          f"{list(v.shape)}", ShapeError)
+            work = (FLOAT_TYPES[int(precision)] if precision is not None
+                    else tf.float64 if q.dtype == tf.float64 else tf.float32)
+            group = q.shape[1] // k.shape[1]
+            q_w, k_w, v_w = (tf.cast(x, work) for x in (q, k, v))
+            if group > 1:
+                k_w, v_w = tf.repeat(k_w, group, axis=1), tf.repeat(v_w, group, axis=1)
+            scale = 1 / math.sqrt(q.shape[3]) if scale_attr is None else float(scale_attr)
+            scores = tf.linalg.matmul(q_w, k_w, transpose_b=True) * tf.constant(scale, work)
+            scores = modified("score_mod", scores, scope)
+            probabilities = modified("prob_mod", tf.nn.softmax(scores, -1), scope)
+            return tf.cast(tf.linalg.matmul(probabilities, v_w), q.dtype)
+        self.emit(flex_attention, [self.key(n) for n in op.inputs[:3]]
+                  + [self.key(n) for n in outer], op.outputs[0])
 
     def visit_linearattention(self, op, network) -> None:
         """LinearAttention (opset 27): https://onnx.ai/onnx/operators/onnx__LinearAttention.html

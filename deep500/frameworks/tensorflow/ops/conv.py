@@ -18,7 +18,7 @@ from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._attributes import _text
 from deep500.frameworks.tensorflow.ops._padding import _tf_padding
 from deep500.frameworks.tensorflow.ops._values import _like, _required_ints, _shape_list
-from deep500.utils.errors import ShapeError, UnsupportedError
+from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError
 from deep500.utils.onnx_interop.window import (conv_transpose_geometry, resolve_pads,
                                                window_geometry)
 
@@ -267,6 +267,42 @@ class ConvOps:
                                [n, out_c, oh, ow])
             return y_out if b is None else y_out + tf.reshape(_like(b, x), [1, -1, 1, 1])
         self._emit_node(op, deform_conv)
+
+    def visit_causalconvwithstate(self, op, network) -> None:
+        """CausalConvWithState (opset 27): a causal depthwise 1-D convolution carrying its
+        last k-1 input positions between calls (Mamba, Gated DeltaNet decoding):
+        https://onnx.ai/onnx/operators/onnx__CausalConvWithState.html. With P =
+        concat(past_state (default zeros), input) along the length axis and weight
+        (C, 1, k): output[b, c, t] = act(Σ_j weight[c, 0, j]·P[b, c, t + j] + bias[c]),
+        act the identity ("none") or SiLU ("silu", "swish"); present_state holds the last
+        k-1 positions of P. Summed over the k taps in at least float32."""
+        activation = _text(op.attributes.get("activation"), "none")
+        if activation not in ("none", "silu", "swish"):
+            raise self.node_error(op, f"activation must be 'none', 'silu' or 'swish', got "
+                                      f"{activation!r}", Deep500Error)
+
+        def causal_conv(x, w, b=None, past=None):
+            if len(x.shape) != 3 or len(w.shape) != 3 or tuple(w.shape[:2]) != (
+                    x.shape[1], 1):
+                raise self.node_error(op, f"input {list(x.shape)} must be (batch, channels, "
+                                          f"length) and weight {list(w.shape)} (channels, "
+                                          f"1, k)", ShapeError)
+            work = tf.float64 if x.dtype == tf.float64 else tf.float32
+            k, length = w.shape[2], x.shape[2]
+            if past is None:
+                past = tf.zeros(tf.stack([tf.shape(x)[0], x.shape[1], k - 1]), x.dtype)
+            padded = tf.concat([_like(past, x), x], axis=2)
+            wide, taps = tf.cast(padded, work), tf.cast(w[:, 0], work)
+            y = tf.add_n([taps[tf.newaxis, :, j, tf.newaxis] * wide[:, :, j:j + length]
+                          for j in range(k)])
+            if b is not None:
+                y = y + tf.cast(b, work)[tf.newaxis, :, tf.newaxis]
+            if activation != "none":
+                y = y * tf.sigmoid(y)
+            present = padded[:, :, padded.shape[2] - (k - 1):]
+            y = tf.cast(y, x.dtype)
+            return (y, present) if len(op.outputs) > 1 else y
+        self._emit_node(op, causal_conv)
 
     def visit_col2im(self, op, network) -> None:
         """Col2Im: column blocks (N, C·∏block_shape, L) summed back into an image (N, C,

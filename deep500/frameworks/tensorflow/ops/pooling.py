@@ -16,7 +16,8 @@ import numpy as np
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._attributes import _text
 from deep500.frameworks.tensorflow.ops._padding import _tf_padding
-from deep500.frameworks.tensorflow.ops._values import _required_ints, _tf_dtype
+from deep500.frameworks.tensorflow.ops._values import (_required_ints, _shape_list,
+                                                       _tf_dtype)
 from deep500.utils.errors import ShapeError
 from deep500.utils.onnx_interop.window import resolve_pads, window_counts, window_geometry
 
@@ -47,6 +48,25 @@ def _pool_by_slices(x, kernel, strides, dilations, kind):
     return result
 
 
+def _onnx_indices(argmax, shape, begin, sizes, column_major: bool):
+    """MaxPool's Indices (https://onnx.ai/onnx/operators/onnx__MaxPool.html: the flat
+    index into the (N, C, H, W) input, padding not counted; with ``storage_order`` 1 the
+    spatial part column-major), as (N, C, OH, OW), from ``tf.nn.max_pool_with_argmax``'s
+    flat index into the channels-last input of ``shape``, padded by ``begin`` rows and
+    columns before."""
+    channels, height, width = shape[3], shape[1], shape[2]
+    argmax = tf.cast(argmax, tf.int64)
+    c = argmax % channels
+    rest = argmax // channels
+    col = rest % width - begin[1]
+    rest = rest // width
+    row = rest % height - begin[0]
+    batch = rest // height
+    plane = (batch * channels + c) * sizes[0] * sizes[1]
+    index = plane + (col * sizes[0] + row if column_major else row * sizes[1] + col)
+    return tf.transpose(index, [0, 3, 1, 2])
+
+
 class PoolingOps:
     """``visit_<op>`` of the pooling family, mixed into
     :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
@@ -60,9 +80,12 @@ class PoolingOps:
         dilations = list(a.get("dilations") or [1] * n)
         dilated = any(d != 1 for d in dilations)
         effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-        if len(op.outputs) > 1 and op.outputs[1]:
-            raise self.node_error(op, "the Indices output of MaxPool is not supported; use "
-                                      "only the first output")
+        indices = len(op.outputs) > 1 and bool(op.outputs[1])
+        column_major = bool(a.get("storage_order") or 0)
+        if indices and (n != 2 or dilated):
+            raise self.node_error(op, "the Indices output of MaxPool is supported for 2-D "
+                                      "windows without dilations; use only the first "
+                                      "output")
         ceil_mode = bool(a.get("ceil_mode") or 0)
         auto_pad = a["auto_pad"] or "NOTSET"
         pads = a["pads"]
@@ -98,7 +121,18 @@ class PoolingOps:
                                       ShapeError)
             return mode, explicit, _average_factor(window, include_pad, dtype)
 
-        if kind == "MAX":
+        if indices:
+            def pool(x):   # TensorFlow's argmax, read as ONNX's index of (N, C, H, W)
+                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
+                sizes = _shape_list(x)[1:3]
+                if explicit is not None:
+                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
+                y, argmax = tf.nn.max_pool_with_argmax(x, kernel, strides, mode,
+                                                       include_batch_in_index=True)
+                begin = [0, 0] if explicit is None else [explicit[1][0], explicit[2][0]]
+                return y, _onnx_indices(argmax, _shape_list(x), begin, sizes,
+                                        column_major)
+        elif kind == "MAX":
             def pool(x):
                 mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
                 if explicit is not None:
@@ -118,7 +152,7 @@ class PoolingOps:
                 else:
                     y = tf.nn.avg_pool(x, kernel, strides, mode)
                 return y if factor is None else y * factor
-        self._channels_last_op(op, pool)
+        self._channels_last_op(op, pool, 2 if indices else 1)
 
     def visit_maxpool(self, op, network) -> None:
         """MaxPool: https://onnx.ai/onnx/operators/onnx__MaxPool.html"""
