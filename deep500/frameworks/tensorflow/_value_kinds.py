@@ -20,18 +20,28 @@ def is_sequence(value) -> bool:
     return isinstance(value, (list, tuple))
 
 
+def map_tensors(value, fn):
+    """``value`` with ``fn`` applied to each of its tensors (a sequence's elements; an
+    empty optional stays None)."""
+    if value is None:
+        return None
+    if is_sequence(value):
+        return [map_tensors(v, fn) for v in value]
+    return fn(value)
+
+
+def _numpy(tensor) -> np.ndarray:
+    if isinstance(tensor, np.ndarray):
+        return tensor
+    array = np.asarray(tensor.numpy())
+    return _decoded(array) if tensor.dtype == tf.string else array
+
+
 def to_numpy(value):
     """A tensor, variable or array as a NumPy array (0-d stays an array; strings as an
     object array of ``str``, as ONNX's NumPy form has them); a sequence as a list of
     arrays; an empty optional as None."""
-    if value is None:
-        return None
-    if is_sequence(value):
-        return [to_numpy(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value
-    array = np.asarray(value.numpy())
-    return _decoded(array) if value.dtype == tf.string else array
+    return map_tensors(value, _numpy)
 
 
 _decoded = np.vectorize(lambda s: s.decode("utf-8") if isinstance(s, bytes) else s,
@@ -40,11 +50,7 @@ _decoded = np.vectorize(lambda s: s.decode("utf-8") if isinstance(s, bytes) else
 
 def to_tensors(value):
     """A value with each of its tensors as a ``tf.Tensor``."""
-    if value is None:
-        return None
-    if is_sequence(value):
-        return [to_tensors(v) for v in value]
-    return tf.convert_to_tensor(value)
+    return map_tensors(value, tf.convert_to_tensor)
 
 
 def flatten(values) -> tuple[tuple, list]:
@@ -83,11 +89,7 @@ def unflatten(structure: tuple, tensors) -> list:
 
 def to_arrays(value):
     """A value with each of its tensors as a NumPy array (static inputs of eager runs)."""
-    if value is None:
-        return None
-    if is_sequence(value):
-        return [to_arrays(v) for v in value]
-    return np.asarray(value)
+    return map_tensors(value, np.asarray)
 
 
 def freeze(value):
