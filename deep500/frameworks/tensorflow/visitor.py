@@ -57,6 +57,7 @@ from deep500.frameworks.tensorflow.ops.attention import AttentionOps
 from deep500.frameworks.tensorflow.ops.control import ControlOps
 from deep500.frameworks.tensorflow.ops.conv import ConvOps
 from deep500.frameworks.tensorflow.ops.detection import DetectionOps
+from deep500.frameworks.tensorflow.ops.image import ImageOps
 from deep500.frameworks.tensorflow.ops.index import IndexOps
 from deep500.frameworks.tensorflow.ops.linalg import LinalgOps
 from deep500.frameworks.tensorflow.ops.logic import LogicOps
@@ -86,7 +87,8 @@ __all__ = ["ParameterLayout", "Plan", "TensorFlowVisitor", "tf_supports_dtype"]
 FAMILY_MIXINS = (MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
                  NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps, RecurrentOps,
                  AttentionOps, ControlOps, SequenceOps, QuantizationOps, ResampleOps,
-                 DetectionOps, SignalOps, LossOps, RandomOps, TextOps, MlOps, TrainingOps)
+                 DetectionOps, SignalOps, LossOps, RandomOps, TextOps, ImageOps, MlOps,
+                 TrainingOps)
 
 
 class TensorFlowVisitor(*FAMILY_MIXINS, OperatorPatterns, NodeErrors, OnnxBaseVisitor):
