@@ -6,7 +6,11 @@ per-operator events available) or as one ``tf.function`` (``mode="function"``: t
 forward pass, and the forward pass with its ``tf.GradientTape`` backward pass, are each
 traced once and retraced only when input shapes or dtypes change). Gradients of the
 scalar output ``y`` with respect to every parameter come from ``tf.GradientTape`` and are
-returned as ``gradient_name(parameter)``.
+returned as ``gradient_name(parameter)``. Inputs and outputs may be tensors (NumPy
+arrays; strings as object arrays of ``str``), sequences (lists of arrays) or optionals
+(None when empty): ``_value_kinds.py``. Element types TensorFlow cannot compute with
+(int4, float8, ...) are carried in wider ones and returned in their own
+(``_carried_values.py``).
 
 :class:`TensorFlowNativeGraphExecutor` puts an existing Keras model behind the same
 interface, so that a model written for TensorFlow and its ONNX counterpart can be
