@@ -42,7 +42,8 @@ def _model(nodes, feeds: dict, initializers: dict, outputs, opset=OPSET):
             name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
     inputs = [value_info(n, a) for n, a in feeds.items()]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers.items()]
-    opsets = [helper.make_opsetid("", opset)]
+    opsets = [helper.make_opsetid("", opset)] + [
+        helper.make_opsetid(domain, 1) for domain in sorted({n.domain for n in nodes} - {""})]
     probe = helper.make_model(helper.make_graph(nodes, "ops_tensor", inputs, [], inits),
                               opset_imports=opsets, ir_version=10)
     inferred = onnx.shape_inference.infer_shapes(probe)
@@ -63,15 +64,16 @@ class Case:
     ``grad`` names the float inputs whose gradients are checked (in float64)."""
 
     def __init__(self, id, op, inputs, outputs=1, grad=(), opset=OPSET,
-                 grad_dtype=np.float64, **attributes):
+                 grad_dtype=np.float64, domain="", **attributes):
         assert "w" not in inputs  # the gradient test's loss weights
         self.id, self.op, self.inputs, self.grad_dtype = id, op, inputs, grad_dtype
+        self.domain = domain
         self.outputs = [f"y{i}" for i in range(outputs)]
         self.grad, self.opset, self.attributes = tuple(grad), opset, attributes
 
     def node(self, outputs=None):
         return helper.make_node(self.op, list(self.inputs), outputs or self.outputs,
-                                **self.attributes)
+                                domain=self.domain or None, **self.attributes)
 
     def present_inputs(self):
         """(name, array) of the inputs given ('' marks an omitted optional input)."""
@@ -410,6 +412,55 @@ CASES = [
           ("state_no_bias", {"x": r(1, 2, 1), "k": r(2, 1, 2, seed=1), "": None,
                              "past": r(1, 2, 1, seed=3)}, {"activation": "swish"}),
           ("k1", {"x": r(1, 2, 3), "k": r(2, 1, 1, seed=1)}, {}))],
+    # -- pooling with what PyTorch's kernels lack: dilated averages, column-major
+    # indices (storage_order 1)
+    *[Case(f"averagepool_dilated_{name}", "AveragePool", {"x": r(1, 2, 7, 6)},
+           grad=["x"], kernel_shape=[2, 3], dilations=[2, 2], **attrs)
+      for name, attrs in (
+          ("plain", {}),
+          ("pads", {"pads": [1, 0, 2, 2]}),
+          ("pads_included", {"pads": [1, 0, 2, 2], "count_include_pad": 1}),
+          ("ceil", {"strides": [2, 2], "ceil_mode": 1}),
+          ("ceil_pads_included", {"strides": [2, 3], "pads": [1, 1, 0, 1], "ceil_mode": 1,
+                                  "count_include_pad": 1}))],
+    Case("averagepool_dilated_1d", "AveragePool", {"x": r(2, 3, 9)}, grad=["x"],
+         kernel_shape=[3], dilations=[3], pads=[2, 1], count_include_pad=1),
+    *[Case(f"maxpool_indices_storage_{order}", "MaxPool", {"x": r(2, 3, 5, 7)}, outputs=2,
+           kernel_shape=[2, 3], strides=[2, 2], storage_order=order) for order in (0, 1)],
+    # -- quantized convolutions, melweightmatrix, ai.onnx.ml -----------------------------
+    Case("convinteger", "ConvInteger", {"x": ints(1, 2, 5, 5, low=0, high=256,
+                                                  dtype=np.uint8),
+                                        "k": ints(3, 2, 3, 3, low=0, high=256,
+                                                  dtype=np.uint8, seed=1),
+                                        "xz": np.array(128, np.uint8),
+                                        "kz": np.array([3, 200, 17], np.uint8)},
+         pads=[1, 0, 1, 2], strides=[1, 2]),
+    Case("convinteger_int8_groups", "ConvInteger",
+         {"x": ints(2, 4, 6, low=-128, high=128, dtype=np.int8),
+          "k": ints(4, 2, 3, low=-128, high=128, dtype=np.int8, seed=1)}, group=2),
+    Case("qlinearconv", "QLinearConv", {
+        "x": ints(1, 2, 5, 4, low=0, high=256, dtype=np.uint8),
+        "xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8),
+        "k": ints(3, 2, 2, 2, low=-128, high=128, dtype=np.int8, seed=1),
+        "ks": np.array([0.01, 0.03, 0.002], np.float32), "kz": np.zeros(3, np.int8),
+        "ys": np.array(0.05, np.float32), "yz": np.array(100, np.uint8),
+        "bias": np.array([500, -2000, 7], np.int32)}, pads=[1, 1, 0, 0]),
+    Case("melweightmatrix", "MelWeightMatrix", {
+        "bins": np.array(8), "dft": np.array(64), "rate": np.array(8000),
+        "low": np.array(0.0, np.float32), "high": np.array(4000.0, np.float32)}),
+    Case("melweightmatrix_float64", "MelWeightMatrix", {
+        "bins": np.array(5), "dft": np.array(100), "rate": np.array(16000),
+        "low": np.array(300.0, np.float32), "high": np.array(6000.0, np.float32)},
+         output_datatype=onnx.TensorProto.DOUBLE),
+    Case("binarizer", "Binarizer", {"x": X}, domain="ai.onnx.ml", threshold=0.3),
+    Case("arrayfeatureextractor", "ArrayFeatureExtractor", {"x": r(2, 3, 5), "i": i64(4, 0, 4)},
+         domain="ai.onnx.ml"),
+    Case("arrayfeatureextractor_1d", "ArrayFeatureExtractor", {"x": r(5), "i": i64(1, 3)},
+         domain="ai.onnx.ml"),
+    # -- Dropout with a fed training_mode: read at every run (ratio 0: deterministic)
+    *[Case(f"dropout_fed_mode_{int(mode)}", "Dropout", {
+        "x": X, "ratio": np.array(0.0, np.float32), "mode": np.array(mode)}, outputs=2)
+      for mode in (False, True)],
     # -- Pad: fed pads, axes and value are read at every run ----------------------------
     Case("pad_value", "Pad", {"x": r(2, 3, 4), "pads": i64(1, 0, 0, 2, 1, 3),
                               "v": np.array(1.5, np.float32)}, grad=["x", "v"]),
@@ -655,7 +706,7 @@ def test_cast_to_float8_matches_onnx_reference(source, target, saturate):
 # The operator families (deep500/frameworks/families.py) whose operators this file tests,
 # beyond the ones test_pytorch_executor.py runs against onnxruntime.
 FAMILIES_TESTED_HERE = ("math", "logic", "linalg", "activation", "tensor", "index",
-                        "reduction", "quantization", "signal", "training")
+                        "reduction", "quantization", "signal", "training", "ml")
 
 
 def test_every_operator_of_its_families_is_tested():
@@ -666,9 +717,10 @@ def test_every_operator_of_its_families_is_tested():
             for op in operators_of(family)} & set(SUPPORTED_OPERATORS)
     # Scatter: test_deprecated_scatter_is_scatterelements; Gelu:
     # test_pytorch_ops_sequence.py
-    # Adagrad, Momentum, Adam: test_optimizer_steps_match_onnx_reference
+    # Adagrad, Momentum, Adam: test_optimizer_steps_match_onnx_reference; LabelEncoder
+    # (strings): test_pytorch_text.py
     tested = {case.op.lower() for case in CASES} | operators_of_cases() | {
-        "scatter", "gelu", "adagrad", "momentum", "adam"}
+        "scatter", "gelu", "adagrad", "momentum", "adam", "labelencoder"}
     assert mine - tested == set()
 
 

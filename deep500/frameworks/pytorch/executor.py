@@ -32,7 +32,7 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 register("pytorch", shape=(RuntimeError,))
 
 _OPTIONS = ("compile",)
-_NO_TENSOR = np.empty(0, object)   # stands in for a sequence or an optional (see below)
+_NO_TENSOR = np.empty(0, object)   # stands in for a sequence or an optional input
 
 
 def _torch_device(device) -> "torch.device":
@@ -52,6 +52,8 @@ class _TorchExecutor(GraphExecutor):
     parameter's gradient (``reports_gradients_early``)."""
     framework = "pytorch"
     reports_gradients_early = True
+    # graph inputs of sequence or optional type (a list of arrays, or None, when fed)
+    _value_inputs: frozenset = frozenset()
 
     def _gradient_hooks(self) -> list:
         """Post-accumulate-grad hooks on every parameter for the events that want
@@ -80,13 +82,13 @@ class _TorchExecutor(GraphExecutor):
                              functools.partial(torch.cuda.synchronize, self._torch_device))
 
     def _check_inputs_fully(self, inputs: dict) -> None:
-        """The base check, with each sequence (a list) or empty optional (None) given
-        as an empty stand-in: the graph declares no shape or element type for them
+        """The base check, with each sequence- or optional-typed input given as an
+        empty stand-in: the graph declares no shape or element type for them
         (``OnnxValueInfo`` reads tensor types only), and the base check reads arrays;
         their tensors cross one by one in ``_to_tensor``."""
-        if isinstance(inputs, dict):
-            inputs = {name: _NO_TENSOR if value is None or isinstance(value, (list, tuple))
-                      else value for name, value in inputs.items()}
+        if isinstance(inputs, dict) and self._value_inputs:
+            inputs = {name: _NO_TENSOR if name in self._value_inputs else value
+                      for name, value in inputs.items()}
         super()._check_inputs_fully(inputs)
 
     def _to_tensor(self, value, name: str = "") -> "torch.Tensor":
@@ -199,6 +201,7 @@ class PyTorchGraphExecutor(_TorchExecutor):
         if input_specs is None:
             input_specs = {vi.name: vi for vi in network.model.feed_inputs}
         super().__init__(network, device, events, input_specs)
+        self._value_inputs = _sequence_or_optional_inputs(network.model)
         self.compile = bool(compile)
         self._check_compile_events()
         self._setup_device()
@@ -395,6 +398,16 @@ class PyTorchNativeGraphExecutor(_TorchExecutor):
         result = {name: to_numpy(value) for name, value in outputs.items()}
         self.network.last_values = {**inputs, **result}
         return result
+
+
+def _sequence_or_optional_inputs(model) -> frozenset:
+    """The names of ``model``'s graph inputs of sequence or optional type."""
+    proto = getattr(model, "proto", None)
+    if proto is None:
+        return frozenset()
+    return frozenset(value.name for value in proto.graph.input
+                     if value.type.WhichOneof("value") in ("sequence_type",
+                                                           "optional_type"))
 
 
 def from_onnx(path_or_model, device=None, events: Sequence[ExecutorEvent] = (),

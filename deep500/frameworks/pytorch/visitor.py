@@ -36,6 +36,7 @@ from deep500.frameworks.pytorch.ops.linalg import LinalgOps
 from deep500.frameworks.pytorch.ops.logic import LogicOps
 from deep500.frameworks.pytorch.ops.loss import LossOps
 from deep500.frameworks.pytorch.ops.math import MathOps
+from deep500.frameworks.pytorch.ops.ml import MlOps
 from deep500.frameworks.pytorch.ops.normalization import NormalizationOps
 from deep500.frameworks.pytorch.ops.pooling import PoolingOps
 from deep500.frameworks.pytorch.ops.quantization import QuantizationOps
@@ -47,6 +48,7 @@ from deep500.frameworks.pytorch.ops.sequence import SequenceOps
 from deep500.frameworks.pytorch.ops.shape import ShapeOps
 from deep500.frameworks.pytorch.ops.signal import SignalOps
 from deep500.frameworks.pytorch.ops.tensor import TensorOps
+from deep500.frameworks.pytorch.ops.text import TextOps
 from deep500.frameworks.pytorch.ops.training import TrainingOps
 from deep500.utils.errors import require
 from deep500.utils.onnx_interop.cast import is_string
@@ -58,8 +60,8 @@ torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pyto
 class PyTorchVisitor(MathOps, LogicOps, LinalgOps, ActivationOps, ConvOps, PoolingOps,
                      NormalizationOps, TensorOps, ShapeOps, IndexOps, ReductionOps,
                      RecurrentOps, AttentionOps, ControlOps, SequenceOps, QuantizationOps,
-                     ResampleOps, DetectionOps, SignalOps, LossOps, RandomOps, TrainingOps,
-                     NestedGraphs, NodeErrors, OnnxBaseVisitor):
+                     ResampleOps, DetectionOps, SignalOps, LossOps, RandomOps, TextOps,
+                     MlOps, TrainingOps, NestedGraphs, NodeErrors, OnnxBaseVisitor):
     """Builds ``network.module`` (an :class:`OnnxModule`) from an ``OnnxModel``.
 
     Args:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 
 from deep500.frameworks.pytorch._torch_common import text, torch_pads
-from deep500.frameworks.pytorch.ops._window import onnx_pads, spatial_rank
+from deep500.frameworks.pytorch.ops._convolution import convolution
+from deep500.frameworks.pytorch.ops._window import spatial_rank
 from deep500.utils.errors import ShapeError, require
 from deep500.utils.onnx_interop.window import conv_transpose_geometry
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 F = torch.nn.functional
 
-_CONV = {1: torch.conv1d, 2: torch.conv2d, 3: torch.conv3d}
 _CONV_TRANSPOSE = {1: torch.conv_transpose1d, 2: torch.conv_transpose2d,
                    3: torch.conv_transpose3d}
 
@@ -110,45 +110,18 @@ class ConvOps:
     """``visit_<op>`` of the conv family, mixed into
     :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
 
-    def _conv_setup(self, op, kernels: dict, what: str):
-        """(rank, torch kernel, strides, dilations) of a Conv or ConvTranspose node."""
-        a = op.attributes
-        rank = spatial_rank(self, op, op.inputs[1])
-        if rank not in kernels:
-            raise self.node_error(op, f"{rank}-D {what} is not supported (1-D to 3-D are)")
-        return (rank, kernels[rank], list(a["strides"] or [1] * rank),
-                list(a["dilations"] or [1] * rank))
-
     def visit_conv(self, op, network):
-        rank, conv, strides, dilations = self._conv_setup(op, _CONV, "convolution")
-        strides, dilations = tuple(strides), tuple(dilations)
-        group = op.attributes["group"]
-        kernel = (op.attributes["kernel_shape"]
-                  or (self._shape(op.inputs[1]) or [None] * (rank + 2))[2:])
-        pads, pads_of = onnx_pads(self, op, rank, kernel, strides, dilations)
-        if pads_of is not None:
-            if None in kernel:
-                raise self.node_error(op, "auto_pad SAME needs the kernel shape: give "
-                                      "kernel_shape or a W of known shape")
-
-            def conv_same(x, w, b=None):
-                explicit = torch_pads(pads_of(x.shape[2:]))
-                return conv(F.pad(x, explicit), w, b, strides, 0, dilations, group)
-            self._emit(op, conv_same)
-            return
-        if pads[:rank] == pads[rank:]:
-            padding = tuple(pads[:rank])
-            self._emit(op, lambda x, w, b=None: conv(x, w, b, strides, padding, dilations,
-                                                      group))
-            return
-        explicit = torch_pads(pads)
-        self._emit(op, lambda x, w, b=None: conv(F.pad(x, explicit), w, b, strides, 0,
-                                                 dilations, group))
+        self._emit(op, convolution(self, op, op.inputs[1]))
 
     def visit_convtranspose(self, op, network):
-        rank, conv_t, strides, dilations = self._conv_setup(
-            op, _CONV_TRANSPOSE, "transposed convolution")
         a = op.attributes
+        rank = spatial_rank(self, op, op.inputs[1])
+        if rank not in _CONV_TRANSPOSE:
+            raise self.node_error(op, f"{rank}-D transposed convolution is not supported "
+                                  f"(1-D to 3-D are)")
+        conv_t = _CONV_TRANSPOSE[rank]
+        strides = list(a["strides"] or [1] * rank)
+        dilations = list(a["dilations"] or [1] * rank)
         output_padding = list(a["output_padding"] or [0] * rank)
         group = a["group"]
         auto_pad = a.get("auto_pad") or "NOTSET"

@@ -4,6 +4,7 @@ https://onnx.ai/onnx/operators/onnx__MaxPool.html
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from deep500.frameworks.pytorch._torch_common import text, torch_pads
@@ -34,29 +35,71 @@ def _torch_can_pad(pads, rank: int, kernel) -> bool:
         2 * p <= k for p, k in zip(pads[:rank], kernel))
 
 
-def lp_pool(x, p: float, kernel, strides, dilations, pads, auto_pad, ceil_mode):
-    """ONNX LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html): the p-norm of each
-    window over the zero-padded input, (Σ|x|^p)^(1/p), as a depthwise convolution with a
-    kernel of ones."""
+def _window_sums(x, geometry):
+    """The sum of each pooling window of ``geometry`` (from ``window_geometry``) over
+    ``x`` zero-padded, windows in the ceil_mode overhang included, then cropped to the
+    output: a depthwise convolution with a kernel of ones, which dilates as the window
+    does (PyTorch's average pooling does not)."""
     rank = x.dim() - 2
-    geometry = window_geometry("LpPool", x.shape[2:], kernel, strides=strides,
-                               dilations=dilations, pads=pads, auto_pad=auto_pad,
-                               ceil_mode=ceil_mode)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(rank)
+    if conv is None:
+        raise ShapeError(f"{rank}-D pooling is not supported (1-D to 3-D are)")
     padding = []
     for axis in reversed(range(rank)):
         padding += [geometry.pads_begin[axis],
                     geometry.pads_end[axis] + geometry.overhang[axis]]
-    powered = x.abs().pow(p) if p != 2 else x * x
-    powered = F.pad(powered, padding)
     channels = x.shape[1]
     ones = torch.ones((channels, 1) + tuple(geometry.kernel), dtype=x.dtype,
                       device=x.device)
-    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(rank)
-    if conv is None:
-        raise ShapeError(f"LpPool: {rank}-D pooling is not supported (1-D to 3-D are)")
-    total = conv(powered, ones, None, geometry.strides, 0, geometry.dilations, channels)
-    total = total[(slice(None), slice(None)) + tuple(slice(0, n) for n in geometry.output)]
+    total = conv(F.pad(x, padding), ones, None, geometry.strides, 0, geometry.dilations,
+                 channels)
+    return total[(slice(None), slice(None)) + tuple(slice(0, n) for n in geometry.output)]
+
+
+def lp_pool(x, p: float, kernel, strides, dilations, pads, auto_pad, ceil_mode):
+    """ONNX LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html): the p-norm of each
+    window over the zero-padded input, (Σ|x|^p)^(1/p)."""
+    geometry = window_geometry("LpPool", x.shape[2:], kernel, strides=strides,
+                               dilations=dilations, pads=pads, auto_pad=auto_pad,
+                               ceil_mode=ceil_mode)
+    total = _window_sums(x.abs().pow(p) if p != 2 else x * x, geometry)
     return total.sqrt() if p == 2 else total.pow(1.0 / p)
+
+
+def dilated_average_pool(x, kernel, strides, dilations, pads, auto_pad, ceil_mode,
+                         count_include_pad: bool):
+    """ONNX AveragePool with dilations: each window's sum over the padded input divided
+    by its number of elements within the input, or with ``count_include_pad`` within the
+    padded input (never the ceil_mode overhang beyond it)."""
+    geometry = window_geometry("AveragePool", x.shape[2:], kernel, strides=strides,
+                               dilations=dilations, pads=pads, auto_pad=auto_pad,
+                               ceil_mode=ceil_mode)
+    counted = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
+    if count_include_pad:
+        padding = []
+        for axis in reversed(range(x.dim() - 2)):
+            padding += [geometry.pads_begin[axis], geometry.pads_end[axis]]
+        counted = F.pad(counted, padding, value=1.0)
+        rank = x.dim() - 2
+        unpadded = dataclasses.replace(geometry, pads_begin=[0] * rank, pads_end=[0] * rank)
+        counts = _window_sums(counted, unpadded)
+    else:
+        counts = _window_sums(counted, geometry)
+    return _window_sums(x, geometry) / counts
+
+
+def _column_major(indices, spatial):
+    """Plane indices (row-major over the spatial axes, as PyTorch gives them) in
+    column-major order (ONNX's storage_order 1): (h, w) -> h + w·H."""
+    coordinates, rest = [], indices
+    for size in reversed(spatial):
+        coordinates.append(rest % size)
+        rest = rest // size
+    result, stride = torch.zeros_like(indices), 1
+    for coordinate, size in zip(reversed(coordinates), spatial):
+        result = result + coordinate * stride
+        stride *= size
+    return result
 
 
 def max_unpool(x, indices, output_shape=None, *, kernel, strides=None, pads=None):
@@ -108,14 +151,16 @@ class PoolingOps:
         want_indices = len(op.outputs) > 1 and bool(op.outputs[1])
         fits = _torch_can_pad(pads, rank, kernel)
         if want_indices:
-            if not fits or op.attributes.get("storage_order"):
+            if not fits:
                 raise self.node_error(op, "the Indices output is supported only with "
-                                      "symmetric pads of at most half the kernel and "
-                                      "storage_order 0")
+                                      "symmetric pads of at most half the kernel")
             padding = pads[:rank]
+            column_major = bool(op.attributes.get("storage_order"))
 
             def max_pool_indices(x):
                 y, indices = pool(x, kernel, strides, padding, dilations, ceil_mode, True)
+                if column_major:
+                    indices = _column_major(indices, x.shape[2:])
                 # PyTorch indexes each (n, c) plane; ONNX the whole tensor.
                 plane = math.prod(x.shape[2:])
                 offsets = torch.arange(x.shape[0] * x.shape[1], device=x.device) * plane
@@ -140,9 +185,13 @@ class PoolingOps:
     def visit_averagepool(self, op, network):
         rank, pool, kernel, strides, dilations, pads, pads_of, ceil_mode = \
             self._pool_setup(op, _AVG_POOL)
-        if any(d != 1 for d in dilations):
-            raise self.node_error(op, "dilated average pooling has no PyTorch kernel")
         include_pad = bool(op.attributes.get("count_include_pad"))
+        if any(d != 1 for d in dilations):
+            options = dict(dilations=dilations, pads=op.attributes.get("pads"),
+                           auto_pad=op.attributes.get("auto_pad") or "NOTSET",
+                           ceil_mode=ceil_mode, count_include_pad=include_pad)
+            self._emit(op, lambda x: dilated_average_pool(x, kernel, strides, **options))
+            return
         fits = _torch_can_pad(pads, rank, kernel)
         if fits:
             padding = pads[:rank]

@@ -1,7 +1,7 @@
 """The quantization family in PyTorch: QuantizeLinear, DequantizeLinear and
-DynamicQuantizeLinear (per tensor, per axis or per block), MatMulInteger and
-QLinearMatMul, computed in wide integer or float types and saturated to the quantized
-type. https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html
+DynamicQuantizeLinear (per tensor, per axis or per block), MatMulInteger,
+QLinearMatMul, ConvInteger and QLinearConv, computed in wide integer or float types and
+saturated to the quantized type. https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from deep500.frameworks.pytorch._torch_common import torch_dtype
 from deep500.frameworks.pytorch.extension_dtypes import (carried_type, carrier_torch_dtype,
                                                          is_carried)
 from deep500.frameworks.pytorch.ops._cast import cast, cast_to_carried, integer_range
+from deep500.frameworks.pytorch.ops._convolution import convolution
 from deep500.utils.errors import UnsupportedError, require
 from deep500.utils.onnx_interop.cast import FLOAT4
 
@@ -37,6 +38,28 @@ def _saturate_integer(values, dtype):
         return values.clamp(low, high).to(carrier_torch_dtype(dtype))
     info = torch.iinfo(dtype)
     return values.clamp(info.min, info.max).to(dtype)
+
+
+def _per_channel(values, rank: int, axis: int = 1):
+    """A per-tensor (one value) or per-channel (along ``axis``) factor broadcastable to a
+    tensor of ``rank``."""
+    if values.numel() == 1:
+        return values.reshape(())
+    shape = [1] * rank
+    shape[axis] = values.numel()
+    return values.reshape(shape)
+
+
+def _shifted(x, zero_point=None, axis: int = 1):
+    """x - zero_point in float64, which holds every product sum of 8-bit integers that
+    a convolution forms exactly (PyTorch has no integer convolution on the CPU)."""
+    x = x.double()
+    return x if zero_point is None else x - _per_channel(zero_point.double(), x.dim(), axis)
+
+
+def _round_saturated(values, dtype):
+    """Exact integer ``values`` (float64) as integer type ``dtype``, saturated."""
+    return _saturate_integer(torch.round(values).long(), dtype)
 
 
 class QuantizationOps:
@@ -136,6 +159,35 @@ class QuantizationOps:
                 b = b - b_zero.long()
             return torch.matmul(a, b).to(torch.int32)
         self._emit(op, matmul_integer)
+
+    def visit_convinteger(self, op, network):
+        """(X - x_zero_point) ⊛ (W - w_zero_point) in int32, w_zero_point per tensor or
+        per output channel. https://onnx.ai/onnx/operators/onnx__ConvInteger.html"""
+        conv = convolution(self, op, op.inputs[1])
+
+        def conv_integer(x, w, x_zero=None, w_zero=None):
+            return _round_saturated(conv(_shifted(x, x_zero), _shifted(w, w_zero, 0)),
+                                    torch.int32)
+        self._emit(op, conv_integer)
+
+    def visit_qlinearconv(self, op, network):
+        """The integer convolution of the shifted X and W plus the int32 bias B,
+        rescaled by x_scale·w_scale/y_scale (w_scale per tensor or per output
+        channel), rounded (halves to even), shifted by y_zero_point and saturated.
+        https://onnx.ai/onnx/operators/onnx__QLinearConv.html"""
+        conv = convolution(self, op, op.inputs[3])
+
+        def qlinear_conv(x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero=None,
+                         b=None):
+            y = conv(_shifted(x, x_zero), _shifted(w, w_zero, 0),
+                     None if b is None else b.double())
+            scale = (x_scale.double() * _per_channel(w_scale.double(), y.dim())
+                     / y_scale.double())
+            y = torch.round(y * scale)
+            if y_zero is not None:
+                y = y + y_zero.double()
+            return _round_saturated(y, x.dtype if y_zero is None else y_zero.dtype)
+        self._emit(op, qlinear_conv)
 
     def visit_qlinearmatmul(self, op, network):
         """Integer product of the shifted inputs, rescaled by a_scale·b_scale/y_scale,

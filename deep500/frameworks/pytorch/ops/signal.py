@@ -1,5 +1,6 @@
-"""The signal family in PyTorch: DFT and STFT by torch.fft, and the Hann, Hamming and
-Blackman windows. https://onnx.ai/onnx/operators/onnx__DFT.html
+"""The signal family in PyTorch: DFT and STFT by torch.fft, the Hann, Hamming and
+Blackman windows and MelWeightMatrix's filters.
+https://onnx.ai/onnx/operators/onnx__DFT.html
 """
 from __future__ import annotations
 
@@ -27,6 +28,32 @@ def _window(kind, size, periodic, dtype):
     return window.to(dtype)
 
 
+def _mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+                       upper_edge_hertz, dtype):
+    """(dft_length//2 + 1, num_mel_bins) triangular filters: num_mel_bins + 2 points
+    equally spaced in mel (2595·log10(1 + f/700)) from lower to upper_edge_hertz,
+    mapped to spectrogram bins floor((dft_length + 1)·f / sample_rate); filter i rises
+    linearly from point i to i + 1 (1 there) and falls to point i + 2."""
+    bins, length = int(num_mel_bins), int(dft_length)
+    rate = float(sample_rate)
+
+    def mel(hertz):
+        return 2595 * math.log1p(float(hertz) / 700) / math.log(10)
+    low, high = mel(lower_edge_hertz), mel(upper_edge_hertz)
+    points = torch.arange(bins + 2, dtype=torch.float64)
+    points = points * ((high - low) / (bins + 2)) + low
+    hertz = 700 * torch.expm1(points / 2595 * math.log(10))
+    edges = torch.div((length + 1) * hertz, rate, rounding_mode="floor")  # whole bins
+    left, center, right = edges[:-2], edges[1:-1], edges[2:]
+    j = torch.arange(length // 2 + 1, dtype=torch.float64).unsqueeze(1)
+    rising = torch.where(center > left, (j - left) / (center - left).clamp(min=1),
+                         (j == center).double())
+    falling = (right - j) / (right - center).clamp(min=1)
+    weights = torch.where((j >= center) & (j < right), falling,
+                          torch.where((j >= left) & (j <= center), rising, 0.0))
+    return weights.to(dtype)
+
+
 class SignalOps:
     """``visit_<op>`` of the signal family, mixed into
     :class:`~deep500.frameworks.pytorch.visitor.PyTorchVisitor`, whose helpers they use."""
@@ -44,6 +71,11 @@ class SignalOps:
 
     def visit_blackmanwindow(self, op, network):
         self._window(op, "blackman")
+
+    def visit_melweightmatrix(self, op, network):
+        """https://onnx.ai/onnx/operators/onnx__MelWeightMatrix.html"""
+        dtype = torch_dtype(op.attributes.get("output_datatype") or 1)
+        self._emit(op, lambda *scalars: _mel_weight_matrix(*scalars, dtype))
 
     def visit_dft(self, op, network):
         """Discrete Fourier transform along ``axis`` of a signal whose last dimension
