@@ -119,7 +119,7 @@ def operators_of(family: str) -> tuple[str, ...]:
 def family_of(op_type: str) -> str:
     """The family of ONNX operator ``op_type``; a visitor method's name without
     ``visit_`` (lower case) is accepted too."""
-    name = _FAMILY_OF.get(op_type) or _BY_LOWER.get(op_type.lower())
+    name = op_type if op_type in _FAMILY_OF else _BY_LOWER.get(op_type.lower())
     if name is None:
         raise UnknownOperatorFamily(
             f"ONNX operator {op_type!r} has no family: add it to FAMILIES in "

@@ -198,7 +198,7 @@ def _onnxruntime_gpus() -> int:
 
 def _reference_operators() -> Iterable:
     from deep500.frameworks.reference import operators
-    return (("", name) for name in operators.operator_names())
+    return operators.operator_keys()   # (domain, op_type): ai.onnx.ml, training, ...
 
 
 def _onnxruntime_operators() -> Iterable:
@@ -220,22 +220,25 @@ _HOOKS = ("graph", "initializer", "input", "output", "graph_end")
 
 
 def visitor_operators(visitor: type) -> frozenset:
-    """``("", op_type)`` for each ``visit_<op>`` method of a visitor class (inherited
-    ones included) that names an ONNX operator, with the operator's ONNX spelling
-    (methods are named in lower case); hooks and helpers are not operators."""
+    """``(domain, op_type)`` for each ``visit_<op>`` method of a visitor class (inherited
+    ones included) that names an ONNX operator, with the operator's ONNX spelling and
+    domain ("" for ai.onnx; methods are named in lower case); hooks and helpers are not
+    operators."""
     spelled = _onnx_spellings()
     found = set()
     for attribute in dir(visitor):
         lower = attribute[len("visit_"):]
         if attribute.startswith("visit_") and lower not in _HOOKS and lower in spelled:
-            found.add(("", spelled[lower]))
+            found.add(spelled[lower])
     return frozenset(found)
 
 
 @functools.lru_cache(maxsize=1)
 def _onnx_spellings() -> dict:
+    """lower-case name -> (domain, ONNX spelling) of every operator ONNX defines."""
     import onnx.defs
-    return {s.name.lower(): s.name for s in onnx.defs.get_all_schemas_with_history()}
+    return {s.name.lower(): ("" if s.domain in DEFAULT_DOMAINS else s.domain, s.name)
+            for s in onnx.defs.get_all_schemas_with_history()}
 
 
 @functools.lru_cache(maxsize=None)

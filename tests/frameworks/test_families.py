@@ -131,3 +131,10 @@ def test_a_bridge_holds_no_file_outside_the_vocabulary(bridge):
                         f"put visitors in ops/<family>.py, shared code in frameworks/_bridge/, "
                         f"or name the file in BRIDGE_OWN with its reason")
 
+
+
+def test_family_of_takes_the_onnx_name_and_the_visitor_name():
+    assert family_of("Abs") == family_of("abs") == "math"
+    assert family_of("LSTM") == family_of("lstm") == "recurrent"
+    with pytest.raises(Exception, match="no family"):
+        family_of("NoSuchOperator")
