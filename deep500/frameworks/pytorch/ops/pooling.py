@@ -28,6 +28,20 @@ def _ceil_crop(op_type, spatial, pads, kernel, strides, dilations):
     return (slice(None), slice(None)) + tuple(slice(0, count) for count in output)
 
 
+def _explicitly_padded(pool_padded, op_type, pads, pads_of, kernel, strides, dilations,
+                       ceil_mode):
+    """``fn(x)``: ``pool_padded(x, F.pad's pads)``, x padded by ONNX ``pads`` (or by
+    ``pads_of`` its spatial shape) before pooling, windows that ceil_mode would start in
+    the end padding dropped."""
+    def pool(x):
+        given = pads if pads_of is None else pads_of(x.shape[2:])
+        y = pool_padded(x, torch_pads(given))
+        if ceil_mode:
+            y = y[_ceil_crop(op_type, x.shape[2:], given, kernel, strides, dilations)]
+        return y
+    return pool
+
+
 def _torch_can_pad(pads, rank: int, kernel) -> bool:
     """Whether PyTorch's pooling kernels can pad as ONNX ``pads`` do: symmetric pads of
     at most half the kernel."""
@@ -172,15 +186,11 @@ class PoolingOps:
             self._emit(op, lambda x: pool(x, kernel, strides, padding, dilations, ceil_mode))
             return
 
-        def max_pool_padded(x):
-            given = pads if pads_of is None else pads_of(x.shape[2:])
-            y = pool(F.pad(x, torch_pads(given), value=-math.inf), kernel, strides, 0,
-                     dilations, ceil_mode)
-            if ceil_mode:
-                y = y[_ceil_crop(op.op_type, x.shape[2:], given, kernel, strides,
-                                 dilations)]
-            return y
-        self._emit(op, max_pool_padded)
+        def max_pool_padded(x, explicit):
+            return pool(F.pad(x, explicit, value=-math.inf), kernel, strides, 0, dilations,
+                        ceil_mode)
+        self._emit(op, _explicitly_padded(max_pool_padded, op.op_type, pads, pads_of,
+                                          kernel, strides, dilations, ceil_mode))
 
     def visit_averagepool(self, op, network):
         rank, pool, kernel, strides, dilations, pads, pads_of, ceil_mode = \
@@ -199,20 +209,15 @@ class PoolingOps:
                                           include_pad))
             return
 
-        def avg_pool_padded(x):
-            given = pads if pads_of is None else pads_of(x.shape[2:])
-            explicit = torch_pads(given)
+        def avg_pool_padded(x, explicit):
             y = pool(F.pad(x, explicit), kernel, strides, 0, ceil_mode, True)
-            if not include_pad:
-                # Divide by the number of real (unpadded) elements in each window.
-                ones = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype,
-                                  device=x.device)
-                y = y / pool(F.pad(ones, explicit), kernel, strides, 0, ceil_mode, True)
-            if ceil_mode:
-                y = y[_ceil_crop(op.op_type, x.shape[2:], given, kernel, strides,
-                                 dilations)]
-            return y
-        self._emit(op, avg_pool_padded)
+            if include_pad:
+                return y
+            # Divide by the number of real (unpadded) elements in each window.
+            ones = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
+            return y / pool(F.pad(ones, explicit), kernel, strides, 0, ceil_mode, True)
+        self._emit(op, _explicitly_padded(avg_pool_padded, op.op_type, pads, pads_of,
+                                          kernel, strides, dilations, ceil_mode))
 
     def _global(self, op, reduce):
         """``reduce`` over the spatial axes (all but N and C), kept as ones."""
