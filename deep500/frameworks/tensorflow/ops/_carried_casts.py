@@ -96,7 +96,9 @@ def _minifloat(wide, dtype, saturate: bool):
     if fnuz:
         value = tf.where(value == 0, tf.zeros_like(value), value)
     if dtype == FLOAT4:
-        return tf.where(nan, tf.constant(-0.0, tf.float64), value)
+        # -zeros, not tf.constant(-0.0): eager TensorFlow caches scalar constants by
+        # value, and -0.0 == 0.0 may return a cached +0.
+        return tf.where(nan, -tf.zeros_like(value), value)
     return value
 
 
