@@ -10,18 +10,14 @@ ConcatFromSequence and the like.
 from __future__ import annotations
 
 from deep500.utils.errors import ShapeError, require
+from deep500.utils.onnx_interop.sequences import sequence_position
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
 
-def _position(position, length: int, name: str, inserting: bool = False) -> int:
-    """A sequence position in [-n, n - 1] (SequenceInsert: [-n, n]) as an index."""
-    index = int(position.reshape(-1)[0])
-    last = length if inserting else length - 1
-    if not -length <= index <= last:
-        raise ShapeError(f"{name}: position {index} is outside [{-length}, {last}] for a "
-                         f"sequence of {length} tensors")
-    return index + length if index < 0 else index
+def _position(position, length: int, op_type: str, inserting: bool = False) -> int:
+    """A position tensor as a list index (``onnx_interop.sequences``)."""
+    return sequence_position(int(position.reshape(-1)[0]), length, op_type, inserting)
 
 
 def _sequence_at(sequence, position):
