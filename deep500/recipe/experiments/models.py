@@ -55,23 +55,17 @@ from deep500.recipe.experiments.training import (REFERENCE_OPTIMIZERS, Optimizer
                                                  make_optimizer, parse_dataset)
 from deep500.recipe.problems import describe
 from deep500.utils.errors import Deep500Error, RecipeError
+from deep500.utils.threads import resolve_threads, thread_counts
 
 #: Executors whose per-node forward and backward times ``measure_step_profile`` reads.
 PROFILED_EXECUTORS = tuple(registry.names(backward_times=True))
 
 
 def _algorithm(value, where, recipe_dir=None):
-    """An allreduce algorithm that ConsistentDecentralized runs and the simulator
-    prices (``ALLREDUCE_ALGORITHMS`` ∩ ``ALLREDUCE_MODELS``)."""
-    from deep500.lv3_distributed.collective_models import ALLREDUCE_MODELS
-    from deep500.lv3_distributed.communication import ALLREDUCE_ALGORITHMS
-    known = [a for a in ALLREDUCE_ALGORITHMS if a in ALLREDUCE_MODELS]
-    if not isinstance(value, str) or value not in known:
-        shown = repr(value) if isinstance(value, str) else describe(value)
-        raise RecipeError(f"{where}: unknown allreduce algorithm {shown}; "
-                          f"ConsistentDecentralized runs and the simulator models "
-                          f"{', '.join(known)}")
-    return value
+    """An allreduce algorithm (``components.allreduce_algorithm_name``: every
+    registered one runs in ConsistentDecentralized and has a time model)."""
+    from deep500.recipe.components import allreduce_algorithm_name
+    return allreduce_algorithm_name(value, where)
 
 
 def _scaling_ranks(value, where, recipe_dir=None):
@@ -140,7 +134,8 @@ class ModelsExperiment(base.Experiment):
         from deep500.utils.validation_result import TestResult
         world = world_communicator()   # None on one rank: MPI is not started
         rank, size = (world.Get_rank(), world.Get_size()) if world else (0, 1)
-        threads = configuration["threads"] or max(1, (os.cpu_count() or 1) // size)
+        # the runner resolved them already; run alone, the same default applies
+        threads = resolve_threads(configuration["threads"], size)
         if "machine" not in state:
             state["machine"] = _run_machine(recipe, output_dir, world, size, threads)
         machine, machine_record = state["machine"]
@@ -201,16 +196,17 @@ def _run_machine(recipe, output_dir, world, size, threads):
                        "source": given.source, "network": _has_network(given)}
     from deep500.lv3_distributed.calibration import calibrate
     from deep500.utils.machine import machine_from_dict
-    from deep500.utils.threads import set_thread_counts
     out = os.path.join(output_dir, "machine.yaml")
     started = time.perf_counter()
     data = problem = None
     try:
-        data = calibrate(out, comm=world, network=size > 1, quick=True, progress=False)
+        # a scope of its own: whatever counts the calibration sets, the
+        # configuration's are back after it
+        with thread_counts(threads):
+            data = calibrate(out, comm=world, network=size > 1, quick=True,
+                             progress=False)
     except Exception as exc:  # noqa: BLE001 - every rank must learn of it, then raise
         problem = f"{type(exc).__name__}: {exc}"
-    finally:
-        set_thread_counts(threads)   # calibrate leaves every usable CPU's threads on
     if world is not None:
         problems = world.allgather(problem)
         data = world.bcast(data, root=0)
@@ -427,8 +423,9 @@ def _curves(configuration, profiles, machine, size) -> dict:
     the curve meets the predictions of the table) and strong scaling (the world's
     global batch split over the ranks, on the profile's per-node batch lines; rank
     counts with less than one sample per rank are left out) at 1, 2, 4, ...
-    ``scaling_ranks`` ranks, by ``deep500 predict``'s :func:`deep500.recipe.predict.curves`."""
-    from deep500.recipe.predict import Workload, curves
+    ``scaling_ranks`` ranks, by ``deep500 predict``'s
+    :func:`deep500.recipe.scaling_curves.curves`."""
+    from deep500.recipe.scaling_curves import Workload, curves
     batch = configuration["batch_size"]
     workload = Workload(configuration["network"].label, configuration["network"],
                         dict(configuration["dataset"]), configuration["loss"],
