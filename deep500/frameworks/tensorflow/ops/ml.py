@@ -1,7 +1,8 @@
 """TensorFlowVisitor: the ml family (``deep500/frameworks/families.py``), classical
 machine learning of the ai.onnx.ml domain:
 https://onnx.ai/onnx/operators/onnx_aionnxml_Binarizer.html,
-.../onnx_aionnxml_ArrayFeatureExtractor.html, .../onnx_aionnxml_LabelEncoder.html.
+.../onnx_aionnxml_ArrayFeatureExtractor.html, .../onnx_aionnxml_LabelEncoder.html,
+.../onnx_aionnxml_TreeEnsemble.html.
 """
 from __future__ import annotations
 
@@ -13,10 +14,26 @@ import onnx.numpy_helper
 
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.ops._attributes import _attr, _text
+from deep500.frameworks.tensorflow.ops._trees import Forest
 from deep500.frameworks.tensorflow.ops._values import _tf_dtype
-from deep500.utils.errors import Deep500Error
+from deep500.utils.errors import Deep500Error, ShapeError
 
 _LABEL_KINDS = ("floats", "int64s", "strings", "tensor")
+
+
+def _softmax_of_nonzero(scores):
+    """Softmax over a row's non-zero scores; zeros stay zero."""
+    nonzero = tf.not_equal(scores, 0)
+    shifted = scores - tf.reduce_max(scores, -1, keepdims=True)
+    exponents = tf.where(nonzero, tf.exp(tf.where(nonzero, shifted, 0.0)), 0.0)
+    return exponents / tf.maximum(tf.reduce_sum(exponents, -1, keepdims=True),
+                                  np.finfo(np.float64).tiny)
+
+
+# TreeEnsemble's post_transform: 0 none, 1 softmax, 2 logistic, 3 softmax of the non-zero
+# scores, 4 probit (the standard normal's quantile: ±inf at 0 and 1, NaN outside).
+_POST_TRANSFORMS = {0: lambda s: s, 1: lambda s: tf.nn.softmax(s, -1), 2: tf.sigmoid,
+                    3: _softmax_of_nonzero, 4: tf.math.ndtri}
 
 
 def _label(value):
@@ -84,6 +101,46 @@ class MlOps:
             picked = tf.gather(table, tf.argmax(tf.cast(hits, tf.int32), axis=-1))
             return tf.where(found, picked, tf.broadcast_to(fill, tf.shape(picked)))
         self._emit_node(op, label_encoder)
+
+    def visit_treeensemble(self, op, network) -> None:
+        """TreeEnsemble (ai.onnx.ml, opset 5): the [N, n_targets] scores of an ensemble
+        of decision trees on X [N, F] (the walk: ``ops/_trees.py``). Leaf j adds
+        ``leaf_weights[j]`` to target ``leaf_targetids[j]``; ``aggregate_function``
+        combines a target's leaves (0 average over the trees, 1 sum, 2 min, 3 max; 0
+        where no leaf contributes), ``post_transform`` maps each row (0 none, 1 softmax,
+        2 logistic, 3 softmax over the non-zero scores, 4 probit). In float64."""
+        a = op.attributes
+        aggregate = int(_attr(op, "aggregate_function", 1))
+        post = int(_attr(op, "post_transform", 0))
+        if aggregate not in range(4) or post not in _POST_TRANSFORMS:
+            raise self.node_error(op, f"aggregate_function must be in 0..3 and "
+                                      f"post_transform in 0..4, got {aggregate} and {post}",
+                                  Deep500Error)
+        try:
+            forest = Forest.from_attributes(a)
+        except ValueError as exc:
+            raise self.node_error(op, f"{exc}; fix the model", Deep500Error) from None
+        n_targets = int(a["n_targets"])
+        targets = np.eye(n_targets, dtype=bool)[forest.leaf_targets]   # (leaves, targets)
+
+        def tree_ensemble(x):
+            if len(x.shape) != 2:
+                raise self.node_error(op, f"X must be [N, F], got shape {list(x.shape)}",
+                                      ShapeError)
+            leaves = forest.leaves(x)                                     # (N, trees)
+            weights = tf.gather(forest.leaf_weights, leaves)[..., tf.newaxis]
+            hits = tf.gather(targets, leaves)                             # (N, trees, T)
+            if aggregate in (0, 1):
+                scores = tf.reduce_sum(tf.where(hits, weights, 0.0), axis=1)
+                if aggregate == 0:
+                    scores = scores / len(forest.roots)
+            else:
+                extreme = tf.reduce_min if aggregate == 2 else tf.reduce_max
+                bound = np.inf if aggregate == 2 else -np.inf
+                scores = extreme(tf.where(hits, weights, bound), axis=1)
+                scores = tf.where(tf.reduce_any(hits, axis=1), scores, 0.0)
+            return tf.cast(_POST_TRANSFORMS[post](scores), x.dtype)
+        self._emit_node(op, tree_ensemble)
 
     def _labels(self, op, prefix: str) -> list:
         given = [kind for kind in _LABEL_KINDS
