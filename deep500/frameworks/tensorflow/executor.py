@@ -25,8 +25,9 @@ import numpy as np
 
 from deep500.frameworks.tensorflow._carried_values import carry_values
 from deep500.frameworks.tensorflow._tf import tf
-from deep500.frameworks.tensorflow._value_kinds import (flatten, freeze, thaw, to_arrays,
-                                                        to_numpy, to_tensors, unflatten)
+from deep500.frameworks.tensorflow._traced_runs import TracedRuns
+from deep500.frameworks.tensorflow._value_kinds import (freeze, thaw, to_arrays, to_numpy,
+                                                        to_tensors)
 from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork
 from deep500.frameworks.tensorflow.node_backward import NodeBackward
 from deep500.frameworks.tensorflow.visitor import TensorFlowVisitor
@@ -62,50 +63,6 @@ def _check_device(device) -> None:
                            f"install a GPU build of TensorFlow")
 
 
-class _TracedRuns:
-    """The traced functions of an executor in mode='function', for one version of the
-    network's graph: a ``tf.function`` traced once per pass (inference, or backprop
-    from ``y``), input names, static input values and input shapes and dtypes, and
-    called through its concrete function with the tensors as flat arguments (which
-    skips ``tf.function``'s per-call matching of structured arguments)."""
-
-    def __init__(self, forward: Callable, backward: Callable, jit_compile: bool,
-                 autograph: bool):
-        self._bodies = {None: forward, "backward": backward}
-        self._options = dict(jit_compile=jit_compile, autograph=autograph)
-        self._functions: dict[tuple, Callable] = {}
-        self.traces = 0
-
-    def __call__(self, y: str | None, feeds: dict, frozen: dict, update=None):
-        """Outputs (inference, ``y`` None) or (outputs, gradients) (backprop from
-        ``y``) for ``feeds`` ({name: value}) and the ``frozen`` static inputs;
-        ``update`` is the executor's ``fused_update`` the body traces in, if any.
-        Sequence and optional feeds are traced for their structure (``_value_kinds``)."""
-        names = tuple(feeds)
-        structure, tensors = flatten(tuple(feeds.values()))
-        key = (y, update, names, structure, tuple(frozen.items()),
-               tuple((t.dtype, tuple(t.shape)) for t in tensors))
-        function = self._functions.get(key)
-        if function is None:
-            function = self._trace(y, names, structure, frozen, tensors)
-            self._functions[key] = function
-        return function(*tensors)
-
-    def _trace(self, y, names, structure, frozen, tensors):
-        if y is None:
-            forward = self._bodies[None]
-
-            def body(*flat):
-                return forward(dict(zip(names, unflatten(structure, flat))), frozen)
-        else:
-            backward = self._bodies["backward"]
-
-            def body(*flat):
-                return backward(dict(zip(names, unflatten(structure, flat))), frozen, y)
-        self.traces += 1
-        return tf.function(body, **self._options).get_concrete_function(*tensors)
-
-
 class _TensorFlowExecutorBase(GraphExecutor):
     """What both TensorFlow executors share: feeding, modes, NumPy conversion."""
     framework = "tensorflow"
@@ -128,7 +85,7 @@ class _TensorFlowExecutorBase(GraphExecutor):
         # Where TensorFlow sees no GPU, everything runs on the CPU anyway: no device
         # scope (entering one costs microseconds per call).
         self._placed = self.device.is_gpu or bool(tf.config.list_physical_devices("GPU"))
-        self._traced: _TracedRuns | None = None
+        self._traced: TracedRuns | None = None
         self._traced_version = None
 
     @property
@@ -158,10 +115,10 @@ class _TensorFlowExecutorBase(GraphExecutor):
                     frozen[name] = freeze(value)
         return feeds, frozen
 
-    def _runs(self) -> _TracedRuns:
+    def _runs(self) -> TracedRuns:
         version = getattr(self.network, "version", 0)
         if self._traced is None or self._traced_version != version:
-            self._traced = _TracedRuns(self._forward, self._forward_backward,
+            self._traced = TracedRuns(self._forward, self._forward_backward,
                                        self.jit_compile, self.autograph)
             self._traced_version = version
         return self._traced
