@@ -127,9 +127,8 @@ class ControlOps:
         ``scan_output_directions``). Opset 8's Scan has a batch axis 0, scans axis 1,
         takes optional ``sequence_lens`` first and ``directions`` for its inputs; scan
         outputs of shorter sequences are padded with zeros to the longest."""
-        a = op.attributes
         body = self._body(op, "body")
-        scanned = a["num_scan_inputs"]
+        scanned = op.attributes["num_scan_inputs"]
         batched = op.original_version < 9
         explicit = list(op.inputs)
         states = len(explicit) - scanned - (1 if batched else 0)
@@ -138,37 +137,17 @@ class ControlOps:
             raise self.node_error(op, f"its body takes {len(body.formals)} inputs and returns "
                                   f"{len(body.outputs)} outputs for {max(states, 0)} states "
                                   f"and {scanned} scan inputs", ModelError)
-        if batched:
-            in_dirs = list(a.get("directions") or [0] * scanned)
-            in_axes, out_axes, out_dirs = [0] * scanned, [0] * outs, [0] * outs
-        else:
-            in_axes = list(a.get("scan_input_axes") or [0] * scanned)
-            in_dirs = list(a.get("scan_input_directions") or [0] * scanned)
-            out_axes = list(a.get("scan_output_axes") or [0] * outs)
-            out_dirs = list(a.get("scan_output_directions") or [0] * outs)
-        for attribute, values, count in (("scan input axes/directions", in_axes, scanned),
-                                         ("scan input directions", in_dirs, scanned),
-                                         ("scan output axes", out_axes, outs),
-                                         ("scan output directions", out_dirs, outs)):
-            if len(values) != count:
-                raise self.node_error(op, f"has {len(values)} {attribute} for {count} "
-                                      f"values", ModelError)
+        in_axes, in_dirs, out_axes, out_dirs = self._scan_layout(op, batched, scanned, outs)
         scan_info = body.output_info[states:]
         outputs = len(op.outputs)
         name = op.name
 
         def scan(xs_states, xs, outer, device):
             """Scan-9 on one (unbatched) set of states and scan inputs."""
-            axes = [axis % x.dim() for axis, x in zip(in_axes, xs)]
-            lengths = {x.shape[axis] for x, axis in zip(xs, axes)}
-            if len(lengths) != 1:
-                raise ShapeError(f"Scan node '{name}': the scan inputs have different "
-                                 f"lengths {sorted(lengths)} along their scan axes")
-            slices = [x.unbind(axis) for x, axis in zip(xs, axes)]
-            slices = [s[::-1] if d else s for s, d in zip(slices, in_dirs)]
+            length, slices = _scan_slices(xs, in_axes, in_dirs, name)
             stacks = [[] for _ in range(outs)]
             state = list(xs_states)
-            for t in range(lengths.pop()):
+            for t in range(length):
                 results = body.run(state + [s[t] for s in slices], outer)
                 state = results[:states]
                 for stack, value in zip(stacks, results[states:]):
@@ -194,11 +173,8 @@ class ControlOps:
             lens, initial = values[0], values[1:1 + states]
             xs = values[1 + states:len(explicit)]
             outer = values[len(explicit):]
-            batch, longest = xs[0].shape[0], xs[0].shape[1]
-            lengths = [longest] * batch if lens is None else [int(n) for n in lens.tolist()]
-            if len(lengths) != batch or any(not 0 <= n <= longest for n in lengths):
-                raise ShapeError(f"Scan node '{name}': sequence_lens {lengths} must give "
-                                 f"one length in [0, {longest}] per batch entry ({batch})")
+            longest = xs[0].shape[1]
+            lengths = _sequence_lengths(lens, xs[0].shape[0], longest, name)
             device = _device(values)
             finals, stacked = [], []
             for b, length in enumerate(lengths):
@@ -210,9 +186,54 @@ class ControlOps:
             return finish(state + [torch.stack(column) for column in zip(*stacked)])
         self._emit_control(op, scan8, explicit + body.outer)
 
+    def _scan_layout(self, op, batched: bool, scanned: int, outs: int) -> tuple:
+        """Scan's (input axes, input directions, output axes, output directions), one
+        per scan input or output: opset 8 scans axis 1 (axis 0 of each batch entry) by
+        its ``directions``; opset 9 reads the four ``scan_*`` attributes, 0 where
+        absent."""
+        a = op.attributes
+        if batched:
+            in_dirs = list(a.get("directions") or [0] * scanned)
+            in_axes, out_axes, out_dirs = [0] * scanned, [0] * outs, [0] * outs
+        else:
+            in_axes = list(a.get("scan_input_axes") or [0] * scanned)
+            in_dirs = list(a.get("scan_input_directions") or [0] * scanned)
+            out_axes = list(a.get("scan_output_axes") or [0] * outs)
+            out_dirs = list(a.get("scan_output_directions") or [0] * outs)
+        for attribute, values, count in (("scan input axes/directions", in_axes, scanned),
+                                         ("scan input directions", in_dirs, scanned),
+                                         ("scan output axes", out_axes, outs),
+                                         ("scan output directions", out_dirs, outs)):
+            if len(values) != count:
+                raise self.node_error(op, f"has {len(values)} {attribute} for {count} "
+                                      f"values", ModelError)
+        return in_axes, in_dirs, out_axes, out_dirs
+
 
 def _device(values):
     return next((v.device for v in values if isinstance(v, torch.Tensor)), None)
+
+
+def _scan_slices(xs: list, in_axes: list, in_dirs: list, node: str) -> tuple:
+    """(length, slices): the scan inputs' one length along their scan axes, and each
+    input's slices along its axis, in reverse order where its direction is 1."""
+    axes = [axis % x.dim() for axis, x in zip(in_axes, xs)]
+    lengths = {x.shape[axis] for x, axis in zip(xs, axes)}
+    if len(lengths) != 1:
+        raise ShapeError(f"Scan node '{node}': the scan inputs have different "
+                         f"lengths {sorted(lengths)} along their scan axes")
+    slices = [x.unbind(axis) for x, axis in zip(xs, axes)]
+    return lengths.pop(), [s[::-1] if d else s for s, d in zip(slices, in_dirs)]
+
+
+def _sequence_lengths(lens, batch: int, longest: int, node: str) -> list[int]:
+    """Scan-8's ``sequence_lens`` as a list, every entry the full ``longest`` when it is
+    omitted; one length in [0, longest] per batch entry."""
+    lengths = [longest] * batch if lens is None else [int(n) for n in lens.tolist()]
+    if len(lengths) != batch or any(not 0 <= n <= longest for n in lengths):
+        raise ShapeError(f"Scan node '{node}': sequence_lens {lengths} must give "
+                         f"one length in [0, {longest}] per batch entry ({batch})")
+    return lengths
 
 
 def _stack(values: list, axis: int, info, node: str, device):

@@ -219,10 +219,9 @@ class ControlOps:
         Scan-8's batched form (a leading batch axis, time on axis 1, ``directions``) is
         run per batch element; its ``sequence_lens`` must be omitted or all full."""
         body = Body(self, op, "body")
-        a = op.attributes
         batched = op.since_version < 9
         names = list(op.inputs[1:] if batched else op.inputs)
-        n_in = int(a["num_scan_inputs"])
+        n_in = int(op.attributes["num_scan_inputs"])
         n_state = len(names) - n_in
         n_out = len(op.outputs) - n_state
         if n_state < 0 or n_out < 0 or len(body.inputs) != n_state + n_in \
@@ -232,35 +231,12 @@ class ControlOps:
                                       f"inputs ({n_in} scanned) and {len(op.outputs)} outputs "
                                       f"it must take {len(names)} and return "
                                       f"{len(op.outputs)}; fix the model")
-
-        def listed(key: str, count: int) -> list[int]:
-            values = a.get(key)
-            values = [0] * count if values is None else [int(v) for v in values]
-            if len(values) != count:
-                raise self.node_error(op, f"{key} has {len(values)} entries for {count} "
-                                          f"values; fix the model")
-            return values
-        if batched:
-            in_dirs, out_dirs = listed("directions", n_in), [0] * n_out
-            in_axes, out_axes = [0] * n_in, [0] * n_out
-        else:
-            in_axes, in_dirs = listed("scan_input_axes", n_in), listed("scan_input_directions",
-                                                                        n_in)
-            out_axes, out_dirs = (listed("scan_output_axes", n_out),
-                                  listed("scan_output_directions", n_out))
+        in_axes, in_dirs, out_axes, out_dirs = self._scan_layout(op, batched, n_in, n_out)
         outer = list(op.implicit_inputs)
 
         def run(states, xs, scope):
             axes = [axis + len(x.shape) if axis < 0 else axis for x, axis in zip(xs, in_axes)]
-            lengths = {_dims(x)[axis] for x, axis in zip(xs, axes)}
-            if None in lengths:
-                raise self.node_error(op, "the scanned axis has a length known only at run "
-                                          "time; use mode='eager'", UnsupportedError)
-            if len(lengths) > 1:
-                raise self.node_error(op, f"the scan inputs have different lengths "
-                                          f"{sorted(lengths)} along their scan axes",
-                                      ShapeError)
-            length = lengths.pop() if lengths else 0
+            length = self._scan_length(op, xs, axes)
             scans = [[] for _ in range(n_out)]
             for t in range(length):
                 elements = [_take(x, length - 1 - t if d else t, axis)
@@ -282,16 +258,7 @@ class ControlOps:
         def scan8(lengths, *values):
             scope = dict(zip(outer, values[len(names):]))
             values = values[:len(names)]
-            batch = _dims(values[0])[0] if values else 0
-            if batch is None:
-                raise self.node_error(op, "the batch size is known only at run time; use "
-                                          "mode='eager'", UnsupportedError)
-            if lengths is not None:
-                given = _known_value(lengths)
-                full = {_dims(x)[1] for x in values[n_state:]}
-                if given is None or len(full) != 1 or np.any(np.asarray(given) != full.pop()):
-                    raise self.node_error(op, "sequence_lens shorter than the scan inputs "
-                                              "are not supported; omit it", UnsupportedError)
+            batch = self._scan8_batch(op, lengths, values, n_state)
             per_batch = [run([_take(s, b, 0) for s in values[:n_state]],
                              [_take(x, b, 0) for x in values[n_state:]], scope)
                          for b in range(batch)]
@@ -302,3 +269,48 @@ class ControlOps:
             self.emit(scan8, [self.static_key(op.inputs[0])] + keys, list(op.outputs))
         else:
             self.emit(scan, keys, list(op.outputs))
+
+    def _scan_layout(self, op, batched: bool, n_in: int, n_out: int) -> tuple:
+        """Scan's (input axes, input directions, output axes, output directions), one
+        per scan input or output: Scan-8 scans axis 0 (of each batch entry) with its
+        ``directions``; Scan-9 reads the four ``scan_*`` attributes, 0 where absent."""
+        def listed(key: str, count: int) -> list[int]:
+            values = op.attributes.get(key)
+            values = [0] * count if values is None else [int(v) for v in values]
+            if len(values) != count:
+                raise self.node_error(op, f"{key} has {len(values)} entries for {count} "
+                                          f"values; fix the model")
+            return values
+        if batched:
+            return [0] * n_in, listed("directions", n_in), [0] * n_out, [0] * n_out
+        return (listed("scan_input_axes", n_in), listed("scan_input_directions", n_in),
+                listed("scan_output_axes", n_out), listed("scan_output_directions", n_out))
+
+    def _scan_length(self, op, xs: list, axes: list) -> int:
+        """The one length of the scan inputs ``xs`` along their ``axes`` (0 with no scan
+        input); it must be known when the closure runs."""
+        lengths = {_dims(x)[axis] for x, axis in zip(xs, axes)}
+        if None in lengths:
+            raise self.node_error(op, "the scanned axis has a length known only at run "
+                                      "time; use mode='eager'", UnsupportedError)
+        if len(lengths) > 1:
+            raise self.node_error(op, f"the scan inputs have different lengths "
+                                      f"{sorted(lengths)} along their scan axes",
+                                  ShapeError)
+        return lengths.pop() if lengths else 0
+
+    def _scan8_batch(self, op, lengths, values: list, n_state: int) -> int:
+        """Scan-8's batch size (axis 0 of the first of ``values``, its ``n_state`` states
+        then its scan inputs), after checking that it is static and that
+        ``sequence_lens``, when given, are the full lengths of the scan inputs."""
+        batch = _dims(values[0])[0] if values else 0
+        if batch is None:
+            raise self.node_error(op, "the batch size is known only at run time; use "
+                                      "mode='eager'", UnsupportedError)
+        if lengths is not None:
+            given = _known_value(lengths)
+            full = {_dims(x)[1] for x in values[n_state:]}
+            if given is None or len(full) != 1 or np.any(np.asarray(given) != full.pop()):
+                raise self.node_error(op, "sequence_lens shorter than the scan inputs "
+                                          "are not supported; omit it", UnsupportedError)
+        return batch

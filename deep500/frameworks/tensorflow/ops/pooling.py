@@ -72,6 +72,10 @@ class PoolingOps:
     :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
 
     def _pool(self, op, kind: str) -> None:
+        """MaxPool (``kind`` 'MAX', with its Indices output for 2-D windows without
+        dilations) or AveragePool ('AVG') of a channels-last input, with TensorFlow's
+        pooling kernels, or one strided slice per kernel tap where the window is
+        dilated."""
         a = op.attributes
         kernel = list(a["kernel_shape"])
         n = len(kernel)
@@ -79,13 +83,58 @@ class PoolingOps:
         strides = list(a["strides"] or [1] * n)
         dilations = list(a.get("dilations") or [1] * n)
         dilated = any(d != 1 for d in dilations)
-        effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
         indices = len(op.outputs) > 1 and bool(op.outputs[1])
         column_major = bool(a.get("storage_order") or 0)
         if indices and (n != 2 or dilated):
             raise self.node_error(op, "the Indices output of MaxPool is supported for 2-D "
                                       "windows without dilations; use only the first "
                                       "output")
+        geometry = self._pool_geometry(op, kind, kernel, strides, dilations)
+
+        if indices:
+            def pool(x):   # TensorFlow's argmax, read as ONNX's index of (N, C, H, W)
+                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
+                sizes = _shape_list(x)[1:3]
+                if explicit is not None:
+                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
+                y, argmax = tf.nn.max_pool_with_argmax(x, kernel, strides, mode,
+                                                       include_batch_in_index=True)
+                begin = [0, 0] if explicit is None else [explicit[1][0], explicit[2][0]]
+                return y, _onnx_indices(argmax, _shape_list(x), begin, sizes,
+                                        column_major)
+        elif kind == "MAX":
+            def pool(x):
+                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
+                if explicit is not None:
+                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
+                if dilated:
+                    return _pool_by_slices(x, kernel, strides, dilations, kind)
+                return tf.nn.max_pool(x, kernel, strides, mode)
+        else:
+            def pool(x):
+                mode, explicit, factor = geometry(tuple(x.shape[1:-1]),
+                                                  _tf_dtype(x).as_numpy_dtype)
+                if explicit is not None:
+                    x = tf.pad(x, explicit)
+                if dilated:
+                    y = _pool_by_slices(x, kernel, strides, dilations, kind) / math.prod(
+                        kernel)
+                else:
+                    y = tf.nn.avg_pool(x, kernel, strides, mode)
+                return y if factor is None else y * factor
+        self._channels_last_op(op, pool, 2 if indices else 1)
+
+    def _pool_geometry(self, op, kind: str, kernel: list, strides: list, dilations: list):
+        """``geometry(spatial extents, dtype) -> (TensorFlow padding mode, explicit
+        padding or None, average factor or None)``, cached per input shape: the window
+        placement of ``deep500.utils.onnx_interop.window`` (pads, auto_pad, ceil_mode's
+        overhang) as TensorFlow's SAME or VALID, padding explicitly where TensorFlow's
+        SAME would count differently, and for averages over padding the factor
+        :func:`_average_factor` gives."""
+        a = op.attributes
+        n = len(kernel)
+        dilated = any(d != 1 for d in dilations)
+        effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
         ceil_mode = bool(a.get("ceil_mode") or 0)
         auto_pad = a["auto_pad"] or "NOTSET"
         pads = a["pads"]
@@ -120,39 +169,7 @@ class PoolingOps:
                                           "spatial extents; give the input a static shape",
                                       ShapeError)
             return mode, explicit, _average_factor(window, include_pad, dtype)
-
-        if indices:
-            def pool(x):   # TensorFlow's argmax, read as ONNX's index of (N, C, H, W)
-                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
-                sizes = _shape_list(x)[1:3]
-                if explicit is not None:
-                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
-                y, argmax = tf.nn.max_pool_with_argmax(x, kernel, strides, mode,
-                                                       include_batch_in_index=True)
-                begin = [0, 0] if explicit is None else [explicit[1][0], explicit[2][0]]
-                return y, _onnx_indices(argmax, _shape_list(x), begin, sizes,
-                                        column_major)
-        elif kind == "MAX":
-            def pool(x):
-                mode, explicit, _ = geometry(tuple(x.shape[1:-1]), None)
-                if explicit is not None:
-                    x = tf.pad(x, explicit, constant_values=_tf_dtype(x).min)
-                if dilated:
-                    return _pool_by_slices(x, kernel, strides, dilations, kind)
-                return tf.nn.max_pool(x, kernel, strides, mode)
-        else:
-            def pool(x):
-                mode, explicit, factor = geometry(tuple(x.shape[1:-1]),
-                                                  _tf_dtype(x).as_numpy_dtype)
-                if explicit is not None:
-                    x = tf.pad(x, explicit)
-                if dilated:
-                    y = _pool_by_slices(x, kernel, strides, dilations, kind) / math.prod(
-                        kernel)
-                else:
-                    y = tf.nn.avg_pool(x, kernel, strides, mode)
-                return y if factor is None else y * factor
-        self._channels_last_op(op, pool, 2 if indices else 1)
+        return geometry
 
     def visit_maxpool(self, op, network) -> None:
         """MaxPool: https://onnx.ai/onnx/operators/onnx__MaxPool.html"""

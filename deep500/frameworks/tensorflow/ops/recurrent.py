@@ -41,6 +41,37 @@ def _tf_activation(name: str, alpha, beta):
     raise AssertionError(name)   # parse_activations has rejected other names
 
 
+def _time_reversed(x, lengths):
+    """Time-major ``x`` (sequence, batch, ...) reversed in time; with ``lengths``, each
+    batch entry's first lengths[b] steps only."""
+    return (tf.reverse(x, [0]) if lengths is None else
+            tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1))
+
+
+def _initial(state, d: int, shape: list, x):
+    """Direction ``d``'s initial hidden or cell state in ``x``'s dtype: ``state[d]`` (the
+    node's initial_h or initial_c), or zeros of ``shape`` when it is omitted."""
+    return tf.zeros(shape, x.dtype) if state is None else _like(state[d], x)
+
+
+def _unrolled(step, xa, h, c, mask, steps: int) -> tuple:
+    """One direction's time loop, ``step(xa[t], h, c) -> (h, c)`` for each of the
+    ``steps`` steps of the input projection ``xa``: (Y (sequence, batch, hidden), last h,
+    last c). Where ``mask`` (sequence, batch) is False, past a sequence's length, its
+    state is kept and its output is zeros."""
+    outputs = []
+    for t in range(steps):
+        h_new, c_new = step(xa[t], h, c)
+        if mask is None:
+            h, c = h_new, c_new
+            outputs.append(h_new)
+        else:
+            m = mask[t][:, tf.newaxis]
+            h, c = tf.where(m, h_new, h), tf.where(m, c_new, c)
+            outputs.append(tf.where(m, h_new, tf.zeros_like(h_new)))
+    return tf.stack(outputs), h, c
+
+
 class RecurrentOps:
     """``visit_<op>`` of the recurrent family, mixed into
     :class:`~deep500.frameworks.tensorflow.visitor.TensorFlowVisitor`."""
@@ -51,20 +82,10 @@ class RecurrentOps:
         GradientTape backpropagates through time. ``cell(xa, h, c, R, Rb, P, fns)``
         returns (h, c) from the step's X-projection ``xa`` (with W's bias)."""
         a = op.attributes
-        direction = _text(a.get("direction"), "forward")
-        if direction not in DIRECTIONS:
-            raise self.node_error(op, f"direction={direction!r} is not one of {DIRECTIONS}",
-                                  Deep500Error)
-        layout = int(a.get("layout") or 0)
-        if layout not in (0, 1):
-            raise self.node_error(op, f"layout={layout} must be 0 (sequence first) or 1 (batch "
-                                  f"first)", Deep500Error)
+        direction, layout, clip = self._recurrent_attributes(op)
         nd = 2 if direction == "bidirectional" else 1
-        clip = a.get("clip")
-        if clip is not None and clip <= 0:
-            raise self.node_error(op, f"clip={clip} must be positive", Deep500Error)
         activations = activation_specs(op.op_type, a.get("activations"),
-                                      a.get("activation_alpha"), a.get("activation_beta"),
+                                       a.get("activation_alpha"), a.get("activation_beta"),
                                        nd, defaults)
         fns = [[_tf_activation(f.name, f.alpha, f.beta) for f in per] for per in activations]
         n_out = len(op.outputs)
@@ -77,9 +98,8 @@ class RecurrentOps:
             if len(x.shape) != 3:
                 raise self.node_error(op, f"X must be 3-D, got shape {x.shape}", ShapeError)
             if layout == 1:
-                x = tf.transpose(x, [1, 0, 2])
-                h0 = None if h0 is None else tf.transpose(h0, [1, 0, 2])
-                c0 = None if c0 is None else tf.transpose(c0, [1, 0, 2])
+                x, h0, c0 = (None if v is None else tf.transpose(v, [1, 0, 2])
+                             for v in (x, h0, c0))
             seq, batch = x.shape[0], x.shape[1]
             hidden = r.shape[2] if hidden_attr is None else int(hidden_attr)
             if tuple(w.shape) != (nd, gates * hidden, x.shape[2]) or tuple(r.shape) != (
@@ -94,33 +114,19 @@ class RecurrentOps:
             ys, hs, cs = [], [], []
             for d in range(nd):
                 backward = direction == "reverse" or d == 1
-                xd = x
-                if backward:
-                    xd = (tf.reverse(x, [0]) if lengths is None else
-                          tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1))
-                xa = tf.tensordot(xd, _like(w[d], x), [[2], [1]])
+                xa = tf.tensordot(_time_reversed(x, lengths) if backward else x,
+                                  _like(w[d], x), [[2], [1]])
                 rb = None
                 if b is not None:
                     xa = xa + _like(b[d, :gates * hidden], x)
                     rb = _like(b[d, gates * hidden:], x)
-                h = (tf.zeros([batch, hidden], x.dtype) if h0 is None else _like(h0[d], x))
-                c = (tf.zeros([batch, hidden], x.dtype) if c0 is None else _like(c0[d], x))
                 pd = None if p is None else _like(p[d], x)
-                outputs = []
-                for t in range(seq):
-                    h_new, c_new = cell(xa[t], h, c, _like(r[d], x), rb, pd, fns[d], clipped)
-                    if mask is None:
-                        h, c = h_new, c_new
-                        outputs.append(h_new)
-                    else:
-                        m = mask[t][:, tf.newaxis]
-                        h, c = tf.where(m, h_new, h), tf.where(m, c_new, c)
-                        outputs.append(tf.where(m, h_new, tf.zeros_like(h_new)))
-                y = tf.stack(outputs)
-                if backward:
-                    y = (tf.reverse(y, [0]) if lengths is None else
-                         tf.reverse_sequence(y, lengths, seq_axis=0, batch_axis=1))
-                ys.append(y)
+
+                def step(xt, h, c, d=d, rb=rb, pd=pd):
+                    return cell(xt, h, c, _like(r[d], x), rb, pd, fns[d], clipped)
+                y, h, c = _unrolled(step, xa, _initial(h0, d, [batch, hidden], x),
+                                    _initial(c0, d, [batch, hidden], x), mask, seq)
+                ys.append(_time_reversed(y, lengths) if backward else y)
                 hs.append(h)
                 cs.append(c)
             results = [tf.stack(ys, 1), tf.stack(hs), tf.stack(cs)]
@@ -129,6 +135,23 @@ class RecurrentOps:
                     tf.transpose(v, [1, 0, 2]) for v in results[1:]]
             return results[0] if n_out == 1 else tuple(results[:n_out])
         self._emit_node(op, run)
+
+    def _recurrent_attributes(self, op) -> tuple:
+        """(direction, layout, clip) of an RNN, GRU or LSTM node, checked: clip is None
+        or positive."""
+        a = op.attributes
+        direction = _text(a.get("direction"), "forward")
+        if direction not in DIRECTIONS:
+            raise self.node_error(op, f"direction={direction!r} is not one of {DIRECTIONS}",
+                                  Deep500Error)
+        layout = int(a.get("layout") or 0)
+        if layout not in (0, 1):
+            raise self.node_error(op, f"layout={layout} must be 0 (sequence first) or 1 (batch "
+                                  f"first)", Deep500Error)
+        clip = a.get("clip")
+        if clip is not None and clip <= 0:
+            raise self.node_error(op, f"clip={clip} must be positive", Deep500Error)
+        return direction, layout, clip
 
     def visit_rnn(self, op, network) -> None:
         """RNN: Ht = f(Xt·Wᵀ + Ht-1·Rᵀ + Wb + Rb)."""
