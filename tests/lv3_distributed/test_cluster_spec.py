@@ -1,0 +1,70 @@
+"""The emulated cluster's description (``--cluster`` text, a recipe's ``cluster:``),
+and the capability check, without building anything (any machine, any user)."""
+import pytest
+
+from deep500.lv3_distributed.cluster import cluster_from_mapping, parse_cluster
+from deep500.lv3_distributed.cluster.commands import require_privileges
+from deep500.lv3_distributed.cluster.spec import default_burst
+from deep500.recipe import parse_recipe
+from deep500.utils.errors import Deep500Error, RecipeError
+
+
+def test_the_text_of_a_cluster_gives_its_units_in_tc_terms():
+    spec = parse_cluster("nodes=3,rate=1gbit,burst=256kb,latency=1.5ms,ppn=2")
+    assert (spec.nodes, spec.rate_bits, spec.burst_bytes) == (3, 1e9, 256 * 1024)
+    assert spec.latency_seconds == pytest.approx(1.5e-3, rel=1e-12)
+    assert spec.ranks_per_node == 2 and spec.mode == "nodes"
+    assert parse_cluster("nodes=1,rate=100mbps,mode=loopback").rate_bits == 800e6  # bytes/s
+    assert parse_cluster(spec.text()) == spec  # round trip
+
+
+def test_the_default_burst_is_a_millisecond_at_the_rate_and_at_least_64_kib():
+    assert default_burst(1e9) == 125_000
+    assert default_burst(1e8) == 64 * 1024
+    assert parse_cluster("nodes=2,rate=10gbit").burst_bytes == 1_250_000
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nodes=2", "give rate"),
+    ("rate=1gbit", "give nodes"),
+    ("nodes=2,rate=fast", "rate='fast': not a number with one of the units"),
+    ("nodes=2,rate=1gbit,colour=red", "unknown field(s) colour"),
+    ("nodes=0,rate=1gbit", "give 1 to 64 nodes"),
+    ("nodes=two,rate=1gbit", "nodes='two' is not a positive integer"),
+    ("nodes=2,rate=1gbit,burst=10b", "one full frame"),
+    ("nodes=2,rate=1gbit,mode=loopback", "mode=loopback is one namespace"),
+    ("nodes=2,rate=1gbit,mode=star", "one of nodes, loopback"),
+    ("nodes=2,,rate", "'rate' is not name=value"),
+    ("nodes=2,nodes=3,rate=1gbit", "nodes is given twice"),
+    ("nodes=2,rate=1gbit,latency=5", "latency='5': not a number"),
+])
+def test_a_bad_cluster_says_which_field_and_what_to_write(text, message):
+    with pytest.raises(Deep500Error, match=None) as raised:
+        parse_cluster(text)
+    assert message in str(raised.value)
+
+
+def test_a_recipe_takes_a_cluster_mapping_and_checks_it():
+    base = {"experiment": "operators", "fixed": {"operator": {"op": "Relu", "shape": [4]},
+                                                "framework": "reference"}}
+    recipe = parse_recipe({**base, "cluster": {"nodes": 2, "rate": "1gbit"}}, "r.yaml")
+    assert recipe.cluster == cluster_from_mapping({"nodes": 2, "rate": "1gbit"})
+    with pytest.raises(RecipeError) as raised:
+        parse_recipe({**base, "cluster": {"nodes": 2, "rate": "1 gigabit"}}, "r.yaml")
+    assert "cluster" in str(raised.value) and "not a number with one of the units" in \
+        str(raised.value)
+    with pytest.raises(RecipeError, match="cluster"):
+        parse_recipe({**base, "cluster": "nodes=2"}, "r.yaml")
+
+
+def test_without_the_capabilities_the_error_says_what_is_needed(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nCapEff:\t0000000000000000\n")
+    with pytest.raises(Deep500Error) as raised:
+        require_privileges(str(status))
+    text = str(raised.value)
+    assert "CAP_NET_ADMIN and CAP_SYS_ADMIN" in text and "root" in text
+    only_net = tmp_path / "net"
+    only_net.write_text(f"CapEff:\t{1 << 12:016x}\n")
+    with pytest.raises(Deep500Error, match="lacks CAP_SYS_ADMIN"):
+        require_privileges(str(only_net))
