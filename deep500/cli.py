@@ -33,6 +33,12 @@
                                      training, predicted without training (printed and
                                      plotted)
     deep500 conformance [...]        run ONNX's node tests on the executors
+    deep500 cluster exec --cluster nodes=2,rate=1gbit -- mpirun -np 2 PROGRAM
+                                     run any MPI program in an emulated cluster (network
+                                     namespaces, tc links, MPICH over TCP); also
+                                     'deep500 run/calibrate --cluster ...', and
+                                     'deep500 cluster [--cleanup]' lists (removes) the
+                                     clusters left by killed launchers
     deep500 compile SOURCE --name N --inputs float32:8x16 --outputs float32:8
                                      build a C++ operator ahead of time
     deep500 build-glue [--framework pytorch|tensorflow]
@@ -156,9 +162,85 @@ def _database(args) -> str:
     return args.db or default_path()
 
 
-def _run(args) -> int:
+def _run_launched(args):
+    """Run the recipe here, or relaunch it under mpirun (``--np``, a rank grid)."""
     from deep500.lv3_distributed.mpi_launch import world_communicator
     from deep500.recipe import run_recipe
+    mpirun_args = None
+    if args.np is None and args.hostfile is not None:
+        mpirun_args = _grid_hostfile(args)
+    elif args.np is not None or args.hostfile is not None:
+        _relaunch_under_mpirun(args.np, args.argv, args.hostfile)
+    comm = world_communicator()
+    if comm is None:
+        return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
+                          remeasure_interfered=args.remeasure_interfered,
+                          append=args.append, database=_database(args),
+                          machine=args.machine, mpirun_args=mpirun_args)
+    return _run_ranks(args, comm)
+
+
+def _recipe_cluster(path: str):
+    """The recipe's ``cluster:`` (a ClusterSpec), read ahead of the run by the process
+    that builds the cluster; None when it has none or cannot be read (the run then
+    reports the recipe's problem as usual)."""
+    import yaml
+    from deep500.lv3_distributed.cluster import cluster_from_mapping
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or raw.get("cluster") is None:
+        return None
+    return cluster_from_mapping(raw["cluster"], f"{path}: cluster")
+
+
+def _cluster_for(args, recipe_cluster=None):
+    """The emulated cluster a command runs its MPI jobs in (``--cluster``, else the
+    recipe's ``cluster:``), as a context; a null context when there is none, or when
+    this process is already one of its ranks."""
+    import contextlib
+    from deep500.lv3_distributed.cluster import (cluster_description, emulated_cluster,
+                                                 parse_cluster)
+    from deep500.lv3_distributed.mpi_launch import in_mpi_world
+    text = getattr(args, "cluster", None)
+    if text is None and recipe_cluster is None:
+        return contextlib.nullcontext()
+    if in_mpi_world():
+        if cluster_description() is None:
+            raise Deep500Error("--cluster (or a recipe's 'cluster:') starts mpirun inside "
+                               "the emulated cluster itself; run 'deep500 ... --np N "
+                               "--cluster ...' without mpirun around it")
+        return contextlib.nullcontext()  # a rank of the cluster: it is running
+    if args.np is None and getattr(args, "recipe", None) is not None and \
+            _rank_counts(args) is None:
+        raise Deep500Error("an emulated cluster runs MPI ranks: give --np N (or a recipe "
+                           "with 'ranks'), e.g. deep500 run --np 2 --cluster "
+                           "nodes=2,rate=1gbit RECIPE")
+    if getattr(args, "hostfile", None) is not None:
+        raise Deep500Error("--cluster places the ranks on the emulated cluster's nodes; "
+                           "give --cluster or --hostfile, not both")
+    spec = parse_cluster(text) if text is not None else recipe_cluster
+    return emulated_cluster(spec, progress=not getattr(args, "quiet", False))
+
+
+def _rank_counts(args):
+    from deep500.recipe.runner import load_run_recipe
+    return load_run_recipe(args.recipe, args.machine).rank_counts()
+
+
+def _cluster(args) -> int:
+    from deep500.lv3_distributed.cluster import command
+    if args.cleanup:
+        return command.cleanup(quiet=args.quiet)
+    if args.action == "exec":
+        return command.exec_in_cluster(args.spec, args.program, quiet=args.quiet)
+    return command.status()
+
+
+def _run(args) -> int:
+    from deep500.lv3_distributed.mpi_launch import world_communicator
     try:
         baseline = fail_above = None
         if args.baseline is not None:  # a bad baseline stops the run before any work
@@ -171,20 +253,8 @@ def _run(args) -> int:
                                    "'deep500 runs') too")
             from deep500.store.compare import parse_threshold
             fail_above = parse_threshold(args.fail_above)
-        mpirun_args = None
-        if args.np is None and args.hostfile is not None:
-            mpirun_args = _grid_hostfile(args)
-        elif args.np is not None or args.hostfile is not None:
-            _relaunch_under_mpirun(args.np, args.argv, args.hostfile)
-        comm = world_communicator()
-        if comm is None:
-            summary = run_recipe(args.recipe, args.out, argv=sys.argv,
-                                 progress=not args.quiet,
-                                 remeasure_interfered=args.remeasure_interfered,
-                                 append=args.append, database=_database(args),
-                                 machine=args.machine, mpirun_args=mpirun_args)
-        else:
-            summary = _run_ranks(args, comm)
+        with _cluster_for(args, _recipe_cluster(args.recipe)):
+            summary = _run_launched(args)
     except Deep500Error:
         # Errors that get here are the same on every rank: rank 0 says it for all.
         world = world_communicator()
@@ -251,8 +321,10 @@ def _calibrate(args) -> int:
     """Measure this machine into a machine file (deep500.lv3_distributed.calibration)."""
     from deep500.lv3_distributed.calibration import run_calibration, samples_path_for
     try:
-        data = run_calibration(args.out, np_ranks=args.np, network=not args.no_network,
-                               quick=args.quick, progress=not args.quiet)
+        with _cluster_for(args):
+            data = run_calibration(args.out, np_ranks=args.np,
+                                   network=not args.no_network, quick=args.quick,
+                                   progress=not args.quiet)
     except KeyboardInterrupt:
         print(f"deep500: calibration stopped; samples measured so far are in "
               f"{samples_path_for(args.out)}", file=sys.stderr)
@@ -373,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for add_command in (_add_run, _add_report, _add_runs, _add_compare, _add_history,
                         _add_calibrate, _add_predict, _add_info, _add_conformance,
-                        _add_compile, _add_build_glue):
+                        _add_compile, _add_build_glue, _add_cluster):
         add_command(commands)
     return parser
 
@@ -401,6 +473,32 @@ def _add_fail_above_option(parser, help_text: str) -> None:
                         "0.05)")
 
 
+def _add_cluster_option(parser) -> None:
+    parser.add_argument("--cluster", metavar="SPEC", help="run the MPI ranks in an "
+                        "emulated cluster that Deep500 starts and removes: "
+                        "nodes=N,rate=1gbit[,burst=256kb][,latency=1ms][,ppn=K]"
+                        "[,mode=loopback] (needs root; docs/cluster_emulation.md)")
+
+
+def _add_cluster(commands) -> None:
+    cluster = _subcommand(commands, "cluster", _cluster, "emulated clusters: run a "
+                          "program in one (exec), list them (status, the default), "
+                          "remove leftovers (--cleanup)")
+    _add_flag(cluster, "--cleanup", "remove the namespaces of clusters whose launcher "
+              "was killed")
+    _add_flag(cluster, "--quiet", "print nothing of Deep500's own")
+    actions = cluster.add_subparsers(dest="action")
+    run = actions.add_parser("exec", help="run PROGRAM in an emulated cluster built for "
+                             "it, and remove the cluster after it")
+    run.add_argument("--cluster", dest="spec", metavar="SPEC", required=True,
+                     help="nodes=N,rate=1gbit[,burst=...][,latency=...][,ppn=K]"
+                          "[,mode=loopback]")
+    _add_flag(run, "--quiet", "print nothing of Deep500's own")
+    run.add_argument("program", nargs=argparse.REMAINDER, help="after '--', the command "
+                     "to run, e.g. mpirun -np 2 python my.py")
+    actions.add_parser("status", help="list this host's emulated clusters")
+
+
 def _add_flag(parser, name: str, help_text: str) -> None:
     parser.add_argument(name, action="store_true", help=help_text)
 
@@ -426,6 +524,7 @@ def _add_run(commands) -> None:
                        "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "
                        "checked, then passed to mpirun as -f FILE (see "
                        "docs/distributed.md)")
+    _add_cluster_option(ranks)
     measuring = run.add_argument_group("measuring")
     measuring.add_argument("--remeasure-interfered", type=_non_negative_int, nargs="?",
                            const=2, default=0, metavar="N", help="re-measure a "
@@ -500,6 +599,7 @@ def _add_calibrate(commands) -> None:
     calibrate.add_argument("--np", type=int, metavar="N", help="run the ping-pong and the "
                            "4-byte allreduce calls (per-call overhead o) on N >= 2 MPI "
                            "ranks (under the mpirun beside the Python interpreter)")
+    _add_cluster_option(calibrate)
     _add_flag(calibrate, "--no-network", "skip the ping-pong (one rank): the file then has "
               "no network model and no allreduce overheads")
     _add_flag(calibrate, "--quick", "small sizes and few repeats (seconds; for tests, not "

@@ -187,15 +187,24 @@ def run_under_mpirun(n: int, program: Sequence[str], mpirun_args: Sequence[str] 
     1``) under the ``mpirun`` beside the interpreter, wait for it and return its exit
     status (``128 + signal`` when a signal ended it). The ranks see
     ``environment`` added to this process's and are marked as forked
-    (:func:`in_mpi_world`), so they do not launch again. A SIGINT or SIGTERM
+    (:func:`in_mpi_world`), so they do not launch again. Inside an emulated cluster's
+    block (``deep500.lv3_distributed.cluster.emulated_cluster``) mpirun runs in the
+    cluster, its ranks on the cluster's nodes. A SIGINT or SIGTERM
     (``KeyboardInterrupt``) while waiting is passed on to ``mpirun``, which passes it to
     the ranks, and raised again once ``mpirun`` has ended (after a 30 s grace period it
     is killed)."""
     command = mpirun_command(n, program, mpirun_args)
+    environment = {**os.environ, **(environment or {}), _FORKED_VARIABLE: "1"}
+    from deep500.lv3_distributed.cluster.session import active_cluster
+    cluster = active_cluster()
+    if cluster is not None:  # inside ``emulated_cluster``: mpirun starts in the cluster
+        if any(argument in ("-f", "-hostfile", "-hosts") for argument in mpirun_args):
+            raise Deep500Error("an emulated cluster places the ranks on its own nodes; "
+                               "give --cluster or a hostfile, not both")
+        command, environment = cluster.command(command), cluster.environment(environment)
     sys.stdout.flush()
     sys.stderr.flush()
-    process = subprocess.Popen(command, env={**os.environ, **(environment or {}),
-                                             _FORKED_VARIABLE: "1"})
+    process = subprocess.Popen(command, env=environment)
     try:
         status = process.wait()
     except KeyboardInterrupt as stop:

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from deep500.lv3_distributed.cluster.spec import cluster_from_mapping
 from deep500.recipe import components, machine_file, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
@@ -64,6 +65,9 @@ class Recipe:
     machine: Any = field(default=None, repr=False)
     machine_path: str | None = None   # its absolute path
     machine_given_by: str | None = None  # "recipe" or "--machine"
+    # The emulated cluster the recipe runs in (``cluster:``; docs/cluster_emulation.md):
+    # a ``deep500.lv3_distributed.cluster.ClusterSpec``, or None.
+    cluster: Any = None
 
     @property
     def kind(self):
@@ -309,6 +313,10 @@ def _parse_recipe(raw, path: str) -> Recipe:
     if raw.get("machine") is not None and not broken("machine"):
         with problems.check("machine", raw["machine"]):
             machine, machine_path = machine_file.load(raw["machine"], recipe_dir)
+    cluster = None
+    if raw.get("cluster") is not None and not broken("cluster"):
+        with problems.check("cluster", raw["cluster"]):
+            cluster = cluster_from_mapping(raw["cluster"], "cluster")
 
     recipe = Recipe(name=name, path=os.path.abspath(str(path)), experiment=str(experiment),
                     fixed=fixed, mutable=mutable, metric_params=metric_params,
@@ -316,7 +324,8 @@ def _parse_recipe(raw, path: str) -> Recipe:
                     description=str(raw.get("description") or "")
                     if not broken("description") else "", raw=raw, timeout=timeout,
                     machine=machine, machine_path=machine_path,
-                    machine_given_by="recipe" if machine is not None else None)
+                    machine_given_by="recipe" if machine is not None else None,
+                    cluster=cluster)
     if components_ok:  # cross-checks need every component's value
         with problems.check(""):
             kind.check(recipe, problems)

@@ -31,7 +31,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 from deep500.recipe.problems import describe, key_path, show
 
 TOP_LEVEL_KEYS = ("name", "description", "experiment", "fixed", "mutable", "metrics",
-                  "acceptance", "timeout", "machine")
+                  "acceptance", "timeout", "machine", "cluster")
 
 
 def _text(value):
@@ -67,12 +67,14 @@ class RecipeModel(BaseModel):
     acceptance: Optional[list[str]] = None
     timeout: Optional[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = None
     machine: Optional[Annotated[str, Field(min_length=1)]] = None
+    cluster: Optional[dict[str, Any]] = None
 
 
 # What a value at a key path must be; "*" stands for any key or index.
 _EXPECTED = {
     ("name",): "must be text, got {got}",
     ("description",): "must be text, got {got}",
+    ("cluster",): "must be a mapping such as {{nodes: 2, rate: 1gbit}}, got {got}",
     ("experiment",): "must be the name of an experiment (a string), got {got}",
     ("fixed",): "must be a mapping of component names to values, got {got}",
     ("mutable",): "must be a mapping of component names to lists of alternatives, "

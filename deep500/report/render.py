@@ -32,7 +32,8 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
 th { background: #f0f0f0; } tr:nth-child(even) { background: #fafafa; }
 img { max-width: 100%; border: 1px solid #eee; } code { background: #f4f4f4; }
 .fail { color: #b00; font-weight: bold; } .ok { color: #070; font-weight: bold; }
-td.warn { background: #fff3d6; color: #8a5300; }
+td.warn, p.warn { background: #fff3d6; color: #8a5300; }
+p.warn { padding: 0.5em; }
 """
 
 
@@ -47,6 +48,7 @@ def _run_table(manifest: dict) -> Table:
         ["Started", manifest.get("started")],
         ["Status", _status(manifest)],
         ["MPI ranks", manifest.get("mpi_ranks", 1)],
+        ["Network", _network_text(manifest)],
         ["CPU", f"{hardware.get('cpu_model')} ({hardware.get('usable_cpus')} usable CPUs, "
                 f"{hardware.get('physical_cores')} physical cores)"],
         ["GPUs", ", ".join(g["name"] for g in hardware.get("gpus", [])) or "none"],
@@ -55,6 +57,27 @@ def _run_table(manifest: dict) -> Table:
         ["Git revision", manifest.get("git_revision", {}).get("deep500")],
     ]
     return Table("Run", ["", ""], rows)
+
+
+def _network_text(manifest: dict) -> str:
+    cluster = manifest.get("cluster")
+    if not isinstance(cluster, dict):
+        return "this host's own (ranks talk through shared memory; no --cluster)"
+    return (f"emulated: {cluster.get('summary')}; namespaces "
+            f"{', '.join(map(str, cluster.get('namespaces', [])))}; "
+            f"{cluster.get('transport')}")
+
+
+def cluster_banner(manifest: dict) -> str | None:
+    """The line that heads a report measured on an emulated cluster
+    (docs/cluster_emulation.md says what such numbers do and do not show)."""
+    cluster = manifest.get("cluster")
+    if not isinstance(cluster, dict):
+        return None
+    return (f"Emulated cluster: {cluster.get('summary')}, on one host "
+            f"({cluster.get('transport')}; 'deep500 ... --cluster {cluster.get('text')}'). "
+            f"Links are token buckets, not NICs: no switch contention, no RDMA; "
+            f"see docs/cluster_emulation.md.")
 
 
 def _threads_text(threads: dict) -> str:
@@ -133,8 +156,9 @@ def _figure_link(output_dir, path, figure_format) -> str:
 
 
 def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None) -> str:
-    parts = [f"# {title}", "", verdict, "", _fairness(manifest), "",
-             _run_table(manifest).markdown()]
+    banner = cluster_banner(manifest)
+    parts = [f"# {title}", "", *([f"> **{banner}**", ""] if banner else []), verdict, "",
+             _fairness(manifest), "", _run_table(manifest).markdown()]
     for section in sections:
         for table in section["tables"]:
             parts.append(table.markdown())
@@ -152,7 +176,10 @@ def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None
 
 
 def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None) -> str:
+    banner = cluster_banner(manifest)
     body = [f"<h1>{html.escape(title)}</h1>",
+            *([f"<p class='warn'><strong>{html.escape(banner)}</strong></p>"]
+              if banner else []),
             f"<p class='{'ok' if ok else 'fail'}'>{html.escape(verdict)}</p>",
             f"<p>{html.escape(_fairness(manifest))}</p>", _run_table(manifest).html()]
     for section in sections:
