@@ -57,6 +57,8 @@ Under ``mpirun -np 2`` (started by ``mpi_fork`` when run as a plain script):
 
 Run:  python benchmarks/lv3_models.py [--np 2] [--machine FILE] [--save-machine FILE]
         [--budget-ms 300] [--smoke]
+      python benchmarks/lv3_models.py --cluster nodes=2,rate=1gbit [...]   (as root: the
+        models against an emulated cluster's links; benchmarks/cluster_models.py)
 """
 from __future__ import annotations
 
@@ -318,7 +320,10 @@ def segment_bytes_of(net) -> int | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--np", type=int, default=None, help="ranks (default 2; with "
+                        "--cluster, one per node times ppn)")
+    parser.add_argument("--cluster", metavar="SPEC", help="measure on an emulated cluster "
+                        "(nodes=2,rate=1gbit; needs root): benchmarks/cluster_models.py")
     parser.add_argument("--machine", help="machine file to predict with (default: "
                         "calibrate the network and gamma here)")
     parser.add_argument("--save-machine", help="write the machine calibrated here")
@@ -326,7 +331,10 @@ def main() -> int:
                         help="time spent measuring each row (default 300)")
     parser.add_argument("--smoke", action="store_true", help="1, 4 and 64 KB, short budgets")
     args = parser.parse_args()
-    mpi_fork(args.np)
+    if args.cluster:
+        import cluster_models
+        return cluster_models.main(args)
+    mpi_fork(args.np or 2)
 
     from mpi4py import MPI
     comm = MPI.COMM_WORLD

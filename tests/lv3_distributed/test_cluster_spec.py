@@ -18,10 +18,10 @@ def test_the_text_of_a_cluster_gives_its_units_in_tc_terms():
     assert parse_cluster(spec.text()) == spec  # round trip
 
 
-def test_the_default_burst_is_a_millisecond_at_the_rate_and_at_least_64_kib():
-    assert default_burst(1e9) == 125_000
-    assert default_burst(1e8) == 64 * 1024
-    assert parse_cluster("nodes=2,rate=10gbit").burst_bytes == 1_250_000
+def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
+    assert default_burst(1e9) == 8 * 1024
+    assert default_burst(1e8) == 8 * 1024
+    assert parse_cluster("nodes=2,rate=10gbit").burst_bytes == 80_000
 
 
 @pytest.mark.parametrize("text, message", [
