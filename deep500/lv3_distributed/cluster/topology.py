@@ -9,8 +9,8 @@ delays every packet first. Node ``i`` is ``127.10.0.<i+1>``: loopback-range
 addresses, which no packet outside the host may carry (RFC 1122 3.2.1.3), and which
 exist only in these namespaces (``route_localnet`` lets them leave ``lo``).
 
-``mode="loopback"``: one namespace; every rank runs in it and its ``lo`` carries one
-token bucket that all traffic shares.
+``mode="loopback"``: one namespace; every rank runs in it and its ``lo`` (its MTU set
+to Ethernet's 1500 bytes) carries one token bucket that all traffic shares.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ SUBNET = "127.10.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
 NODE_DEVICE = "eth0"
 BRIDGE = "br0"
+ETHERNET_MTU = 1500
 _QUEUE_SECONDS = 0.2  # tbf's queue, in time at the rate: deep enough that TCP never drops
 
 
@@ -95,6 +96,9 @@ def build(topology: Topology) -> None:
         commands.ip("link", "set", "lo", "up", namespace=namespace)
     delay = _check_delay(topology)
     if topology.switch is None:
+        # An Ethernet frame on lo too: with lo's 64 KiB MTU a segment can exceed the
+        # bucket, which tbf drops every time it is retransmitted (the run hangs).
+        commands.ip("link", "set", "lo", "mtu", str(ETHERNET_MTU), namespace=topology.nodes[0])
         _shape(topology.nodes[0], "lo", topology.spec, delay)
         return
     switch = topology.switch
