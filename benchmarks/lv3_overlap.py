@@ -28,7 +28,11 @@ and MPICH progresses a collective only inside MPI calls (``MPI_Test`` after each
 backward), so there is little room to hide anything; the figure is what it is.
 
 Run:  python benchmarks/lv3_overlap.py [--machine FILE] [--steps 40] [--rounds 3]
-        [--bucket-bytes 1048576] [--smoke]
+        [--bucket-bytes 1048576] [--smoke] [--cluster nodes=2,rate=1gbit]
+
+With ``--cluster`` (as root) the ranks run on an emulated cluster
+(docs/cluster_emulation.md): communication then takes a link's time and leaves the
+cores free, so overlap can hide it.
 """
 from __future__ import annotations
 
@@ -64,6 +68,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES)
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 12 steps, "
                         "1 round")
+    parser.add_argument("--cluster", metavar="SPEC", help="run the 2 ranks on an emulated "
+                        "cluster (nodes=2,rate=1gbit; needs root; docs/cluster_emulation.md), "
+                        "calibrated on it")
     return parser.parse_args()
 
 
@@ -148,20 +155,26 @@ def main(args) -> int:
     return 0
 
 
-def calibrate(folder: str) -> str:
+def calibrate(folder: str, cluster: str | None) -> str:
     out = os.path.join(folder, "machine.yaml")
     subprocess.run([sys.executable, "-m", "deep500", "calibrate", "--np", "2", "--out",
-                    out, "--quiet", "--quick"], check=True)
+                    out, "--quiet", "--quick",
+                    *(["--cluster", cluster] if cluster else [])], check=True)
     return out
 
 
 if __name__ == "__main__":
     arguments = parse()
     if not in_mpi_world():
+        import contextlib
+        from deep500.lv3_distributed.cluster import emulated_cluster, parse_cluster
         with tempfile.TemporaryDirectory() as folder:
-            # Calibrated once, before the ranks start; they read the file.
-            machine = arguments.machine or calibrate(folder)
-            mpi_fork(2, program=[os.path.abspath(__file__), *sys.argv[1:],
-                                 "--machine", machine])
+            # Calibrated once, before the ranks start (on the cluster's own link with
+            # --cluster); they read the file.
+            machine = arguments.machine or calibrate(folder, arguments.cluster)
+            with (emulated_cluster(parse_cluster(arguments.cluster), progress=True)
+                  if arguments.cluster else contextlib.nullcontext()):
+                mpi_fork(2, program=[os.path.abspath(__file__), *sys.argv[1:],
+                                     "--machine", machine])
     with guarded_main():
         sys.exit(main(arguments))
