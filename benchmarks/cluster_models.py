@@ -26,7 +26,6 @@ every row. Targets: median <= 5%, p90 <= 15%.
 """
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import time
@@ -37,6 +36,7 @@ from deep500.lv3_distributed import CommunicationNetwork, allreduce_names, calib
 from deep500.lv3_distributed.collective_models import (predict_allreduce,
                                                        predict_allreduce_call)
 from deep500.utils.machine import load_machine, save_machine
+from lv3_models import check_result, gamma_and_triad, slowest_call_times
 
 KB = 1 << 10
 MEDIAN_TARGET, P90_TARGET = 0.05, 0.15
@@ -67,16 +67,7 @@ def calibrate_link(comm, smoke: bool) -> dict | None:
     samples = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False)
     exchange = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False,
                                     exchange=True)
-    curve = []
-    for nbytes in plan.gamma_sizes:
-        comm.Barrier()
-        mine = float(np.median(calibration.measure_gamma(nbytes, plan.repeats * 2)))
-        every = comm.gather(mine, root=0)
-        if comm.Get_rank() == 0:
-            curve.append({"buffer_bytes": nbytes, "value": float(np.median(every)),
-                          "per_rank": every})
-    triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
-        if comm.Get_rank() == 0 else None
+    curve, triad = gamma_and_triad(comm, plan)
     if comm.Get_rank() != 0:
         return None
     cluster = _cluster_text()
@@ -89,51 +80,12 @@ def calibrate_link(comm, smoke: bool) -> dict | None:
             "memory": {"bandwidth_bytes_per_s": triad}}
 
 
-def time_calls(comm, call, budget_s: float, min_reps: int = 5,
-               max_reps: int = 2000) -> np.ndarray:
-    """The slower rank's time of each of several calls (after two warm-up calls and a
-    ``Barrier`` before each)."""
-    from mpi4py import MPI
-    for _ in range(2):
-        comm.Barrier()
-        call()
-    comm.Barrier()
-    start = time.perf_counter()
-    call()
-    estimate = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-    reps = int(max(min_reps, min(max_reps, budget_s / max(estimate, 1e-7))))
-    spent = np.empty(reps)
-    gc.disable()
-    try:
-        for i in range(reps):
-            comm.Barrier()
-            start = time.perf_counter()
-            call()
-            spent[i] = time.perf_counter() - start
-    finally:
-        gc.enable()
-    slowest = np.empty_like(spent)
-    comm.Allreduce(spent, slowest, op=MPI.MAX)
-    return slowest
-
-
-def _check(net, name: str, count: int, p: int, rank: int) -> None:
-    x = np.random.default_rng([7, rank]).random(count, dtype=np.float32)
-    expected = sum(np.random.default_rng([7, r]).random(count, dtype=np.float32)
-                   .astype(np.float64) for r in range(p))
-    out = np.empty_like(x)
-    net.allreduce(x, out=out, algorithm=name)
-    if not np.allclose(out, expected, rtol=1e-5, atol=1e-5):
-        raise AssertionError(f"rank {rank}: {name} allreduce of {_size(count * 4)} "
-                             f"differs from NumPy's sum")
-
-
 def _overheads(comm, net, machine, algorithms, budget_s: float) -> dict:
     tiny = np.zeros(1, dtype=np.float32)
     overhead = {}
     for name in algorithms:
-        seconds = float(np.median(time_calls(
-            comm, lambda: net.allreduce(tiny, out=tiny, algorithm=name), budget_s)))
+        seconds = float(np.median(slowest_call_times(
+            comm, lambda: net.allreduce(tiny, out=tiny, algorithm=name), budget_s, 5, 2000)))
         if comm.Get_rank() == 0:
             overhead[name] = max(0.0, seconds - predict_allreduce(name, 4, comm.Get_size(),
                                                                   machine))
@@ -178,9 +130,10 @@ def run_on_ranks(comm, args) -> None:
         count = nbytes // 4
         zeros = np.zeros(count, dtype=np.float32)
         for name in algorithms:
-            _check(net, name, count, p, rank)
-            times = time_calls(comm, lambda: net.allreduce(zeros, out=zeros,
-                                                           algorithm=name), budget)
+            check_result(net, name, count, p, rank)
+            times = slowest_call_times(comm, lambda: net.allreduce(zeros, out=zeros,
+                                                                   algorithm=name),
+                                       budget, 5, 2000)
             if rank != 0:
                 continue
             median = float(np.median(times))

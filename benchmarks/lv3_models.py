@@ -114,16 +114,7 @@ def calibrate_here(comm, smoke: bool) -> dict:
     samples = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False)
     exchange = calibration.pingpong(comm, plan.pingpong_sizes, plan, progress=False,
                                     exchange=True)
-    curve = []
-    for nbytes in plan.gamma_sizes:
-        comm.Barrier()
-        mine = float(np.median(calibration.measure_gamma(nbytes, plan.repeats * 2)))
-        both = comm.gather(mine, root=0)
-        if comm.Get_rank() == 0:
-            curve.append({"buffer_bytes": nbytes, "value": float(np.median(both)),
-                          "per_rank": both})
-    triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
-        if comm.Get_rank() == 0 else None
+    curve, triad = gamma_and_triad(comm, plan)
     shared = coherence.measure_shared_write(comm, plan.coherence_sizes, progress=False)
     if comm.Get_rank() != 0:
         return None
@@ -139,6 +130,23 @@ def calibrate_here(comm, smoke: bool) -> dict:
             curve, "numpy.add(a, b, out=a), float32, on both ranks at once"),
         "memory": {"bandwidth_bytes_per_s": triad},
     }
+
+
+def gamma_and_triad(comm, plan) -> tuple:
+    """γ of ``numpy.add`` per buffer size, measured on every rank at once (the median
+    over the ranks, each rank's value kept), and rank 0's triad memory bandwidth
+    (rank 0 returns them; the others an empty curve and None)."""
+    curve = []
+    for nbytes in plan.gamma_sizes:
+        comm.Barrier()
+        mine = float(np.median(calibration.measure_gamma(nbytes, plan.repeats * 2)))
+        every = comm.gather(mine, root=0)
+        if comm.Get_rank() == 0:
+            curve.append({"buffer_bytes": nbytes, "value": float(np.median(every)),
+                          "per_rank": every})
+    triad = float(np.median(calibration.measure_triad(plan.triad_elements, 3))) \
+        if comm.Get_rank() == 0 else None
+    return curve, triad
 
 
 def calibrate_in_one_state(comm, smoke: bool) -> tuple:
@@ -213,10 +221,11 @@ def check_result(net, name: str, count: int, p: int, rank: int) -> None:
                              f"differs from NumPy's sum")
 
 
-def time_calls(comm, call, budget_s: float, min_reps: int, max_reps: int,
-               before=None) -> float:
-    """Median over calls of the slower rank's time of one call; ``before()`` runs
-    before each call, outside the clock."""
+def slowest_call_times(comm, call, budget_s: float, min_reps: int, max_reps: int,
+                       before=None) -> np.ndarray:
+    """The slower rank's time of each of several calls of ``call`` (two warm-up calls,
+    then as many as fill ``budget_s``, within the bounds); ``before()`` runs before
+    each call, outside the clock, and a ``Barrier`` precedes each."""
     from mpi4py import MPI
     for _ in range(2):
         if before is not None:
@@ -245,7 +254,14 @@ def time_calls(comm, call, budget_s: float, min_reps: int, max_reps: int,
         gc.enable()
     slowest = np.empty_like(spent)
     comm.Allreduce(spent, slowest, op=MPI.MAX)
-    return float(np.median(slowest))
+    return slowest
+
+
+def time_calls(comm, call, budget_s: float, min_reps: int, max_reps: int,
+               before=None) -> float:
+    """Median over calls of the slower rank's time of one call (slowest_call_times)."""
+    return float(np.median(slowest_call_times(comm, call, budget_s, min_reps, max_reps,
+                                              before)))
 
 
 def ring_step_evidence(comm, nbytes: int, reps: int) -> dict | None:

@@ -11,13 +11,12 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
 import traceback
 from typing import Sequence
 
+from deep500.lv3_distributed.child_process import run_child
 from deep500.utils.errors import Deep500Error, MissingDependencyError
 
 # Set by MPICH's Hydra, Open MPI, and Slurm respectively.
@@ -202,30 +201,9 @@ def run_under_mpirun(n: int, program: Sequence[str], mpirun_args: Sequence[str] 
             raise Deep500Error("an emulated cluster places the ranks on its own nodes; "
                                "give --cluster or a hostfile, not both")
         command, environment = cluster.command(command), cluster.environment(environment)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    process = subprocess.Popen(command, env=environment)
-    try:
-        status = process.wait()
-    except KeyboardInterrupt as stop:
-        # SIGINT, or SIGTERM under deep500.utils.interrupts: mpirun passes the signal on
-        # to the ranks, which finish what they write; killing mpirun instead would
-        # leave them running.
-        _stop_mpirun(process, getattr(stop, "signum", signal.SIGINT))
-        raise
-    return status if status >= 0 else 128 - status
-
-
-def _stop_mpirun(process: subprocess.Popen, signum: int, grace_seconds: float = 30.0):
-    try:
-        process.send_signal(signum)
-        process.wait(timeout=grace_seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    except KeyboardInterrupt:  # a second signal: do not wait any longer
-        process.kill()
-        process.wait()
+    # mpirun passes a SIGINT or SIGTERM on to the ranks, which finish what they write;
+    # killing mpirun instead would leave them running.
+    return run_child(command, environment, tied=cluster is not None)
 
 
 _FORWARD_SECONDS = 0.2  # see guarded_main.__exit__

@@ -21,16 +21,14 @@ through shared memory: the pitfall docs/cluster_emulation.md measures.)
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 
+from deep500.lv3_distributed.child_process import run_child
 from deep500.lv3_distributed.cluster import commands, leftovers, topology
 from deep500.lv3_distributed.cluster.spec import ClusterSpec
 
@@ -121,16 +119,7 @@ class EmulatedCluster:
     def run(self, argv, environment: dict | None = None) -> int:
         """Run ``argv`` in the cluster, wait and return its exit status (128 + signal
         when a signal ended it). SIGINT/SIGTERM here are passed on to it."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        process = subprocess.Popen(self.command(argv), env=self.environment(environment),
-                                   preexec_fn=_die_with_parent)
-        try:
-            status = process.wait()
-        except KeyboardInterrupt as stop:
-            _stop(process, getattr(stop, "signum", signal.SIGINT))
-            raise
-        return status if status >= 0 else 128 - status
+        return run_child(self.command(argv), self.environment(environment), tied=True)
 
     def write_launch_files(self) -> None:
         """The hostfile (each node's address, ``ppn`` slots) and the launcher script
@@ -153,24 +142,6 @@ class EmulatedCluster:
         with open(self.launcher, "w", encoding="ascii") as handle:
             handle.write(script)
         os.chmod(self.launcher, 0o755)
-
-
-def _die_with_parent():
-    """In the child: SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG), so a
-    SIGKILLed launcher does not leave mpirun running."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _stop(process: subprocess.Popen, signum: int, grace_seconds: float = 30.0) -> None:
-    try:
-        process.send_signal(signum)
-        process.wait(timeout=grace_seconds)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        process.kill()
-        process.wait()
 
 
 @contextlib.contextmanager
