@@ -242,3 +242,20 @@ def test_a_recipe_with_a_cluster_runs_in_it_and_its_report_says_emulated(no_left
     assert "**Emulated cluster: 2 nodes, one namespace each" in report
     assert "| Network | emulated: 2 nodes" in report
     json.dumps(cluster)  # what the store keeps
+
+
+def test_calibrate_on_a_cluster_measures_the_link_and_names_it(no_leftovers, tmp_path):
+    import yaml
+    out = tmp_path / "link.yaml"
+    status, output, _ = run_program([*DEEP500, "calibrate", "--np", "2", "--cluster",
+                                     "nodes=2,rate=1gbit", "--quick", "--quiet", "--out",
+                                     str(out)], timeout=300)
+    assert status == 0, output
+    machine = yaml.safe_load(out.read_text())
+    assert machine["name"].endswith("(emulated cluster)")
+    assert "network: emulated cluster, 2 nodes" in machine["source"]
+    largest = max(machine["network"]["measurements"], key=lambda m: m["nbytes"])
+    # No faster than the link allows (1 Gbit/s, less the bucket's 8 KiB that may pass
+    # at once); shared memory takes a few hundred microseconds for the same 1 MiB.
+    floor = (largest["nbytes"] - 8192) / 125e6
+    assert largest["nbytes"] >= 1 << 20 and largest["median_s"] >= floor, largest

@@ -68,3 +68,17 @@ def test_without_the_capabilities_the_error_says_what_is_needed(tmp_path):
     only_net.write_text(f"CapEff:\t{1 << 12:016x}\n")
     with pytest.raises(Deep500Error, match="lacks CAP_SYS_ADMIN"):
         require_privileges(str(only_net))
+
+
+def test_a_cluster_without_ranks_to_place_is_refused_before_anything_is_built(tmp_path):
+    import subprocess
+    import sys
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("experiment: operators\nfixed: {operator: {op: Relu, shape: [4]}, "
+                      "framework: reference}\n")
+    done = subprocess.run([sys.executable, "-m", "deep500", "run", "--cluster",
+                           "nodes=2,rate=1gbit", "--out", str(tmp_path / "out"),
+                           str(recipe)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "an emulated cluster runs MPI ranks: give --np N" in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -27,11 +27,17 @@ NO_NETWORK = {"skipped": "calibrated with --no-network: no ping-pong; re-run "
 
 
 def _header(samples_path: str, quick: bool) -> dict:
+    """Name and source; the network of an emulated cluster (``--cluster``) is named,
+    since its numbers are the emulated link's, not this host's."""
+    from deep500.lv3_distributed.cluster import current_description
     host = socket.gethostname()
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
-    return {"name": host,
+    cluster = current_description()
+    link = (f"; network: emulated cluster, {cluster['summary']} (--cluster "
+            f"{cluster['text']})" if cluster else "")
+    return {"name": host + (" (emulated cluster)" if cluster else ""),
             "source": (f"calibrated on host {host} at {now} by deep500 calibrate"
-                       f"{' --quick' if quick else ''}"),
+                       f"{' --quick' if quick else ''}{link}"),
             "samples_file": os.path.basename(samples_path)}
 
 
