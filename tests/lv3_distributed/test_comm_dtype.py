@@ -100,7 +100,8 @@ def test_unknown_comm_dtype_names_the_option():
                 d5ref.ConsistentNeighbors):
         with pytest.raises(d5.Deep500Error, match=f"{cls.__name__}: comm_dtype='fp16'"):
             cls(base, comm_dtype="fp16")
-    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'mpi', not 'binomial'"):
+    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'recursive_doubling' or "
+                                              "'mpi', not 'binomial'"):
         d5ref.ConsistentDecentralized.check_options(algorithm="binomial",
                                                     comm_dtype="float16")
     with pytest.raises(d5.UnsupportedError, match="C\\+\\+ MPI operators"):
@@ -128,14 +129,39 @@ def ring_replay(inputs: list, wire: WireType, average: bool) -> np.ndarray:
     return result
 
 
-@pytest.mark.parametrize("ranks", [2, 3])
+def recursive_doubling_replay(inputs: list, wire: WireType, average: bool) -> np.ndarray:
+    """Recursive doubling as ``collectives.recursive_doubling`` narrows it: the fold
+    (each even rank below 2r hands its values to the next), then at every step both
+    partners add the two partial sums as they travelled (rounded to the wire); the
+    result is divided, rounded once more, and that is what every rank holds."""
+    p = len(inputs)
+    q = 1 << (p.bit_length() - 1)
+    rest = p - q
+    values = [x.copy() for x in inputs]
+    group = []                    # the values of new ranks 0 .. q-1
+    for rank in range(p):
+        if rank < 2 * rest and rank % 2 == 0:
+            continue
+        if rank < 2 * rest:       # the odd partner adds what the even one sent
+            values[rank] = wire.round_trip(values[rank]) + wire.round_trip(values[rank - 1])
+        group.append(values[rank])
+    mask = 1
+    while mask < q:
+        group = [wire.round_trip(group[i]) + wire.round_trip(group[i ^ mask])
+                 for i in range(q)]
+        mask <<= 1
+    result = group[0] / np.float32(p) if average else group[0]
+    return wire.round_trip(result)
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 5])
 def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     status, output, _ = mpirun(ranks, "check_comm_dtype.py", tmp_path, timeout=180)
     assert status == 0, output[-4000:]
     results = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(ranks)]
     logs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
     cases = list(check_comm_dtype_script.cases())
-    assert len(cases) == 40
+    assert len(cases) == 60
     for number, algorithm, name, op, count in cases:
         key = f"{number}-{algorithm}-{name}-{op}-{count}"
         for rank in range(1, ranks):
@@ -147,6 +173,10 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
         assert got.dtype == np.float32
         if algorithm == "ring":
             assert_array_equal(got, ring_replay(inputs, wire, op == "average"),
+                               err_msg=key)
+        if algorithm == "recursive_doubling":
+            assert_array_equal(got, recursive_doubling_replay(inputs, wire,
+                                                              op == "average"),
                                err_msg=key)
         exact = np.sum(np.array(inputs, np.float64), axis=0)
         if op == "average":
