@@ -100,9 +100,10 @@ def test_unknown_comm_dtype_names_the_option():
                 d5ref.ConsistentNeighbors):
         with pytest.raises(d5.Deep500Error, match=f"{cls.__name__}: comm_dtype='fp16'"):
             cls(base, comm_dtype="fp16")
-    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'recursive_doubling' or "
-                                              "'mpi', not 'binomial'"):
-        d5ref.ConsistentDecentralized.check_options(algorithm="binomial",
+    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'linear' or 'binomial' or "
+                                              "'recursive_doubling' or 'mpi', not "
+                                              "'rabenseifner'"):
+        d5ref.ConsistentDecentralized.check_options(algorithm="rabenseifner",
                                                     comm_dtype="float16")
     with pytest.raises(d5.UnsupportedError, match="C\\+\\+ MPI operators"):
         SCHEMES["CppConsistentDecentralized"].check_options(comm_dtype="bfloat16")
@@ -154,6 +155,30 @@ def recursive_doubling_replay(inputs: list, wire: WireType, average: bool) -> np
     return wire.round_trip(result)
 
 
+def tree_replay(inputs: list, wire: WireType, average: bool, binomial: bool) -> np.ndarray:
+    """The linear or binomial allreduce as they narrow: each sender's partial sum
+    rounded to the wire, added to the receiver's own at float32 in the order the
+    receiver takes them; rank 0 divides and rounds once, and that is every rank's."""
+    p = len(inputs)
+
+    def subtree(v):
+        partial = inputs[v].copy()
+        mask = 1
+        while mask < p and not v & mask:
+            if v + mask < p:
+                partial = partial + wire.round_trip(subtree(v + mask))
+            mask <<= 1
+        return partial
+
+    if binomial:
+        total = subtree(0)
+    else:
+        total = inputs[0].copy()
+        for source in range(1, p):
+            total = total + wire.round_trip(inputs[source])
+    return wire.round_trip(total / np.float32(p) if average else total)
+
+
 @pytest.mark.parametrize("ranks", [2, 3, 5])
 def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     status, output, _ = mpirun(ranks, "check_comm_dtype.py", tmp_path, timeout=180)
@@ -161,7 +186,7 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     results = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(ranks)]
     logs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
     cases = list(check_comm_dtype_script.cases())
-    assert len(cases) == 60
+    assert len(cases) == 100
     for number, algorithm, name, op, count in cases:
         key = f"{number}-{algorithm}-{name}-{op}-{count}"
         for rank in range(1, ranks):
@@ -174,6 +199,9 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
         if algorithm == "ring":
             assert_array_equal(got, ring_replay(inputs, wire, op == "average"),
                                err_msg=key)
+        if algorithm in ("linear", "binomial"):
+            assert_array_equal(got, tree_replay(inputs, wire, op == "average",
+                                                algorithm == "binomial"), err_msg=key)
         if algorithm == "recursive_doubling":
             assert_array_equal(got, recursive_doubling_replay(inputs, wire,
                                                               op == "average"),

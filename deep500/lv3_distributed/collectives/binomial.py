@@ -3,6 +3,11 @@ binomial-tree broadcast down the same tree (R. Thakur, R. Rabenseifner, W. Gropp
 "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005,
 sections 4.1-4.2). Relative rank v receives from v + 2^k for every 2^k below its lowest
 set bit, then sends to v with that bit cleared.
+
+It can also narrow the wire (``run_narrowed``): each rank sends its partial sum up the
+tree as a :class:`~deep500.lv3_distributed.wire_dtype.WireType` and adds what its
+children sent, widened, at the buffer's precision; rank 0 narrows the result once, the
+broadcast passes that on, and every rank (rank 0 too) widens it.
 """
 from __future__ import annotations
 
@@ -11,13 +16,16 @@ import numpy as np
 from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
 from deep500.lv3_distributed.collectives.messages import Counter, recv, send
 from deep500.lv3_distributed.collectives.pricing import lg, shared, step
-from deep500.lv3_distributed.message_tags import BINOMIAL_BROADCAST, BINOMIAL_REDUCE
+from deep500.lv3_distributed.message_tags import (BINOMIAL_BROADCAST, BINOMIAL_REDUCE,
+                                                  NARROWED_BINOMIAL_BROADCAST,
+                                                  NARROWED_BINOMIAL_REDUCE)
 from deep500.lv3_distributed.volume import Traffic, binomial_children
 
 
 class Binomial(AllreduceAlgorithm):
     """Binomial-tree reduce to rank 0, then binomial-tree broadcast from it."""
     name = "binomial"
+    narrows_on_wire = True
 
     def _run(self, net, target, ufunc, average) -> Traffic:
         p, r, counter = net.size, net.rank, Counter()
@@ -44,6 +52,43 @@ class Binomial(AllreduceAlgorithm):
             if r + mask < p:
                 send(net, target, r + mask, BINOMIAL_BROADCAST, counter)
             mask >>= 1
+        return counter.traffic()
+
+    def run_narrowed(self, net, array, out, reduction, wire) -> Traffic:
+        """``_run`` with the values narrowed to ``wire`` on the way (module docstring).
+        Bytes: the full-width algorithm's with the wire's itemsize."""
+        if out is not array:
+            np.copyto(out, array)
+        target = out.reshape(-1)
+        p, r, counter = net.size, net.rank, Counter()
+        narrowed, incoming = wire.empty(target.size), wire.empty(target.size)
+        widened = np.empty_like(target)
+        mask = 1
+        while mask < p:
+            if r & mask:
+                send(net, wire.encode(target, narrowed), r - mask, NARROWED_BINOMIAL_REDUCE,
+                     counter)
+                break
+            if r + mask < p:
+                recv(net, incoming, r + mask, NARROWED_BINOMIAL_REDUCE, counter)
+                reduction.ufunc(target, wire.decode(incoming, widened), out=target)
+            mask <<= 1
+        if r == 0:
+            if reduction.average:
+                np.true_divide(target, p, out=target)
+            wire.encode(target, narrowed)
+        mask = 1
+        while mask < p:
+            if r & mask:
+                recv(net, narrowed, r - mask, NARROWED_BINOMIAL_BROADCAST, counter)
+                break
+            mask <<= 1
+        mask >>= 1
+        while mask > 0:
+            if r + mask < p:
+                send(net, narrowed, r + mask, NARROWED_BINOMIAL_BROADCAST, counter)
+            mask >>= 1
+        wire.decode(narrowed, target)
         return counter.traffic()
 
     def _traffic(self, count, itemsize, size, rank) -> Traffic:

@@ -2,7 +2,7 @@
 
 Each rank allreduces seeded float32 arrays (rank r's values come from seed 100 * r + the
 case number, so the test can rebuild every rank's input) with 16-bit wire dtypes, by
-the ring, recursive doubling and ``MPI_Allreduce``, and writes ``<out>/rank<R>.npz`` (every result, by
+every algorithm that narrows the wire (Deep500's and ``MPI_Allreduce``), and writes ``<out>/rank<R>.npz`` (every result, by
 case name) and ``<out>/rank<R>.json`` (the volume recorded by each call, and the
 volume of the same call in float32).
 """
@@ -24,7 +24,7 @@ def rank_input(rank: int, case: int, count: int) -> np.ndarray:
 
 def cases():
     number = 0
-    for algorithm in ("ring", "recursive_doubling", "mpi"):
+    for algorithm in ("ring", "linear", "binomial", "recursive_doubling", "mpi"):
         for wire in ("float16", "bfloat16"):
             for op in ("sum", "average"):
                 for count in COUNTS:
