@@ -101,9 +101,9 @@ def test_unknown_comm_dtype_names_the_option():
         with pytest.raises(d5.Deep500Error, match=f"{cls.__name__}: comm_dtype='fp16'"):
             cls(base, comm_dtype="fp16")
     with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'linear' or 'binomial' or "
-                                              "'recursive_doubling' or 'mpi', not "
-                                              "'rabenseifner'"):
-        d5ref.ConsistentDecentralized.check_options(algorithm="rabenseifner",
+                                              "'recursive_doubling' or 'rabenseifner' or "
+                                              "'mpi', not 'segmented_ring'"):
+        d5ref.ConsistentDecentralized.check_options(algorithm="segmented_ring",
                                                     comm_dtype="float16")
     with pytest.raises(d5.UnsupportedError, match="C\\+\\+ MPI operators"):
         SCHEMES["CppConsistentDecentralized"].check_options(comm_dtype="bfloat16")
@@ -179,6 +179,37 @@ def tree_replay(inputs: list, wire: WireType, average: bool, binomial: bool) -> 
     return wire.round_trip(total / np.float32(p) if average else total)
 
 
+def rabenseifner_replay(inputs: list, wire: WireType, average: bool) -> np.ndarray:
+    """Rabenseifner's allreduce as it narrows: the fold (the odd partner adds the even
+    one's values as they travelled), recursive halving where each kept half adds the
+    partner's half rounded to the wire, each block divided and rounded once by its
+    owner; the allgather moves those rounded blocks, so they are every rank's result."""
+    p, count = len(inputs), inputs[0].size
+    q = 1 << (p.bit_length() - 1)
+    rest = p - q
+    group = [inputs[r] + wire.round_trip(inputs[r - 1]) if r < 2 * rest else
+             inputs[r].copy() for r in range(p) if r >= 2 * rest or r % 2]
+    base, extra = divmod(count, q)
+    bounds = [i * base + min(i, extra) for i in range(q + 1)]
+    ranges, mask = [(0, q)] * q, 1
+    while mask < q:
+        updated = [values.copy() for values in group]
+        for i in range(q):
+            lo, hi = ranges[i]
+            mid = (lo + hi) // 2
+            keep = (lo, mid) if not i & mask else (mid, hi)
+            a, b = bounds[keep[0]], bounds[keep[1]]
+            updated[i][a:b] = group[i][a:b] + wire.round_trip(group[i ^ mask][a:b])
+            ranges[i] = keep
+        group, mask = updated, mask << 1
+    result = np.empty(count, np.float32)
+    for i in range(q):
+        a, b = bounds[ranges[i][0]], bounds[ranges[i][1]]
+        block = group[i][a:b] / np.float32(p) if average else group[i][a:b]
+        result[a:b] = wire.round_trip(block)
+    return result
+
+
 @pytest.mark.parametrize("ranks", [2, 3, 5])
 def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     status, output, _ = mpirun(ranks, "check_comm_dtype.py", tmp_path, timeout=180)
@@ -186,7 +217,7 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     results = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(ranks)]
     logs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
     cases = list(check_comm_dtype_script.cases())
-    assert len(cases) == 100
+    assert len(cases) == 120
     for number, algorithm, name, op, count in cases:
         key = f"{number}-{algorithm}-{name}-{op}-{count}"
         for rank in range(1, ranks):
@@ -202,6 +233,9 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
         if algorithm in ("linear", "binomial"):
             assert_array_equal(got, tree_replay(inputs, wire, op == "average",
                                                 algorithm == "binomial"), err_msg=key)
+        if algorithm == "rabenseifner":
+            assert_array_equal(got, rabenseifner_replay(inputs, wire, op == "average"),
+                               err_msg=key)
         if algorithm == "recursive_doubling":
             assert_array_equal(got, recursive_doubling_replay(inputs, wire,
                                                               op == "average"),

@@ -24,7 +24,8 @@ def rank_input(rank: int, case: int, count: int) -> np.ndarray:
 
 def cases():
     number = 0
-    for algorithm in ("ring", "linear", "binomial", "recursive_doubling", "mpi"):
+    for algorithm in ("ring", "linear", "binomial", "recursive_doubling", "rabenseifner",
+                      "mpi"):
         for wire in ("float16", "bfloat16"):
             for op in ("sum", "average"):
                 for count in COUNTS:
