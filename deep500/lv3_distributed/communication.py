@@ -27,7 +27,8 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
 Compressed communication: ``allreduce(..., wire_dtype="float16" | "bfloat16")`` and
 ``iallreduce(..., wire_dtype=...)`` send a float32 (or float64) array's values in 16
 bits and reduce them at the array's precision (the algorithms that
-``narrows_on_wire``: all but ``"segmented_ring"``, which raises ``UnsupportedError``).
+``narrows_on_wire``, every one of ``collectives``; one that does not would raise
+``UnsupportedError``).
 Their volume entries are named ``"<algorithm>/<wire dtype>"`` (e.g. ``"ring/float16"``)
 and count 2 bytes a value. ``wire_dtype=None`` or ``"float32"`` is the uncompressed
 call, unchanged.
@@ -328,7 +329,7 @@ class CommunicationNetwork:
         With one rank it is a copy, recorded as zero traffic (exact).
         ``wire_dtype``: ``"float16"`` or ``"bfloat16"`` sends the values of a float32
         (float64) array in 16 bits and reduces them at the array's precision (the
-        algorithms that ``narrows_on_wire``: all but ``"segmented_ring"``); ``None`` or
+        algorithms that ``narrows_on_wire``: every one Deep500 has); ``None`` or
         ``"float32"``: the values as they are.
         """
         ufunc, mpi_op = self._reduction(array, op, "allreduce")
@@ -355,7 +356,8 @@ class CommunicationNetwork:
                 traffic = chosen.run(self, array, out, reduction,
                                      segment_bytes=segment_bytes)
             else:
-                traffic = chosen.run_narrowed(self, array, out, reduction, wire)
+                traffic = chosen.narrowed_run(self, array, out, reduction, wire,
+                                              segment_bytes=segment_bytes)
         except self._MPI.Exception as exc:
             raise self._truncated(exc, "allreduce") from exc
         self.volume.record_traffic("allreduce", name, chosen.counted(self), traffic)

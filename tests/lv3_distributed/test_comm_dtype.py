@@ -22,6 +22,9 @@ from numpy.testing import assert_array_equal
 import deep500 as d5
 from deep500.frameworks import reference as d5ref
 from deep500.frameworks.reference.distributed import SCHEMES
+from deep500.lv3_distributed import allreduce_names
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.options import check_wire
 from deep500.lv3_distributed.wire_dtype import WireType, check_comm_dtype, wire_type
 from tests.lv3_distributed.mpi_helpers import SCRIPTS, mpirun
 from tests.lv3_distributed.test_schemes import BATCH, run_scheme, single_process
@@ -100,11 +103,15 @@ def test_unknown_comm_dtype_names_the_option():
                 d5ref.ConsistentNeighbors):
         with pytest.raises(d5.Deep500Error, match=f"{cls.__name__}: comm_dtype='fp16'"):
             cls(base, comm_dtype="fp16")
-    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'linear' or 'binomial' or "
-                                              "'recursive_doubling' or 'rabenseifner' or "
-                                              "'mpi', not 'segmented_ring'"):
-        d5ref.ConsistentDecentralized.check_options(algorithm="segmented_ring",
+    for algorithm in allreduce_names():  # every algorithm carries a 16-bit wire
+        d5ref.ConsistentDecentralized.check_options(algorithm=algorithm,
                                                     comm_dtype="float16")
+
+    class FullWidthOnly(AllreduceAlgorithm):  # one that could not: the error names them
+        name = "full_width_only"
+    with pytest.raises(d5.Deep500Error, match="algorithm 'ring' or 'linear' .* or 'mpi', "
+                                              "not 'full_width_only'"):
+        check_wire("Scheme", FullWidthOnly(), "bfloat16")
     with pytest.raises(d5.UnsupportedError, match="C\\+\\+ MPI operators"):
         SCHEMES["CppConsistentDecentralized"].check_options(comm_dtype="bfloat16")
     d5ref.ConsistentDecentralized.check_options(algorithm="mpi", comm_dtype="bfloat16")
@@ -217,7 +224,7 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     results = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(ranks)]
     logs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
     cases = list(check_comm_dtype_script.cases())
-    assert len(cases) == 120
+    assert len(cases) == 140
     for number, algorithm, name, op, count in cases:
         key = f"{number}-{algorithm}-{name}-{op}-{count}"
         for rank in range(1, ranks):
@@ -227,7 +234,7 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
         wire = WireType(name)
         got = results[0][key]
         assert got.dtype == np.float32
-        if algorithm == "ring":
+        if algorithm in ("ring", "segmented_ring"):
             assert_array_equal(got, ring_replay(inputs, wire, op == "average"),
                                err_msg=key)
         if algorithm in ("linear", "binomial"):
@@ -260,6 +267,11 @@ def test_allreduce_with_a_16_bit_wire(tmp_path, ranks):
     entries = logs[0]["entries"]
     assert entries["allreduce:ring/float16"]["counted"] == "exact"
     assert entries["allreduce:mpi/bfloat16"]["counted"].startswith("modelled")
+    # the segmented ring in segments of 32 wire values: the ring's result, bit for bit
+    inputs = [check_comm_dtype_script.rank_input(r, 998, 4099) for r in range(ranks)]
+    expected = ring_replay(inputs, WireType("bfloat16"), False)
+    for rank in range(ranks):
+        assert_array_equal(results[rank]["segmented-64"], expected)
     # the non-blocking call: MPI's user-defined operation, then the average
     inputs = [check_comm_dtype_script.rank_input(r, 999, 513) for r in range(ranks)]
     exact = np.mean(np.array(inputs, np.float64), axis=0)

@@ -84,6 +84,12 @@ class AllreduceAlgorithm:
         """Reduce the flat ``target`` (this rank's contribution) in place."""
         raise NotImplementedError(f"{type(self).__name__} does not run")
 
+    def narrowed_run(self, net, array: np.ndarray, out: np.ndarray, reduction: Reduction,
+                     wire, **options) -> Traffic:
+        """``run_narrowed`` handed the options this algorithm takes (as ``run`` does),
+        the rest dropped."""
+        return self.run_narrowed(net, array, out, reduction, wire, **self._taken(options))
+
     def run_narrowed(self, net, array: np.ndarray, out: np.ndarray, reduction: Reduction,
                      wire) -> Traffic:
         """``run`` with the values on the wire narrowed to ``wire`` (a

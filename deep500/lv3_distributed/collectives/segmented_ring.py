@@ -8,6 +8,12 @@ step are posted before this step's segments are reduced, and each segment is for
 to the right as soon as it is reduced (allgather: as soon as it arrives), so reducing
 segment j overlaps the transfer of segment j + 1 and the next step starts before this
 one has finished. Same bytes as the ring; messages: one per segment of every chunk sent.
+
+It can also narrow the wire (``run_narrowed``), as the ring does: each segment travels
+as a :class:`~deep500.lv3_distributed.wire_dtype.WireType` and is added, widened, to the
+receiver's own values; the owner of a reduced chunk narrows it once and the allgather
+forwards the narrowed segments, which every rank widens at the end. Segments hold
+``segment_bytes`` of the wire's values.
 """
 from __future__ import annotations
 
@@ -19,7 +25,9 @@ import numpy as np
 from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
 from deep500.lv3_distributed.collectives.messages import Counter, chunk_bounds
 from deep500.lv3_distributed.collectives.pricing import shared, swap
-from deep500.lv3_distributed.message_tags import (SEGMENT_ALLGATHER,
+from deep500.lv3_distributed.message_tags import (NARROWED_SEGMENT_ALLGATHER,
+                                                  NARROWED_SEGMENT_REDUCE_SCATTER,
+                                                  SEGMENT_ALLGATHER,
                                                   SEGMENT_REDUCE_SCATTER)
 from deep500.lv3_distributed.option_checks import check_byte_count
 from deep500.lv3_distributed.volume import Traffic, ring_allreduce_traffic, ring_chunks
@@ -48,6 +56,7 @@ class SegmentedRing(AllreduceAlgorithm):
     """The ring with every chunk sent as segments (module docstring)."""
     name = "segmented_ring"
     options = ("segment_bytes",)
+    narrows_on_wire = True
 
     def _run(self, net, target, ufunc, average, segment_bytes=None) -> Traffic:
         """Reduce-scatter step s receives chunk (r - s - 1) from the left and reduces
@@ -121,6 +130,86 @@ class SegmentedRing(AllreduceAlgorithm):
                 if step + 1 < p - 1:
                     isend(lo, hi, tag, sends)
         MPI.Request.Waitall(sends)
+        return counter.traffic()
+
+    def run_narrowed(self, net, array, out, reduction, wire,
+                     segment_bytes=None) -> Traffic:
+        """``_run`` with every segment narrowed to ``wire`` (module docstring); segments
+        of ``segment_bytes`` (default the network's) of wire values. Bytes: the
+        full-width algorithm's with the wire's itemsize."""
+        segment_bytes = (net.segment_bytes if segment_bytes is None
+                         else check_segment_bytes(segment_bytes))
+        if out is not array:
+            np.copyto(out, array)
+        target = out.reshape(-1)
+        MPI = net._MPI
+        p, r, comm, counter = net.size, net.rank, net._own, Counter()
+        per_segment = segment_elements(segment_bytes, wire.itemsize)
+        bounds = chunk_bounds(target.size, p)
+        right, left = (r + 1) % p, (r - 1) % p
+        narrowed = wire.empty(target.size)   # what travels, at the values' positions
+        largest = bounds[1] - bounds[0]
+        halves = (wire.empty(largest), wire.empty(largest))
+        widened = np.empty(largest, target.dtype)
+
+        def segments(chunk):
+            lo, hi = bounds[chunk], bounds[chunk + 1]
+            starts = range(lo, hi, per_segment) if hi > lo else [lo]
+            return [(start, min(start + per_segment, hi)) for start in starts]
+
+        def isend(lo, hi, tag, sends, encode):
+            if encode:
+                wire.encode(target[lo:hi], narrowed[lo:hi])
+            sends.append(comm.Isend(narrowed[lo:hi], right, tag))
+            counter.send(narrowed[lo:hi].nbytes)
+
+        def post_receives(chunk, buffer, offset, tag):
+            posted = []
+            for lo, hi in segments(chunk):
+                part = buffer[lo - offset:hi - offset]
+                posted.append((comm.Irecv(part, left, tag), part, lo, hi))
+                counter.receive(part.nbytes)
+            return posted
+
+        def wait(request, part):
+            request.Wait(net._status)
+            net._check_received(net._status, part.nbytes, "allreduce", left)
+
+        sends, tag = [], NARROWED_SEGMENT_REDUCE_SCATTER
+        for lo, hi in segments(r % p):
+            isend(lo, hi, tag, sends, encode=True)
+        pending = post_receives((r - 1) % p, halves[0], bounds[(r - 1) % p], tag)
+        for step in range(p - 1):
+            following = None
+            if step + 1 < p - 1:
+                after = (r - step - 2) % p
+                following = post_receives(after, halves[(step + 1) % 2], bounds[after],
+                                          tag)
+            for request, part, lo, hi in pending:
+                wait(request, part)
+                reduction.ufunc(target[lo:hi], wire.decode(part, widened[:hi - lo]),
+                                out=target[lo:hi])
+                if following is not None:
+                    isend(lo, hi, tag, sends, encode=True)
+            pending = following
+        owned = (r + 1) % p
+        a, b = bounds[owned], bounds[owned + 1]
+        if reduction.average:
+            np.true_divide(target[a:b], p, out=target[a:b])
+        wire.encode(target[a:b], narrowed[a:b])
+        MPI.Request.Waitall(sends)
+        sends, tag = [], NARROWED_SEGMENT_ALLGATHER
+        received = [post_receives((r - step) % p, narrowed, 0, tag)
+                    for step in range(p - 1)]
+        for lo, hi in segments(owned):
+            isend(lo, hi, tag, sends, encode=False)
+        for step in range(p - 1):
+            for request, part, lo, hi in received[step]:
+                wait(request, part)
+                if step + 1 < p - 1:
+                    isend(lo, hi, tag, sends, encode=False)
+        MPI.Request.Waitall(sends)
+        wire.decode(narrowed, target)
         return counter.traffic()
 
     @lru_cache(maxsize=4096)

@@ -25,7 +25,7 @@ def rank_input(rank: int, case: int, count: int) -> np.ndarray:
 def cases():
     number = 0
     for algorithm in ("ring", "linear", "binomial", "recursive_doubling", "rabenseifner",
-                      "mpi"):
+                      "segmented_ring", "mpi"):
         for wire in ("float16", "bfloat16"):
             for op in ("sum", "average"):
                 for count in COUNTS:
@@ -61,6 +61,10 @@ def main():
             "analytic": list(net.allreduce_traffic(count, 4, algorithm,
                                                    wire_dtype=wire)),
             "plain_max_error": float(np.abs(plain - result).max())}
+    # the segmented ring cut into many segments (64 bytes: 32 wire values each)
+    array = rank_input(net.rank, 998, 4099)
+    results["segmented-64"] = net.allreduce(array, op="sum", algorithm="segmented_ring",
+                                            segment_bytes=64, wire_dtype="bfloat16")
     # the non-blocking call, in place
     array = rank_input(net.rank, 999, 513)
     request = net.iallreduce(array, op="average", out=array, wire_dtype="float16")

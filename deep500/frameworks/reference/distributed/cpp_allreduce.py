@@ -112,8 +112,7 @@ class _CppScheme(DistributedOptimizer):
             raise UnsupportedError(
                 f"{cls.__name__}: comm_dtype={comm_dtype!r}: the C++ MPI operators send "
                 f"float32 (or float64) buffers; use comm_dtype='float32', or "
-                f"ConsistentDecentralized, whose allreduces (all but segmented_ring) "
-                f"carry "
+                f"ConsistentDecentralized, whose allreduces all carry "
                 f"float16 and bfloat16")
 
     def _record(self, collective: tuple[str, str], model: str, traffic: Traffic) -> None:
