@@ -47,13 +47,22 @@ def namespaces() -> list:
     return sorted(line.split()[0] for line in text.splitlines() if line.strip())
 
 
+def _owner_runs(namespace: str) -> bool:
+    """Whether the launcher a cluster namespace is named after still runs (another
+    test session's cluster, on a machine that CI shares)."""
+    match = re.match(r"^d5c([0-9]+)(?:s|n[0-9]+)$", namespace)
+    return bool(match) and Path(f"/proc/{match.group(1)}").exists()
+
+
 @pytest.fixture
 def no_leftovers():
-    """Fails the test when it leaves a namespace that was not there before it."""
+    """Fails the test when it leaves a namespace that was not there before it (the
+    launchers it started have ended by then; a cluster whose launcher still runs is
+    another session's)."""
     before = namespaces()
     yield before
-    after = namespaces()
-    assert after == before, f"namespaces left behind: {sorted(set(after) - set(before))}"
+    left = [n for n in namespaces() if n not in before and not _owner_runs(n)]
+    assert not left, f"namespaces left behind: {left}"
 
 
 def _exchange(cluster: str, megabytes: float, status: int = 0, ranks: int = 2):
@@ -175,7 +184,7 @@ def test_after_sigkill_the_cleanup_and_the_next_start_remove_the_leftovers(no_le
     status, output, _ = run_program([*DEEP500, "cluster"], timeout=60)
     assert status == 0 and f"{name}: left over" in output, output
     status, output, _ = run_program([*DEEP500, "cluster", "--cleanup"], timeout=60)
-    assert status == 0 and "removed 3 namespace(s)" in output, output
+    assert status == 0 and all(n in output for n in left), output
     # ... and a start removes them too, before it builds its own cluster.
     launcher, name = _start_and_wait_for_namespaces(no_leftovers)
     launcher.kill()
