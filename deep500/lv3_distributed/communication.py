@@ -170,6 +170,16 @@ class Request:
             self._finish(self._status)
 
 
+class _DoneRequest:
+    """A request that completed when it was made (a collective on one rank)."""
+
+    def Wait(self, status=None):
+        return None
+
+    def Test(self, status=None):
+        return True
+
+
 def wait_all(requests) -> list:
     """Wait for every request; their results in order."""
     return [request.wait() for request in requests]
@@ -202,6 +212,7 @@ class CommunicationNetwork:
             allreduce_algorithm, f"rank {self.rank} of {self.size}: allreduce")
         self.allreduce_algorithm = self._allreduce.name
         self.segment_bytes = check_segment_bytes(segment_bytes)
+        self._ring_requests = 0  # non-blocking rings started: each takes its own tag
         self.mpi_allreduce_algorithm = mpich_allreduce_algorithm()
         self._own = self.comm.Dup()
         self.volume = volume if volume is not None else CommunicationVolume(self.rank,
@@ -418,15 +429,30 @@ class CommunicationNetwork:
 
     def iallreduce(self, array: np.ndarray, op: str = "sum",
                    out: np.ndarray | None = None,
-                   wire_dtype: str | None = None) -> Request:
-        """Non-blocking allreduce (``MPI_Iallreduce``; volume modelled as the ring).
-        Neither array may be touched until ``wait()``, which returns the result (and
-        divides by the size for ``"average"``). ``wire_dtype`` (``"float16"``,
-        ``"bfloat16"``): the values travel in 16 bits and are reduced at the array's
-        precision by a user-defined MPI operation (``compressed_allreduce``)."""
+                   wire_dtype: str | None = None, algorithm: str = "mpi") -> Request:
+        """Non-blocking allreduce. Neither array may be touched until ``wait()``, which
+        returns the result (and divides by the size for ``"average"``); ``test()``
+        advances it. ``algorithm``: ``"mpi"`` (``MPI_Iallreduce``; volume modelled as
+        the ring) or ``"ring"`` (Deep500's ring, ``collectives.ring_request``: the
+        blocking ring's result bit for bit, bytes counted exactly; full width only).
+        ``wire_dtype`` (``"float16"``, ``"bfloat16"``, with ``"mpi"``): the values travel
+        in 16 bits and are reduced at the array's precision by a user-defined MPI
+        operation (``compressed_allreduce``)."""
         ufunc, mpi_op = self._reduction(array, op, "iallreduce")
         wire = self._wire(array, wire_dtype, "iallreduce")
         out = self._output(array, out, "iallreduce")
+        chosen = self._algorithm(algorithm)
+        if not chosen.non_blocking:
+            raise UnsupportedError(
+                f"iallreduce: algorithm={chosen.name!r} has no non-blocking form; the "
+                f"algorithms that have one are "
+                f"{', '.join(collectives.allreduce_names(non_blocking=True))}")
+        if chosen.name == "ring":
+            if wire is not None:
+                raise UnsupportedError(
+                    f"iallreduce: the non-blocking ring sends full-width values; give "
+                    f"wire_dtype={wire.name!r} with algorithm='mpi', or no wire_dtype")
+            return self._ring_iallreduce(array, out, ufunc, op == "average")
         if wire is not None:
             return self._wire_iallreduce(array, out, ufunc, op == "average", wire)
         request = self.comm.Iallreduce(self._MPI.IN_PLACE if out is array else array, out,
@@ -439,6 +465,20 @@ class CommunicationNetwork:
         def average(status):
             np.true_divide(out, size, out=out)
         return Request(request, out, average if op == "average" else None)
+
+    def _ring_iallreduce(self, array, out, ufunc, average):
+        from deep500.lv3_distributed.collectives.ring_request import RingRequest
+        if out is not array:
+            np.copyto(out, array)
+        if self.size == 1:
+            self.volume.record("iallreduce", "ring", EXACT, 0, 0, 0, 0)
+            return Request(_DoneRequest(), out)
+        sequence, self._ring_requests = self._ring_requests, self._ring_requests + 1
+        request = RingRequest(self, out.reshape(-1), out, ufunc, average, sequence)
+        self.volume.record_traffic("iallreduce", "ring", EXACT,
+                                   ring_allreduce_traffic(array.size, array.itemsize,
+                                                          self.size, self.rank))
+        return request
 
     def _wire_iallreduce(self, array, out, ufunc, average, wire) -> Request:
         narrowed, buffer, operation = compressed_allreduce.narrowed_for_mpi(

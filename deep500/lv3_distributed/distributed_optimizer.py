@@ -234,6 +234,12 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         return chosen
 
     @property
+    def iallreduce_options(self) -> dict:
+        """The keywords of the overlapped buckets' ``comm.iallreduce``: the wire's, and
+        a scheme's algorithm where it has one (``MPI_Iallreduce`` otherwise)."""
+        return dict(self.wire_options)
+
+    @property
     def wire_options(self) -> dict:
         """Keywords of ``comm.allreduce`` / ``iallreduce`` for this ``comm_dtype``
         (none for float32, whose calls stay as they were)."""
@@ -372,7 +378,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             # TimedComm: each bucket's allreduce is a timeline event while one records.
             self._buckets = GradientBuckets(TimedComm(self.comm, self),
                                             self.fetch_parameters(),
-                                            self.bucket_bytes, self.wire_options)
+                                            self.bucket_bytes, self.iallreduce_options)
             self.executor.events.append(self._buckets)
         return self._buckets
 

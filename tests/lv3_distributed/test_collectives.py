@@ -34,7 +34,7 @@ def test_the_registry_lists_every_algorithm_once_the_default_first():
         assert isinstance(algorithm, AllreduceAlgorithm) and algorithm.name == name
         assert allreduce_algorithm(algorithm) is algorithm   # an object passes through
     assert allreduce_names(narrows_on_wire=True) == allreduce_names()  # every one
-    assert allreduce_names(non_blocking=True) == ("mpi",)
+    assert allreduce_names(non_blocking=True) == ("ring", "mpi")
     assert allreduce_names(counted_exactly=False) == ("mpi",)
 
 
@@ -150,3 +150,11 @@ def test_the_base_class_carries_the_plumbing_of_a_new_algorithm():
     with pytest.raises(NotImplementedError, match="cannot narrow"):
         tree.run_narrowed(None, None, None, None, None)
     assert "toy_tree" not in allreduce_names()   # registering is one line in registry.py
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_non_blocking_ring_equals_the_blocking_ring(ranks):
+    from tests.lv3_distributed.mpi_helpers import mpirun
+    status, output, _ = mpirun(ranks, "check_ring_request.py", timeout=120)
+    assert status == 0 and "ring request ok" in output, output[-3000:]

@@ -1,7 +1,8 @@
 """Layer-wise overlap of the gradient allreduce with backprop (``overlap=True``).
 
 * Under ``mpirun -np 2``: ``ConsistentDecentralized(algorithm="mpi", overlap=True)``
-  takes the same steps, bit for bit, as the blocking scheme (ring and MPI allreduce),
+  and ``algorithm="ring"`` (Deep500's non-blocking ring)
+  take the same steps, bit for bit, as the blocking scheme (ring and MPI allreduce),
   on the reference and on the PyTorch executor, with buckets small enough that a step
   starts several ``MPI_Iallreduce``; its measurements hold ``exposed_communication``.
 * One process: the reference executor reports each gradient once, complete, after the
@@ -66,6 +67,18 @@ def test_overlapped_steps_equal_blocking_bit_for_bit(tmp_path, executor):
     assert measured["step_seconds_median"] > 0 < measured["compute_only_seconds_median"]
     assert "exposed_communication" in ring[0]["measured"]
     assert overlapped[0]["hyperparameters"]["bucket_bytes"] == 512
+
+
+def test_deep500s_non_blocking_ring_overlaps_bit_for_bit(tmp_path):
+    ring, ring_params = train(tmp_path, "ring")
+    overlapped, params = train(tmp_path, "ring-overlap", algorithm="ring", overlap=True,
+                               bucket_bytes=512)
+    assert overlapped[0]["steps"] == ring[0]["steps"]
+    for name, value in ring_params[0].items():
+        assert_array_equal(params[0][name], value, err_msg=name)
+    measured = overlapped[0]["measured"]
+    assert measured["overlap"] is True and measured["buckets"] >= 2
+    assert overlapped[0]["hyperparameters"]["allreduce"] == "ring"
 
 
 def test_overlap_on_a_convolutional_network_with_pytorch(tmp_path):
@@ -171,8 +184,14 @@ def test_schemes_that_cannot_overlap_say_so(name):
 
 
 def test_overlap_needs_a_non_blocking_allreduce_and_a_bucket_size():
-    with pytest.raises(Deep500Error, match="set algorithm='mpi' or overlap=False"):
-        d5ref.ConsistentDecentralized(_base(), overlap=True)
+    with pytest.raises(Deep500Error, match="algorithm='binomial' has no non-blocking form; "
+                                           "set algorithm='ring' or algorithm='mpi' or "
+                                           "overlap=False"):
+        d5ref.ConsistentDecentralized(_base(), algorithm="binomial", overlap=True)
+    with pytest.raises(Deep500Error, match="non-blocking ring, which sends full-width "
+                                           "values; comm_dtype='bfloat16' needs "
+                                           "algorithm='mpi'"):
+        d5ref.ConsistentDecentralized.check_options(overlap=True, comm_dtype="bfloat16")
     with pytest.raises(Deep500Error, match="bucket_bytes=0"):
         d5ref.ConsistentDecentralized.check_options(algorithm="mpi", overlap=True,
                                                     bucket_bytes=0)

@@ -32,6 +32,7 @@ class Ring(AllreduceAlgorithm):
     """Reduce-scatter then allgather around the ring (module docstring)."""
     name = "ring"
     narrows_on_wire = True
+    non_blocking = True   # CommunicationNetwork.iallreduce: collectives.ring_request
 
     def run(self, net, array, out, reduction, **options) -> Traffic:
         """Reduce-scatter step s sends chunk (r - s) to the right and reduces chunk

@@ -33,13 +33,13 @@ class ConsistentDecentralized(DistributedOptimizer):
     (``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``, which must be set in the environment
     before MPI starts; this option checks it is in effect and records it).
     ``comm_dtype``: ``"float32"`` (default), ``"float16"`` or ``"bfloat16"`` on the
-    wire, reduced in float32 (the algorithms that ``narrows_on_wire``, ``"ring"`` and
-    ``"mpi"``); every rank still holds
+    wire, reduced in float32 (every algorithm ``narrows_on_wire``); every rank still holds
     bit-identical parameters.
-    ``overlap``: one ``MPI_Iallreduce`` per gradient bucket of ``bucket_bytes``,
+    ``overlap``: one non-blocking allreduce per gradient bucket of ``bucket_bytes``
+    (``MPI_Iallreduce`` with ``algorithm="mpi"``, Deep500's ring with ``"ring"``),
     started during backprop and waited for before the update
     (:mod:`~deep500.lv3_distributed.gradient_buckets`); it needs an algorithm with a
-    non-blocking form, ``algorithm="mpi"`` (Deep500's own are blocking). The parameters
+    non-blocking form, ``"mpi"`` or ``"ring"`` (the other Deep500 ones block). The parameters
     equal the blocking scheme's up to the association of the sums (bit for bit on 2 ranks).
     ``compute_only_every``: see :class:`d5.DistributedOptimizer`.
     Bad values raise ``Deep500Error`` naming the option (``check_allreduce_options``).
@@ -68,14 +68,27 @@ class ConsistentDecentralized(DistributedOptimizer):
         chosen = check_allreduce_options("ConsistentDecentralized", algorithm,
                                          segment_bytes, mpi_algorithm,
                                          comm_dtype=comm_dtype)
-        if cls.check_overlap(overlap, bucket_bytes) and not chosen.non_blocking:
+        overlapped = cls.check_overlap(overlap, bucket_bytes)
+        if overlapped and not chosen.non_blocking:
             able = " or ".join(f"algorithm={name!r}"
                                for name in allreduce_names(non_blocking=True))
             raise Deep500Error(
                 f"ConsistentDecentralized: overlap=True starts a non-blocking allreduce "
-                f"(MPI_Iallreduce) per gradient bucket, but algorithm={chosen.name!r} is "
-                f"one of Deep500's blocking allreduces; set {able} or overlap=False")
+                f"per gradient bucket, but algorithm={chosen.name!r} has no non-blocking "
+                f"form; set {able} or overlap=False")
+        if overlapped and chosen.name == "ring" and comm_dtype != "float32":
+            raise Deep500Error(
+                f"ConsistentDecentralized: overlap=True with algorithm='ring' runs the "
+                f"non-blocking ring, which sends full-width values; comm_dtype="
+                f"{comm_dtype!r} needs algorithm='mpi' when overlapping (or "
+                f"comm_dtype='float32', or overlap=False)")
         return chosen
+
+    @property
+    def iallreduce_options(self) -> dict:
+        """The overlapped buckets' allreduce: this scheme's algorithm (``ring``: Deep500's
+        non-blocking ring; ``mpi``: ``MPI_Iallreduce``) and its wire."""
+        return {**self.wire_options, "algorithm": self._allreduce.name}
 
     @property
     def algorithm(self) -> str:

@@ -1,0 +1,96 @@
+"""Deep500's ring allreduce as a non-blocking request: the same 2(p - 1) steps as
+``collectives.ring`` (Patarasuk & Yuan 2009), each posted as an ``Isend``/``Irecv``
+pair, and advanced by ``test()`` (or ``wait()``): a step whose messages have arrived is
+reduced and the next one posted. Between calls the transfer proceeds on its own where
+the network moves the bytes (an emulated or real cluster's TCP stack, an RDMA NIC), so
+backpropagation can hide it, as with ``MPI_Iallreduce``; every byte is counted exactly.
+
+The result is bit for bit that of the blocking ring (each sum is this rank's values plus
+what arrived, in the same order). Several requests may be outstanding: each takes the
+next of ``TAGS`` tags, in the order the ranks start them (MPI matches by source, tag and
+communicator, MPI-4.0 section 3.5).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from deep500.lv3_distributed.collectives.messages import chunk_bounds
+from deep500.lv3_distributed.message_tags import NONBLOCKING_RING_FIRST, NONBLOCKING_RING_TAGS
+from deep500.lv3_distributed.volume import Traffic
+
+
+class RingRequest:
+    """One non-blocking ring allreduce of ``target`` (flat, reduced in place) on
+    ``net``; ``test()``, ``wait()`` as ``communication.Request``."""
+
+    def __init__(self, net, target: np.ndarray, result: np.ndarray, ufunc, average: bool,
+                 sequence: int):
+        self._net, self._target, self._result = net, target, result
+        self._ufunc, self._average = ufunc, average
+        self._tag = NONBLOCKING_RING_FIRST + sequence % NONBLOCKING_RING_TAGS
+        p, r = net.size, net.rank
+        self._bounds = chunk_bounds(target.size, p)
+        self._right, self._left = (r + 1) % p, (r - 1) % p
+        self._scratch = np.empty(self._bounds[1] - self._bounds[0], target.dtype)
+        self._steps, self._step, self._requests = 2 * (p - 1), 0, None
+        self.sent = self.received = 0
+        self._post()
+
+    @property
+    def done(self) -> bool:
+        return self._step == self._steps
+
+    def traffic(self) -> Traffic:
+        return Traffic(self.sent, self.received, self._steps, self._steps)
+
+    def _chunks(self) -> tuple:
+        """(chunk sent, chunk received) of the current step: reduce-scatter step s
+        sends chunk r - s and receives r - s - 1; allgather step t sends r + 1 - t and
+        receives r - t."""
+        p, r, s = self._net.size, self._net.rank, self._step
+        if s < p - 1:
+            return (r - s) % p, (r - s - 1) % p
+        t = s - (p - 1)
+        return (r + 1 - t) % p, (r - t) % p
+
+    def _slice(self, chunk: int) -> np.ndarray:
+        return self._target[self._bounds[chunk]:self._bounds[chunk + 1]]
+
+    def _post(self) -> None:
+        sent, received = self._chunks()
+        outgoing = self._slice(sent)
+        reducing = self._step < self._net.size - 1
+        incoming = self._scratch[:self._slice(received).size] if reducing else \
+            self._slice(received)
+        comm = self._net._own
+        self._requests = [comm.Irecv(incoming, self._left, self._tag),
+                          comm.Isend(outgoing, self._right, self._tag)]
+        self.sent += outgoing.nbytes
+        self.received += incoming.nbytes
+
+    def _finish_step(self) -> None:
+        p = self._net.size
+        if self._step < p - 1:
+            _, received = self._chunks()
+            chunk = self._slice(received)
+            self._ufunc(chunk, self._scratch[:chunk.size], out=chunk)
+        self._step += 1
+        if self._step == p - 1 and self._average:
+            owned = self._slice((self._net.rank + 1) % p)
+            np.true_divide(owned, p, out=owned)
+        if not self.done:
+            self._post()
+
+    def test(self) -> bool:
+        """Advance every step whose messages have arrived; True when all have."""
+        MPI = self._net._MPI
+        while not self.done and MPI.Request.Testall(self._requests):
+            self._finish_step()
+        return self.done
+
+    def wait(self) -> np.ndarray:
+        MPI = self._net._MPI
+        while not self.done:
+            MPI.Request.Waitall(self._requests)
+            self._finish_step()
+        return self._result
