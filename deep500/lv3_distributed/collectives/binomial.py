@@ -41,17 +41,7 @@ class Binomial(AllreduceAlgorithm):
             mask <<= 1
         if r == 0 and average:
             np.true_divide(target, p, out=target)
-        mask = 1
-        while mask < p:
-            if r & mask:
-                recv(net, target, r - mask, BINOMIAL_BROADCAST, counter)
-                break
-            mask <<= 1
-        mask >>= 1
-        while mask > 0:
-            if r + mask < p:
-                send(net, target, r + mask, BINOMIAL_BROADCAST, counter)
-            mask >>= 1
+        _broadcast_down(net, target, BINOMIAL_BROADCAST, counter)
         return counter.traffic()
 
     def run_narrowed(self, net, array, out, reduction, wire) -> Traffic:
@@ -77,17 +67,7 @@ class Binomial(AllreduceAlgorithm):
             if reduction.average:
                 np.true_divide(target, p, out=target)
             wire.encode(target, narrowed)
-        mask = 1
-        while mask < p:
-            if r & mask:
-                recv(net, narrowed, r - mask, NARROWED_BINOMIAL_BROADCAST, counter)
-                break
-            mask <<= 1
-        mask >>= 1
-        while mask > 0:
-            if r + mask < p:
-                send(net, narrowed, r + mask, NARROWED_BINOMIAL_BROADCAST, counter)
-            mask >>= 1
+        _broadcast_down(net, narrowed, NARROWED_BINOMIAL_BROADCAST, counter)
         wire.decode(narrowed, target)
         return counter.traffic()
 
@@ -105,6 +85,23 @@ class Binomial(AllreduceAlgorithm):
         nδ_sum for the first sums when ``repeated``)."""
         return lg(p) * (step(m, n, reduce=True) + step(m, n) + shared(m, n, "receive")) \
             + shared(m, n, "sum", False)
+
+
+def _broadcast_down(net, buffer, tag: int, counter: Counter) -> None:
+    """The binomial-tree broadcast of rank 0's ``buffer``: relative rank v receives from
+    v with its lowest set bit cleared, then sends to v + 2^k for every 2^k below it."""
+    p, r = net.size, net.rank
+    mask = 1
+    while mask < p:
+        if r & mask:
+            recv(net, buffer, r - mask, tag, counter)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if r + mask < p:
+            send(net, buffer, r + mask, tag, counter)
+        mask >>= 1
 
 
 BINOMIAL = Binomial()

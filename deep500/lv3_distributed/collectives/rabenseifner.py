@@ -30,6 +30,13 @@ from deep500.lv3_distributed.message_tags import (DOUBLING, HALVING, NARROWED_DO
 from deep500.lv3_distributed.volume import Traffic, ring_chunks
 
 
+def _halves(lo: int, hi: int, upper: int) -> tuple:
+    """(kept, given) halves of the block range [lo, hi): the lower half is kept when
+    this rank's bit of the step is 0 (``upper`` false), the upper one otherwise."""
+    mid = (lo + hi) // 2
+    return ((lo, mid), (mid, hi)) if not upper else ((mid, hi), (lo, mid))
+
+
 class Rabenseifner(AllreduceAlgorithm):
     """Recursive-halving reduce-scatter, then recursive-doubling allgather, on p'
     blocks, after the fold of non-power-of-two p."""
@@ -44,9 +51,7 @@ class Rabenseifner(AllreduceAlgorithm):
             lo, hi, mask, steps = 0, q, 1, []
             while mask < q:
                 peer = old_rank(new_rank ^ mask, net.size)
-                mid = (lo + hi) // 2
-                keep, give = ((lo, mid), (mid, hi)) if not new_rank & mask else (
-                    (mid, hi), (lo, mid))
+                keep, give = _halves(lo, hi, new_rank & mask)
                 k0, k1 = bounds[keep[0]], bounds[keep[1]]
                 incoming = scratch[:k1 - k0]
                 sendrecv(net, target[bounds[give[0]]:bounds[give[1]]], incoming, peer,
@@ -100,9 +105,7 @@ class Rabenseifner(AllreduceAlgorithm):
         lo, hi, mask, steps = 0, q, 1, []
         while mask < q:
             peer = old_rank(new_rank ^ mask, net.size)
-            mid = (lo + hi) // 2
-            keep, give = ((lo, mid), (mid, hi)) if not new_rank & mask else (
-                (mid, hi), (lo, mid))
+            keep, give = _halves(lo, hi, new_rank & mask)
             k0, k1, g0, g1 = (bounds[keep[0]], bounds[keep[1]], bounds[give[0]],
                               bounds[give[1]])
             arrived = incoming[:k1 - k0]

@@ -66,71 +66,9 @@ class SegmentedRing(AllreduceAlgorithm):
         ``segment_bytes``: default the network's."""
         segment_bytes = (net.segment_bytes if segment_bytes is None
                          else check_segment_bytes(segment_bytes))
-        MPI = net._MPI
-        p, r, comm, counter = net.size, net.rank, net._own, Counter()
-        per_segment = segment_elements(segment_bytes, target.itemsize)
-        bounds = chunk_bounds(target.size, p)
-        right, left = (r + 1) % p, (r - 1) % p
-
-        def segments(chunk):
-            lo, hi = bounds[chunk], bounds[chunk + 1]
-            starts = range(lo, hi, per_segment) if hi > lo else [lo]
-            return [(start, min(start + per_segment, hi)) for start in starts]
-
-        def isend(lo, hi, tag, sends):
-            sends.append(comm.Isend(target[lo:hi], right, tag))
-            counter.send((hi - lo) * target.itemsize)
-
-        def post_receives(chunk, buffer, offset, tag):
-            posted = []
-            for lo, hi in segments(chunk):
-                part = buffer[lo - offset:hi - offset]
-                posted.append((comm.Irecv(part, left, tag), part, lo, hi))
-                counter.receive(part.nbytes)
-            return posted
-
-        def wait(request, part):
-            request.Wait(net._status)
-            net._check_received(net._status, part.nbytes, "allreduce", left)
-
-        largest = bounds[1] - bounds[0]
-        scratch = net._scratch_for(target.dtype, 2 * largest)
-        halves = (scratch[:largest], scratch[largest:])
-        sends = []
-        tag = SEGMENT_REDUCE_SCATTER
-        for lo, hi in segments(r % p):
-            isend(lo, hi, tag, sends)
-        pending = post_receives((r - 1) % p, halves[0], bounds[(r - 1) % p], tag)
-        for step in range(p - 1):
-            following = None
-            if step + 1 < p - 1:
-                after = (r - step - 2) % p
-                following = post_receives(after, halves[(step + 1) % 2], bounds[after],
-                                          tag)
-            for request, part, lo, hi in pending:
-                wait(request, part)
-                ufunc(target[lo:hi], part, out=target[lo:hi])
-                if following is not None:  # the reduced segment goes on at the next step
-                    isend(lo, hi, tag, sends)
-            pending = following
-        owned = (r + 1) % p
-        if average:
-            chunk = target[bounds[owned]:bounds[owned + 1]]
-            np.true_divide(chunk, p, out=chunk)
-        MPI.Request.Waitall(sends)
-        sends = []
-        tag = SEGMENT_ALLGATHER
-        received = [post_receives((r - step) % p, target, 0, tag)
-                    for step in range(p - 1)]
-        for lo, hi in segments(owned):
-            isend(lo, hi, tag, sends)
-        for step in range(p - 1):
-            for request, part, lo, hi in received[step]:
-                wait(request, part)
-                if step + 1 < p - 1:
-                    isend(lo, hi, tag, sends)
-        MPI.Request.Waitall(sends)
-        return counter.traffic()
+        return _pipelined(net, target, ufunc, average,
+                          segment_elements(segment_bytes, target.itemsize), None,
+                          (SEGMENT_REDUCE_SCATTER, SEGMENT_ALLGATHER))
 
     def run_narrowed(self, net, array, out, reduction, wire,
                      segment_bytes=None) -> Traffic:
@@ -141,76 +79,9 @@ class SegmentedRing(AllreduceAlgorithm):
                          else check_segment_bytes(segment_bytes))
         if out is not array:
             np.copyto(out, array)
-        target = out.reshape(-1)
-        MPI = net._MPI
-        p, r, comm, counter = net.size, net.rank, net._own, Counter()
-        per_segment = segment_elements(segment_bytes, wire.itemsize)
-        bounds = chunk_bounds(target.size, p)
-        right, left = (r + 1) % p, (r - 1) % p
-        narrowed = wire.empty(target.size)   # what travels, at the values' positions
-        largest = bounds[1] - bounds[0]
-        halves = (wire.empty(largest), wire.empty(largest))
-        widened = np.empty(largest, target.dtype)
-
-        def segments(chunk):
-            lo, hi = bounds[chunk], bounds[chunk + 1]
-            starts = range(lo, hi, per_segment) if hi > lo else [lo]
-            return [(start, min(start + per_segment, hi)) for start in starts]
-
-        def isend(lo, hi, tag, sends, encode):
-            if encode:
-                wire.encode(target[lo:hi], narrowed[lo:hi])
-            sends.append(comm.Isend(narrowed[lo:hi], right, tag))
-            counter.send(narrowed[lo:hi].nbytes)
-
-        def post_receives(chunk, buffer, offset, tag):
-            posted = []
-            for lo, hi in segments(chunk):
-                part = buffer[lo - offset:hi - offset]
-                posted.append((comm.Irecv(part, left, tag), part, lo, hi))
-                counter.receive(part.nbytes)
-            return posted
-
-        def wait(request, part):
-            request.Wait(net._status)
-            net._check_received(net._status, part.nbytes, "allreduce", left)
-
-        sends, tag = [], NARROWED_SEGMENT_REDUCE_SCATTER
-        for lo, hi in segments(r % p):
-            isend(lo, hi, tag, sends, encode=True)
-        pending = post_receives((r - 1) % p, halves[0], bounds[(r - 1) % p], tag)
-        for step in range(p - 1):
-            following = None
-            if step + 1 < p - 1:
-                after = (r - step - 2) % p
-                following = post_receives(after, halves[(step + 1) % 2], bounds[after],
-                                          tag)
-            for request, part, lo, hi in pending:
-                wait(request, part)
-                reduction.ufunc(target[lo:hi], wire.decode(part, widened[:hi - lo]),
-                                out=target[lo:hi])
-                if following is not None:
-                    isend(lo, hi, tag, sends, encode=True)
-            pending = following
-        owned = (r + 1) % p
-        a, b = bounds[owned], bounds[owned + 1]
-        if reduction.average:
-            np.true_divide(target[a:b], p, out=target[a:b])
-        wire.encode(target[a:b], narrowed[a:b])
-        MPI.Request.Waitall(sends)
-        sends, tag = [], NARROWED_SEGMENT_ALLGATHER
-        received = [post_receives((r - step) % p, narrowed, 0, tag)
-                    for step in range(p - 1)]
-        for lo, hi in segments(owned):
-            isend(lo, hi, tag, sends, encode=False)
-        for step in range(p - 1):
-            for request, part, lo, hi in received[step]:
-                wait(request, part)
-                if step + 1 < p - 1:
-                    isend(lo, hi, tag, sends, encode=False)
-        MPI.Request.Waitall(sends)
-        wire.decode(narrowed, target)
-        return counter.traffic()
+        return _pipelined(net, out.reshape(-1), reduction.ufunc, reduction.average,
+                          segment_elements(segment_bytes, wire.itemsize), wire,
+                          (NARROWED_SEGMENT_REDUCE_SCATTER, NARROWED_SEGMENT_ALLGATHER))
 
     @lru_cache(maxsize=4096)
     def _traffic(self, count, itemsize, size, rank, segment_bytes=None) -> Traffic:
@@ -247,6 +118,92 @@ class SegmentedRing(AllreduceAlgorithm):
         per_chunk_copy = (k - 1) * swap(m, s) + swap(m, last)
         return (p - 1) * (per_chunk_reduce + per_chunk_copy + shared(m, c, "sum", False)
                           + shared(m, c, "receive"))
+
+
+def _pipelined(net, target, ufunc, average, per_segment: int, wire, tags) -> Traffic:
+    """The segmented ring on the flat ``target``, in place (``SegmentedRing._run``'s
+    steps). ``wire``: None sends the values as they are; a ``WireType`` sends them
+    narrowed: each segment is narrowed as it leaves, widened as it is reduced, the
+    owned chunk narrowed once, and ``target`` widened from the narrowed result at the
+    end."""
+    MPI = net._MPI
+    p, r, comm, counter = net.size, net.rank, net._own, Counter()
+    bounds = chunk_bounds(target.size, p)
+    right, left = (r + 1) % p, (r - 1) % p
+    largest = bounds[1] - bounds[0]
+    if wire is None:
+        moving = target                    # what travels, at the values' positions
+        scratch = net._scratch_for(target.dtype, 2 * largest)
+        halves = (scratch[:largest], scratch[largest:])
+    else:
+        moving = wire.empty(target.size)
+        halves = (wire.empty(largest), wire.empty(largest))
+        widened = np.empty(largest, target.dtype)
+
+    def values(part, lo, hi):
+        return part if wire is None else wire.decode(part, widened[:hi - lo])
+
+    def narrow(lo, hi):
+        if wire is not None:
+            wire.encode(target[lo:hi], moving[lo:hi])
+
+    def segments(chunk):
+        lo, hi = bounds[chunk], bounds[chunk + 1]
+        starts = range(lo, hi, per_segment) if hi > lo else [lo]
+        return [(start, min(start + per_segment, hi)) for start in starts]
+
+    def isend(lo, hi, tag, sends):
+        sends.append(comm.Isend(moving[lo:hi], right, tag))
+        counter.send(moving[lo:hi].nbytes)
+
+    def post_receives(chunk, buffer, offset, tag):
+        posted = []
+        for lo, hi in segments(chunk):
+            part = buffer[lo - offset:hi - offset]
+            posted.append((comm.Irecv(part, left, tag), part, lo, hi))
+            counter.receive(part.nbytes)
+        return posted
+
+    def wait(request, part):
+        request.Wait(net._status)
+        net._check_received(net._status, part.nbytes, "allreduce", left)
+
+    sends, tag = [], tags[0]
+    for lo, hi in segments(r % p):
+        narrow(lo, hi)
+        isend(lo, hi, tag, sends)
+    pending = post_receives((r - 1) % p, halves[0], bounds[(r - 1) % p], tag)
+    for step in range(p - 1):
+        following = None
+        if step + 1 < p - 1:
+            after = (r - step - 2) % p
+            following = post_receives(after, halves[(step + 1) % 2], bounds[after], tag)
+        for request, part, lo, hi in pending:
+            wait(request, part)
+            ufunc(target[lo:hi], values(part, lo, hi), out=target[lo:hi])
+            if following is not None:  # the reduced segment goes on at the next step
+                narrow(lo, hi)
+                isend(lo, hi, tag, sends)
+        pending = following
+    owned = (r + 1) % p
+    if average:
+        chunk = target[bounds[owned]:bounds[owned + 1]]
+        np.true_divide(chunk, p, out=chunk)
+    narrow(bounds[owned], bounds[owned + 1])
+    MPI.Request.Waitall(sends)
+    sends, tag = [], tags[1]
+    received = [post_receives((r - step) % p, moving, 0, tag) for step in range(p - 1)]
+    for lo, hi in segments(owned):
+        isend(lo, hi, tag, sends)
+    for step in range(p - 1):
+        for request, part, lo, hi in received[step]:
+            wait(request, part)
+            if step + 1 < p - 1:
+                isend(lo, hi, tag, sends)
+    MPI.Request.Waitall(sends)
+    if wire is not None:
+        wire.decode(moving, target)
+    return counter.traffic()
 
 
 SEGMENTED_RING = SegmentedRing()
