@@ -268,3 +268,21 @@ def test_calibrate_on_a_cluster_measures_the_link_and_names_it(no_leftovers, tmp
     # at once); shared memory takes a few hundred microseconds for the same 1 MiB.
     floor = (largest["nbytes"] - 8192) / 125e6
     assert largest["nbytes"] >= 1 << 20 and largest["median_s"] >= floor, largest
+
+
+def test_the_users_mpi_environment_reaches_the_ranks(no_leftovers):
+    from tests.lv3_distributed.mpi_helpers import _environment
+    # one write per line: the ranks' lines must not interleave
+    program = ("import os, sys; from mpi4py import MPI; e = os.environ; "
+               "sys.stdout.write(f\"rank {MPI.COMM_WORLD.rank} "
+               "{e.get('MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM')} {e.get('FI_PROVIDER')} "
+               "{e.get('DEEP500_PROBE')}\\n\"); sys.stdout.flush()")
+    environment = {**_environment(), "DEEP500_PROBE": "seen",
+                   "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "recursive_doubling"}
+    done = subprocess.run([*DEEP500, "cluster", "exec", "--cluster", "nodes=2,rate=1gbit",
+                           "--", mpirun_executable(), "-np", "2", sys.executable, "-c",
+                           program], cwd=REPO, env=environment, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank} recursive_doubling tcp seen" in done.stdout, done.stdout
