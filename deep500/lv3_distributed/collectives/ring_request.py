@@ -3,11 +3,12 @@
 pair, and advanced by ``test()`` (or ``wait()``): a step whose messages have arrived is
 reduced and the next one posted. Between calls the transfer proceeds on its own where
 the network moves the bytes (an emulated or real cluster's TCP stack, an RDMA NIC), so
-backpropagation can hide it, as with ``MPI_Iallreduce``; every byte is counted exactly.
+backpropagation can hide it, as with ``MPI_Iallreduce``. Its traffic is the ring's exact
+closed form (``CommunicationNetwork.iallreduce`` records it when the request starts).
 
 The result is bit for bit that of the blocking ring (each sum is this rank's values plus
 what arrived, in the same order). Several requests may be outstanding: each takes the
-next of ``TAGS`` tags, in the order the ranks start them (MPI matches by source, tag and
+next of ``NONBLOCKING_RING_TAGS`` tags, in the order the ranks start them (MPI matches by source, tag and
 communicator, MPI-4.0 section 3.5).
 """
 from __future__ import annotations
@@ -16,7 +17,6 @@ import numpy as np
 
 from deep500.lv3_distributed.collectives.messages import chunk_bounds
 from deep500.lv3_distributed.message_tags import NONBLOCKING_RING_FIRST, NONBLOCKING_RING_TAGS
-from deep500.lv3_distributed.volume import Traffic
 
 
 class RingRequest:
@@ -33,15 +33,11 @@ class RingRequest:
         self._right, self._left = (r + 1) % p, (r - 1) % p
         self._scratch = np.empty(self._bounds[1] - self._bounds[0], target.dtype)
         self._steps, self._step, self._requests = 2 * (p - 1), 0, None
-        self.sent = self.received = 0
         self._post()
 
     @property
     def done(self) -> bool:
         return self._step == self._steps
-
-    def traffic(self) -> Traffic:
-        return Traffic(self.sent, self.received, self._steps, self._steps)
 
     def _chunks(self) -> tuple:
         """(chunk sent, chunk received) of the current step: reduce-scatter step s
@@ -65,8 +61,6 @@ class RingRequest:
         comm = self._net._own
         self._requests = [comm.Irecv(incoming, self._left, self._tag),
                           comm.Isend(outgoing, self._right, self._tag)]
-        self.sent += outgoing.nbytes
-        self.received += incoming.nbytes
 
     def _finish_step(self) -> None:
         p = self._net.size
