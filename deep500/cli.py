@@ -147,8 +147,22 @@ def _grid_hostfile(args) -> list:
 
 
 def _predict(args) -> int:
-    from deep500.recipe.predict import parse_ranks, predict_recipe
-    predict_recipe(args.recipe, args.machine, parse_ranks(args.ranks), compute=args.compute,
+    from deep500.recipe.predict import DEFAULT_RANKS, parse_ranks, predict_recipe
+    if args.sweep:
+        from deep500.recipe.predict_sweep import predict_sweep
+        if args.global_batch is not None:
+            raise Deep500Error("--global-batch sets the strong-scaling curves' batch; with "
+                               "--sweep give the batch per rank as an axis: --sweep "
+                               "batch=16,64,256")
+        predict_sweep(args.recipe, args.machine, args.sweep,
+                      None if args.ranks is None else parse_ranks(args.ranks),
+                      compute=args.compute, algorithm=args.algorithm, overlap=args.overlap,
+                      comm_dtype=args.comm_dtype, threads=args.threads,
+                      plot_path=None if args.plot == "none" else args.plot,
+                      json_path=args.json)
+        return 0
+    ranks = DEFAULT_RANKS if args.ranks is None else parse_ranks(args.ranks)
+    predict_recipe(args.recipe, args.machine, ranks, compute=args.compute,
                    algorithm=args.algorithm, overlap=args.overlap,
                    comm_dtype=args.comm_dtype, threads=args.threads,
                    global_batch=args.global_batch,
@@ -609,15 +623,21 @@ def _add_calibrate(commands) -> None:
 
 def _add_predict(commands) -> None:
     predict = _subcommand(commands, "predict", _predict, "strong- and weak-scaling curves "
-                          "of a recipe's training, predicted (no training; "
-                          "docs/performance_models.md)")
+                          "(or --sweep: what-if grids) of a recipe's training, predicted "
+                          "(no training; docs/performance_models.md)")
     predict.add_argument("recipe", help="a 'distributed' or 'training' recipe")
     model = predict.add_argument_group("what is predicted")
     model.add_argument("--machine", required=True, metavar="FILE", help="machine file "
                        "(from 'deep500 calibrate') or a shipped one by name, e.g. "
                        "infiniband-hdr or infiniband-edr")
-    model.add_argument("--ranks", default="1,2,4,8,16,32,64,128,256,512,1024",
-                       help="rank counts (default 1,2,4,...,1024)")
+    model.add_argument("--ranks", help="rank counts (default 1,2,4,8,16,32,64,128,256,"
+                       "512,1024); with --sweep, the one rank count of every point")
+    model.add_argument("--sweep", action="append", metavar="AXIS=SPEC", help="what-if "
+                       "grid instead of scaling curves (repeatable): axes link_bandwidth "
+                       "(bit/s, or tc units: 5gbit), compute_speed (x profiled), gamma "
+                       "(s/byte), ranks, batch (per rank); SPEC a..b (5 log-spaced "
+                       "points), a..b:n or a,b,c. E.g. --sweep link_bandwidth=1e9..400e9 "
+                       "--sweep ranks=2,16,128")
     model.add_argument("--compute", choices=("measured", "analytic"), default="measured",
                        help="per-layer compute: profiled here (default) or the roofline "
                        "of the machine file")
