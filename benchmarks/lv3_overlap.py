@@ -55,8 +55,18 @@ from deep500.lv3_distributed import guarded_main, in_mpi_world, mpi_fork  # noqa
 from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
 from deep500.networks import create_model  # noqa: E402
 
-MODELS = {"mlp 64-128-64-10 (distributed.yaml)": (128, 64),
-          "mlp 64-1024-1024-1024-10 (wide)": (1024, 1024, 1024)}
+# key: (label, create_model arguments, dataset, its options)
+MODELS = {
+    "mlp": ("mlp 64-128-64-10 (distributed.yaml)",
+            {"name": "mlp", "input_shape": (1, 8, 8), "hidden": (128, 64)},
+            "digits", {"normalize": "standardize"}),
+    "wide": ("mlp 64-1024-1024-1024-10 (wide)",
+             {"name": "mlp", "input_shape": (1, 8, 8), "hidden": (1024, 1024, 1024)},
+             "digits", {"normalize": "standardize"}),
+    "lenet": ("lenet-5 3x32x32 (synthetic)",
+              {"name": "lenet", "input_shape": (3, 32, 32)}, "synthetic",
+              {"shape": (3, 32, 32)}),
+}
 BATCH = 16
 
 
@@ -66,6 +76,15 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=40, help="steps per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES)
+    parser.add_argument("--batch", type=int, default=BATCH, help="samples per rank per "
+                        "step (default %(default)s)")
+    parser.add_argument("--algorithms", default="mpi", help="comma-separated: mpi "
+                        "(MPI_Iallreduce) and/or ring (Deep500's non-blocking ring)")
+    parser.add_argument("--progress", default="calls", help="comma-separated overlap "
+                        "progress modes: calls (MPI_Test after each backward node) and/or "
+                        "thread (a background thread tests too)")
+    parser.add_argument("--models", default="all", help="comma-separated model keys "
+                        f"({', '.join(MODELS)}) or 'all'")
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 12 steps, "
                         "1 round")
     parser.add_argument("--cluster", metavar="SPEC", help="run the 2 ranks on an emulated "
@@ -74,19 +93,20 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def model(hidden):
-    return create_model("mlp", input_shape=(1, 8, 8), hidden=hidden, classes=10,
-                        loss="softmax_cross_entropy", seed=0)
+def model(arguments: dict):
+    return create_model(**arguments, classes=10, loss="softmax_cross_entropy", seed=0)
 
 
-def exposed(comm, train, hidden, overlap: bool, steps: int, bucket_bytes: int) -> float:
-    """One round: this scheme's ``exposed_communication``, the larger over the ranks."""
-    executor = d5ref.from_onnx(model(hidden))
+def exposed(comm, train, arguments, algorithm: str, overlap, steps: int,
+            bucket_bytes: int, batch: int) -> float:
+    """One round: this scheme's ``exposed_communication``, the larger over the ranks.
+    ``overlap``: False (blocking) or the overlap's progress mode."""
+    executor = d5ref.from_onnx(model(arguments))
     base = d5ref.GradientDescent(executor, learning_rate=0.1)
-    options = {"overlap": True, "bucket_bytes": bucket_bytes,
+    options = {"overlap": True, "bucket_bytes": bucket_bytes, "progress": overlap,
                "compute_only_every": 4} if overlap else {}
-    scheme = d5ref.ConsistentDecentralized(base, comm, algorithm="mpi", **options)
-    sampler = d5.DistributedSampler(train, BATCH, comm, seed=0)
+    scheme = d5ref.ConsistentDecentralized(base, comm, algorithm=algorithm, **options)
+    sampler = d5.DistributedSampler(train, batch, comm, seed=0)
     done = 0
     while done < steps:
         for batch in sampler:
@@ -99,14 +119,14 @@ def exposed(comm, train, hidden, overlap: bool, steps: int, bucket_bytes: int) -
     return max(comm.comm.allgather(value))
 
 
-def profile(train, hidden, name) -> d5.StepProfile:
-    proto = model(hidden)
+def profile(train, arguments, name, batch: int) -> d5.StepProfile:
+    proto = model(arguments)
     executor = d5ref.from_onnx(proto)
     optimizer = d5ref.GradientDescent(executor, learning_rate=0.1)
-    sampler = d5.ShuffleSampler(train, BATCH, seed=0)
+    sampler = d5.ShuffleSampler(train, batch, seed=0)
     inputs = next(iter(sampler))
     return d5.measure_step_profile(proto, executor, optimizer, inputs, reruns=20,
-                                   warmup=5, batch=BATCH, threads=1, name=name,
+                                   warmup=5, batch=batch, threads=1, name=name,
                                    executor_name="reference")
 
 
@@ -115,39 +135,49 @@ def main(args) -> int:
     if comm.size != 2:
         print("lv3_overlap: run it as a plain script; it starts 2 ranks itself")
         return 2
-    train, _ = d5.load_dataset("digits", normalize="standardize")
     machine = d5.load_machine(args.machine)
     steps, rounds = (12, 1) if args.smoke else (args.steps, args.rounds)
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    keys = list(MODELS) if args.models == "all" else args.models.split(",")
+    progress_modes = [m.strip() for m in args.progress.split(",") if m.strip()]
     lead = comm.rank == 0
     if lead:
-        print(f"# 2 ranks, reference executor, SGD, batch {BATCH} per rank, 1 thread per "
-              f"rank, MPI allreduce; overlap: buckets of {args.bucket_bytes} B; "
-              f"{rounds} round(s) of {steps} steps; machine {machine.name}")
-        print(f"{'model':40s} {'mode':>10s} {'exposed ms':>11s} {'predicted ms':>13s} "
-              f"{'pred. step ms':>14s}")
+        print(f"# 2 ranks, reference executor, SGD, batch {args.batch} per rank, 1 thread "
+              f"per rank; overlap: buckets of {args.bucket_bytes} B; {rounds} round(s) of "
+              f"{steps} steps; machine {machine.name}")
+        print(f"{'model':36s} {'allreduce':>9s} {'mode':>14s} {'exposed ms':>11s} "
+              f"{'predicted ms':>13s} {'pred. step ms':>14s}")
     hidden_fractions = []
-    for name, hidden in MODELS.items():
-        measured = {False: [], True: []}
-        for _ in range(rounds):
-            for overlap in (False, True):
-                measured[overlap].append(exposed(comm, train, hidden, overlap, steps,
-                                                 args.bucket_bytes))
-        step_profile = profile(train, hidden, name)
-        predicted = {overlap: d5.simulate_training(step_profile, machine, 2,
-                                                   overlap=overlap,
-                                                   bucket_bytes=args.bucket_bytes)
-                     for overlap in (False, True)}
-        medians = {overlap: float(np.median(values)) for overlap, values in measured.items()}
-        if medians[False] > 0:
-            hidden_fractions.append(1.0 - medians[True] / medians[False])
-        if lead:
-            for overlap in (False, True):
-                p = predicted[overlap]
-                print(f"{name:40s} {'overlapped' if overlap else 'blocking':>10s} "
-                      f"{medians[overlap] * 1e3:11.3f} "
-                      f"{p.exposed_communication_s * 1e3:13.3f} {p.step_s * 1e3:14.3f}"
-                      f"   rounds: {', '.join(f'{v * 1e3:.3f}' for v in measured[overlap])}"
-                      + (f"; {p.buckets} buckets" if overlap else ""))
+    for key in keys:
+        name, arguments, dataset, dataset_options = MODELS[key]
+        train, _ = d5.load_dataset(dataset, **dataset_options)
+        step_profile = profile(train, arguments, name, args.batch)
+        for algorithm in algorithms:
+            modes = [False, *progress_modes]
+            measured = {mode: [] for mode in modes}
+            for _ in range(rounds):
+                for mode in modes:
+                    measured[mode].append(exposed(comm, train, arguments, algorithm, mode,
+                                                  steps, args.bucket_bytes, args.batch))
+            model_algorithm = "ring" if algorithm == "mpi" else algorithm
+            predicted = {overlap: d5.simulate_training(step_profile, machine, 2,
+                                                       algorithm=model_algorithm,
+                                                       overlap=overlap,
+                                                       bucket_bytes=args.bucket_bytes)
+                         for overlap in (False, True)}
+            medians = {mode: float(np.median(values)) for mode, values in measured.items()}
+            for mode in progress_modes:
+                if medians[False] > 0:
+                    hidden_fractions.append(1.0 - medians[mode] / medians[False])
+            if lead:
+                for mode in modes:
+                    p = predicted[bool(mode)]
+                    label = f"overlap/{mode}" if mode else "blocking"
+                    print(f"{name:36s} {algorithm:>9s} {label:>14s} "
+                          f"{medians[mode] * 1e3:11.3f} "
+                          f"{p.exposed_communication_s * 1e3:13.3f} {p.step_s * 1e3:14.3f}"
+                          f"   rounds: {', '.join(f'{v * 1e3:.3f}' for v in measured[mode])}"
+                          + (f"; {p.buckets} buckets" if mode else ""), flush=True)
     comm.close()
     if lead:
         hidden = float(np.median(hidden_fractions)) if hidden_fractions else float("nan")

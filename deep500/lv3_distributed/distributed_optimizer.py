@@ -71,6 +71,7 @@ from deep500.lv2_training.optimizer import modifies_gradients
 from deep500.lv3_distributed.gradient_buckets import (DEFAULT_BUCKET_BYTES,
                                                       GradientBuckets, check_bucket_bytes)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
+from deep500.lv3_distributed.progress_thread import check_progress
 from deep500.lv3_distributed.timeline import COMPUTE, TimedComm
 from deep500.lv3_distributed.volume import ring_allreduce_traffic
 from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
@@ -152,6 +153,10 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     of at least ``bucket_bytes`` bytes (see the module docstring); when overlapping, a
     compute-only forward and backward pass before every ``compute_only_every``-th step
     measures the compute-only time of ``exposed_communication`` (0: not measured).
+    ``progress`` (overlapping): ``"calls"`` (default; MPI progresses inside the
+    ``MPI_Test`` after each backward node) or ``"thread"`` (a background thread also
+    tests every half millisecond while buckets are in flight;
+    :mod:`~deep500.lv3_distributed.progress_thread`).
 
     Attributes: ``base``, ``comm``, ``rank``, ``size``, ``parameter_names`` (the same
     order on every rank), ``phase_times`` (cumulative seconds per phase), ``comm_dtype``,
@@ -162,7 +167,8 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     def __init__(self, base_optimizer: ThreeStepOptimizer, comm=None,
                  comm_dtype: str = "float32", overlap: bool = False,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10):
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10,
+                 progress: str = "calls"):
         self.comm_dtype = check_comm_dtype(comm_dtype, f"{type(self).__name__}: "
                                                        f"comm_dtype")
         self.wire = wire_type(comm_dtype)
@@ -176,6 +182,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
                                f"{compute_only_every!r}: give a number of steps >= 1, or "
                                f"0 not to measure exposed communication")
         self.compute_only_every = int(compute_only_every)
+        self.progress = check_progress(progress, f"{type(self).__name__}: progress")
         self._step_seconds: list[float] = []
         self._compute_only_seconds: list[float] = []
         if isinstance(base_optimizer, DistributedOptimizer):
@@ -219,10 +226,12 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     @classmethod
     def check_options(cls, comm_dtype: str = "float32", overlap: bool = False,
-                      bucket_bytes: int = DEFAULT_BUCKET_BYTES, **_options) -> None:
+                      bucket_bytes: int = DEFAULT_BUCKET_BYTES, progress: str = "calls",
+                      **_options) -> None:
         """The checks of the constructor that need no MPI (a recipe calls this up
-        front): ``comm_dtype``, ``overlap`` and ``bucket_bytes``."""
+        front): ``comm_dtype``, ``overlap``, ``bucket_bytes`` and ``progress``."""
         check_comm_dtype(comm_dtype, f"{cls.__name__}: comm_dtype")
+        check_progress(progress, f"{cls.__name__}: progress")
         cls.check_overlap(overlap, bucket_bytes)
 
     def hyperparameters(self) -> dict:
@@ -231,6 +240,8 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             chosen["comm_dtype"] = self.comm_dtype
         if self.overlap:
             chosen.update(overlap=True, bucket_bytes=self.bucket_bytes)
+            if self.progress != "calls":
+                chosen["progress"] = self.progress
         return chosen
 
     @property
@@ -378,9 +389,15 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             # TimedComm: each bucket's allreduce is a timeline event while one records.
             self._buckets = GradientBuckets(TimedComm(self.comm, self),
                                             self.fetch_parameters(),
-                                            self.bucket_bytes, self.iallreduce_options)
+                                            self.bucket_bytes, self.iallreduce_options,
+                                            self.progress)
             self.executor.events.append(self._buckets)
         return self._buckets
+
+    def close(self) -> None:
+        if self._buckets is not None:
+            self._buckets.close()
+        super().close()
 
     def restart_epoch(self) -> None:
         super().restart_epoch()

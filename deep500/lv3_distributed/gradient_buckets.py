@@ -23,9 +23,12 @@ the blocking scheme bit for bit.
 non-blocking collective only inside MPI calls. After each node's backward the executor
 calls :meth:`GradientBuckets.backward_progress`, which calls ``MPI_Test`` on the oldest
 outstanding bucket: that call runs MPICH's progress engine, which moves every pending
-collective forward. This is what Horovod's background thread and PyDTNN's progress
-calls achieve in effect, without a thread (on a machine whose cores all compute, a
-thread would only take time from backprop).
+collective forward. This is what PyDTNN's progress calls do. A long backward node
+(a convolution) leaves a gap with no call, in which a network that moves bytes by itself
+(TCP in the kernel, an RDMA NIC) finishes the posted messages and idles; with
+``progress="thread"`` a :class:`~deep500.lv3_distributed.progress_thread.ProgressThread`
+also tests every half millisecond while buckets are in flight (as Horovod's background
+thread), so the next messages are posted in time.
 
 **Executors.** An executor that can report gradients early sets
 ``reports_gradients_early = True`` and, for each event with ``wants_gradients``, calls
@@ -43,12 +46,14 @@ phase.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
 
 from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv3_distributed.option_checks import check_byte_count
+from deep500.lv3_distributed.progress_thread import ProgressThread, check_progress
 from deep500.utils.errors import Deep500Error
 
 _clock = time.perf_counter
@@ -86,16 +91,20 @@ class GradientBuckets(ExecutorEvent):
         bucket_bytes: a bucket starts its allreduce once it holds at least this many
             bytes (of the gradients' dtype).
         wire_options: further keywords of ``comm.iallreduce`` (``wire_dtype``).
+        progress: ``"calls"`` (MPI progresses in the hooks' calls) or ``"thread"`` (a
+            background thread also calls ``MPI_Test`` while buckets are in flight).
 
     Use: :meth:`start_step` before the backward pass, then :meth:`finish` after it.
     Attributes: ``hook_seconds`` (cumulative seconds spent in the hooks), ``buckets``
-    (how many buckets the latest step had).
+    (how many buckets the latest step had), ``progress_thread`` (the
+    :class:`ProgressThread` with ``progress="thread"``, else None). :meth:`close` ends
+    the thread.
     """
     wants_operator_events = False
     wants_gradients = True
 
     def __init__(self, comm, like: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                 wire_options: dict | None = None):
+                 wire_options: dict | None = None, progress: str = "calls"):
         self.comm = comm
         self.like = {name: np.asarray(value) for name, value in like.items()}
         self.bucket_bytes = check_bucket_bytes(bucket_bytes)
@@ -105,6 +114,15 @@ class GradientBuckets(ExecutorEvent):
         self.buckets = 0
         self._cache: dict[tuple, _Bucket] = {}
         self._reset()
+        self.progress_thread = (ProgressThread(self._progress_in_background)
+                                if check_progress(progress) == "thread" else None)
+        self._lock = (self.progress_thread.lock if self.progress_thread is not None
+                      else contextlib.nullcontext())
+
+    def close(self) -> None:
+        """End the progress thread (if any)."""
+        if self.progress_thread is not None:
+            self.progress_thread.close()
 
     def _reset(self) -> None:
         self._pending: list[tuple[str, np.ndarray]] = []
@@ -128,6 +146,11 @@ class GradientBuckets(ExecutorEvent):
         if not self.active or name not in self.like:
             return
         started = _clock()
+        with self._lock:
+            self._add(name, gradient)
+        self.hook_seconds += _clock() - started
+
+    def _add(self, name: str, gradient) -> None:
         if name in self._seen:
             raise Deep500Error(f"GradientBuckets: the executor reported the gradient of "
                                f"{name!r} twice in one backward pass")
@@ -137,13 +160,13 @@ class GradientBuckets(ExecutorEvent):
         if self._pending_bytes >= self.bucket_bytes:
             self._start_bucket()
         self._progress()
-        self.hook_seconds += _clock() - started
 
     def backward_progress(self) -> None:
         """After a node's backward: let MPI progress the outstanding allreduces."""
         if self.active and self._untested < len(self._started):
             started = _clock()
-            self._progress()
+            with self._lock:
+                self._progress()
             self.hook_seconds += _clock() - started
 
     # -- the scheme's side ----------------------------------------------------------------
@@ -160,12 +183,15 @@ class GradientBuckets(ExecutorEvent):
         if self._pending:
             self._start_bucket()
         averaged = {}
-        for bucket in self._started:
-            bucket.request.wait()
-            averaged.update(bucket.views)
-        self.buckets = len(self._started)
-        self.active = False
-        self._reset()
+        with self._lock:
+            if self.progress_thread is not None:
+                self.progress_thread.pause()
+            for bucket in self._started:
+                bucket.request.wait()
+                averaged.update(bucket.views)
+            self.buckets = len(self._started)
+            self.active = False
+            self._reset()
         return averaged
 
     def _start_bucket(self) -> None:
@@ -179,6 +205,8 @@ class GradientBuckets(ExecutorEvent):
                                               out=bucket.buffer, **self.wire_options)
         self._started.append(bucket)
         self._pending, self._pending_bytes = [], 0
+        if self.progress_thread is not None:
+            self.progress_thread.resume()
 
     def _progress(self) -> None:
         # MPI_Test on the oldest outstanding request runs MPICH's progress engine.
@@ -186,3 +214,11 @@ class GradientBuckets(ExecutorEvent):
             if not self._started[self._untested].request.test():
                 return
             self._untested += 1
+
+    def _progress_in_background(self) -> bool:
+        """The progress thread's call (under the lock): test; True while a bucket is
+        still in flight."""
+        if not self.active:
+            return False
+        self._progress()
+        return self._untested < len(self._started)

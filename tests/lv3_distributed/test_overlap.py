@@ -12,6 +12,7 @@
   bucket size, gradient modifiers) is a ``Deep500Error`` that says what to change.
 """
 import json
+import time
 
 import numpy as np
 import pytest
@@ -71,14 +72,16 @@ def test_overlapped_steps_equal_blocking_bit_for_bit(tmp_path, executor):
 
 def test_deep500s_non_blocking_ring_overlaps_bit_for_bit(tmp_path):
     ring, ring_params = train(tmp_path, "ring")
-    overlapped, params = train(tmp_path, "ring-overlap", algorithm="ring", overlap=True,
-                               bucket_bytes=512)
-    assert overlapped[0]["steps"] == ring[0]["steps"]
-    for name, value in ring_params[0].items():
-        assert_array_equal(params[0][name], value, err_msg=name)
-    measured = overlapped[0]["measured"]
-    assert measured["overlap"] is True and measured["buckets"] >= 2
-    assert overlapped[0]["hyperparameters"]["allreduce"] == "ring"
+    for progress in ("calls", "thread"):
+        overlapped, params = train(tmp_path, f"ring-overlap-{progress}", algorithm="ring",
+                                   overlap=True, bucket_bytes=512, progress=progress)
+        assert overlapped[0]["steps"] == ring[0]["steps"], progress
+        for name, value in ring_params[0].items():
+            assert_array_equal(params[0][name], value, err_msg=f"{name} ({progress})")
+        measured = overlapped[0]["measured"]
+        assert measured["overlap"] is True and measured["buckets"] >= 2
+        assert overlapped[0]["hyperparameters"]["allreduce"] == "ring"
+    assert overlapped[0]["hyperparameters"]["progress"] == "thread"
 
 
 def test_overlap_on_a_convolutional_network_with_pytorch(tmp_path):
@@ -168,6 +171,52 @@ def test_buckets_start_when_full_and_the_rest_goes_last():
     for name, value in gradients.items():
         assert_array_equal(averaged[name], value)
     assert buckets.buckets == 2
+
+
+class _SlowRequest(_FakeRequest):
+    """Completes at its third test(); wait() before that is an error (the thread, not
+    the caller, must have completed it)."""
+    def __init__(self, log, buffer):
+        super().__init__(log, buffer)
+        self.tests = 0
+
+    def test(self):
+        self.tests += 1
+        return self.tests >= 3
+
+
+class _SlowComm(_FakeComm):
+    def iallreduce(self, buffer, op, out, **_):
+        self.started.append(buffer.nbytes)
+        self.request = _SlowRequest(self.started, buffer)
+        return self.request
+
+
+def test_the_progress_thread_tests_in_flight_buckets_until_they_complete():
+    like = {f"p{i}": np.zeros(25, np.float32) for i in range(2)}
+    comm = _SlowComm()
+    buckets = GradientBuckets(comm, like, bucket_bytes=100, progress="thread")
+    try:
+        buckets.start_step()
+        buckets.gradient_ready("p1", np.ones(25, np.float32))  # starts a bucket, 1 test
+        deadline = time.monotonic() + 10
+        while buckets.progress_thread.calls < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with buckets.progress_thread.lock:
+            assert comm.request.tests >= 3          # the thread tested it to completion
+        calls = buckets.progress_thread.calls
+        time.sleep(0.02)                            # nothing in flight: the thread waits
+        assert buckets.progress_thread.calls == calls
+        buckets.finish({name: np.ones(25, np.float32) for name in like})
+    finally:
+        buckets.close()
+    assert not buckets.progress_thread._thread.is_alive()
+
+
+def test_a_bad_progress_mode_is_named():
+    with pytest.raises(Deep500Error, match="progress='poll'.*'calls'.*'thread'"):
+        d5ref.ConsistentDecentralized.check_options(overlap=True, algorithm="mpi",
+                                                    progress="poll")
 
 
 # -- bad input --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from deep500.lv3_distributed.collectives import AllreduceAlgorithm, allreduce_na
 from deep500.lv3_distributed.collectives.options import check_allreduce_options
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
 from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES
+from deep500.lv3_distributed.progress_thread import check_progress
 from deep500.utils.errors import Deep500Error
 
 
@@ -41,18 +42,19 @@ class ConsistentDecentralized(DistributedOptimizer):
     (:mod:`~deep500.lv3_distributed.gradient_buckets`); it needs an algorithm with a
     non-blocking form, ``"mpi"`` or ``"ring"`` (the other Deep500 ones block). The parameters
     equal the blocking scheme's up to the association of the sums (bit for bit on 2 ranks).
-    ``compute_only_every``: see :class:`d5.DistributedOptimizer`.
+    ``compute_only_every``, ``progress``: see :class:`d5.DistributedOptimizer`.
     Bad values raise ``Deep500Error`` naming the option (``check_allreduce_options``).
     """
 
     def __init__(self, base_optimizer, comm=None, algorithm: str = "ring",
                  segment_bytes: int | None = None, mpi_algorithm: str | None = None,
                  comm_dtype: str = "float32", overlap: bool = False,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10):
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, compute_only_every: int = 10,
+                 progress: str = "calls"):
         self._allreduce = self.check_options(algorithm, segment_bytes, mpi_algorithm,
                                              comm_dtype, overlap, bucket_bytes)
         super().__init__(base_optimizer, comm, comm_dtype, overlap, bucket_bytes,
-                         compute_only_every)
+                         compute_only_every, progress)
         self.allreduce_algorithm = self._allreduce   # the step's allreduce (looked up)
         self.allreduce_options = {k: v for k, v in (("segment_bytes", segment_bytes),
                                                     ("mpi_algorithm", mpi_algorithm))
@@ -62,9 +64,11 @@ class ConsistentDecentralized(DistributedOptimizer):
     def check_options(cls, algorithm: str = "ring", segment_bytes=None,
                       mpi_algorithm=None, comm_dtype: str = "float32",
                       overlap: bool = False, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                      compute_only_every: int = 10) -> AllreduceAlgorithm:
+                      compute_only_every: int = 10,
+                      progress: str = "calls") -> AllreduceAlgorithm:
         """The checks of the constructor, without one (a recipe calls this up front);
         returns the allreduce algorithm's object."""
+        check_progress(progress, "ConsistentDecentralized: progress")
         chosen = check_allreduce_options("ConsistentDecentralized", algorithm,
                                          segment_bytes, mpi_algorithm,
                                          comm_dtype=comm_dtype)
