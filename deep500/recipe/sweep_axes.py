@@ -3,10 +3,16 @@ model (``d5.simulate_training`` on a machine file and a step profile).
 
 Axes, one object each in :data:`AXES`:
 
-* ``link_bandwidth`` (bit/s): the large-message bandwidth of the network. Every
-  Hockney segment's β (ping-pong and exchange fits) is multiplied by B₀/B, where
-  B₀ = 8/β of the machine file's largest-message segment: large messages then cross
-  at B, the file's shape of β in the message size is kept, α is unchanged. A plain
+* ``link_bandwidth`` (bit/s): the bandwidth of the link. The machine file's
+  large-message ping-pong bandwidth B₀ = 8/β (its last segment) is taken as the
+  link's: each byte spends 8/B₀ on the wire. Every Hockney segment's β (ping-pong and
+  exchange fits) is split into that wire time, min(β, 8/B₀), and the rest, what the
+  hosts spend per byte beyond the wire (copies, the TCP stack, both directions of an
+  exchange sharing the cores). The wire time scales by B₀/B, the rest is kept:
+  β' = β − 8/B₀ + 8/B for a segment at or below the link's rate, β·B₀/B for one
+  above it (a token bucket's burst); α is unchanged. Scaling all of β instead would
+  make a host-bound exchange twice as slow on a link half as fast
+  (``benchmarks/predict_sweep_check.py`` measured both on the emulated cluster). A plain
   number is bit/s, as link rates are quoted (``1e9``: 1 GbE, ``400e9``: 400 Gb/s
   NDR InfiniBand); tc(8)'s units are accepted too, as ``--cluster rate=`` takes them
   (``500mbit``, ``5gbit``; ``gbps`` is bytes/s).
@@ -188,16 +194,21 @@ def base_link_bandwidth(machine) -> float:
 
 
 def with_link_bandwidth(machine, bits_per_s: float):
-    """``machine`` whose large messages cross at ``bits_per_s``: every β (ping-pong and
-    exchange segments) times B₀/B, α unchanged."""
-    factor = base_link_bandwidth(machine) / float(bits_per_s)
+    """``machine`` on a link of ``bits_per_s``: in every β (ping-pong and exchange
+    segments) the wire's part, min(β, 8/B₀), scaled by B₀/B and the hosts' part kept
+    (the module docstring); α unchanged."""
+    wire, new_wire = 8.0 / base_link_bandwidth(machine), 8.0 / float(bits_per_s)
 
-    def scaled(segments):
-        return tuple(replace(s, beta_s_per_byte=s.beta_s_per_byte * factor,
-                             ci_beta=tuple(b * factor for b in s.ci_beta))
+    def beta(b):
+        part = min(b, wire)
+        return b - part + part * new_wire / wire
+
+    def rescaled(segments):
+        return tuple(replace(s, beta_s_per_byte=beta(s.beta_s_per_byte),
+                             ci_beta=tuple(beta(b) for b in s.ci_beta))
                      for s in segments)
-    return replace(machine, segments=scaled(machine.segments),
-                   exchange_segments=scaled(machine.exchange_segments))
+    return replace(machine, segments=rescaled(machine.segments),
+                   exchange_segments=rescaled(machine.exchange_segments))
 
 
 def with_gamma(machine, seconds_per_byte: float):

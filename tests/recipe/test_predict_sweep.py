@@ -96,18 +96,29 @@ def test_an_axis_once_and_a_bounded_grid():
 
 # --- what the axes change ---------------------------------------------------------------
 
-def test_link_bandwidth_scales_every_beta_and_keeps_alpha():
+def test_link_bandwidth_scales_the_wire_time_and_keeps_the_rest():
     machine = load_machine({**MACHINE, "network": {
-        "segments": [{"min_bytes": 0, "max_bytes": 65536, "alpha_s": 1e-6,
+        "segments": [{"min_bytes": 0, "max_bytes": 1024, "alpha_s": 1e-6,
+                      "beta_s_per_byte": 1e-9},      # above the link's rate: a burst
+                     {"min_bytes": 1024, "max_bytes": 65536, "alpha_s": 3e-6,
                       "beta_s_per_byte": 3e-9},
                      {"min_bytes": 65536, "max_bytes": None, "alpha_s": 5e-6,
                       "beta_s_per_byte": 2e-9}],
         "exchange_segments": [{"min_bytes": 0, "max_bytes": None, "alpha_s": 4e-6,
                                "beta_s_per_byte": 2.5e-9}]}})
-    faster = with_link_bandwidth(machine, 16e9)   # B0 = 8 / 2e-9 = 4 Gbit/s: 4x
-    assert [s.beta_s_per_byte for s in faster.segments] == pytest.approx([0.75e-9, 0.5e-9])
-    assert faster.exchange_segments[0].beta_s_per_byte == pytest.approx(2.5e-9 / 4)
-    assert [s.alpha_s for s in faster.segments] == [1e-6, 5e-6]
+    # B0 = 8 / 2e-9 = 4 Gbit/s; at 16 Gbit/s a byte's wire time drops from 2 to 0.5 ns
+    faster = with_link_bandwidth(machine, 16e9)
+    assert [s.beta_s_per_byte for s in faster.segments] == pytest.approx(
+        [0.25e-9, 1.5e-9, 0.5e-9])
+    assert faster.exchange_segments[0].beta_s_per_byte == pytest.approx(1.0e-9)
+    assert [s.alpha_s for s in faster.segments] == [1e-6, 3e-6, 5e-6]
+    slower = with_link_bandwidth(machine, 2e9)     # 4 ns on the wire
+    assert [s.beta_s_per_byte for s in slower.segments] == pytest.approx(
+        [2e-9, 5e-9, 4e-9])
+    assert slower.exchange_segments[0].beta_s_per_byte == pytest.approx(4.5e-9)
+    same = with_link_bandwidth(machine, 4e9)
+    assert [s.beta_s_per_byte for s in same.segments] == pytest.approx(
+        [s.beta_s_per_byte for s in machine.segments], rel=1e-12)
     assert faster.gamma(1 << 20) == machine.gamma(1 << 20)
     flat = with_gamma(machine, 1e-11)
     assert flat.gamma(10) == flat.gamma(1 << 30) == 1e-11
