@@ -14,9 +14,11 @@ Needs root (network namespaces and tc). Steps:
    the smoke run), or ``--machine FILE`` calibrated at that rate.
 3. **Predicted**: ``deep500 predict RECIPE --machine FILE --ranks 2 --sweep
    link_bandwidth=...`` (compute profiled here, on one rank), read from its JSON. The
-   link_bandwidth axis is the machine's large-message bandwidth (8/β), which the
-   calibration measured as B₀ at the calibration rate (TCP's payload, about 0.95 of
-   the tc rate on this emulation); an emulated rate R is swept as B₀·R/R_cal.
+   link_bandwidth axis is the bandwidth large messages get (8/β of a ping-pong), so an
+   emulated rate R is swept as the payload TCP carries at R: R·1448/1514 (a 1500-byte
+   MTU frame carries 1448 bytes of payload in 1514 bytes on the wire; the per-node
+   emulation reaches this ceiling, docs/cluster_emulation.md). The calibration's own
+   B₀ is printed beside the ceiling at its rate.
 4. **Measured**: per rate, ``deep500 run --np 2 --cluster nodes=2,rate=R RECIPE``; a
    step's time is the slower rank's ``optimizer.step`` (``synchronous_step_times``, each
    rank's first step left out), the rate's figure the median over steps. Beside it,
@@ -56,6 +58,7 @@ from deep500.utils.errors import Deep500Error  # noqa: E402
 from deep500.utils.machine import load_machine  # noqa: E402
 
 DEEP500 = [sys.executable, "-m", "deep500"]
+TCP_PAYLOAD = 1448 / 1514   # payload per frame byte: 1500-byte MTU, TCP timestamps
 DISTRIBUTED_RECIPE = os.path.join(REPO, "recipes", "distributed.yaml")
 
 
@@ -161,9 +164,9 @@ def check(folder: str, args) -> int:
     b0 = base_link_bandwidth(machine)
     print(f"# machine: {machine.name} ({machine.source})")
     print(f"# calibrated large-message bandwidth B0 = {b0 / 1e9:.3f} Gbit/s at "
-          f"rate={args.calibration_rate}; rate R is swept as B0 x R / "
-          f"{calibration_bits / 1e9:g} Gbit/s")
-    bandwidths = [b0 * bits[r] / calibration_bits for r in rates]
+          f"rate={args.calibration_rate} (TCP payload ceiling "
+          f"{calibration_bits * TCP_PAYLOAD / 1e9:.3f}); rate R is swept as R x 1448/1514")
+    bandwidths = [bits[r] * TCP_PAYLOAD for r in rates]
     predicted = predict(folder, recipe, machine_path, bandwidths)
     print(f"# mlp 64-{args.hidden.replace(',', '-')}-10 on digits, ConsistentDecentralized"
           f"({args.algorithm}), batch {args.batch}/rank, 2 ranks, "
