@@ -32,8 +32,8 @@ figure says how far the what-if's link axis can be trusted on this emulation.
 
 Run (as root):  python benchmarks/predict_sweep_check.py [--cluster-rates 0.5gbit,1gbit,5gbit]
         [--epochs 3] [--machine FILE --calibration-rate 1gbit] [--keep DIR] [--smoke]
-``--smoke``: a quick calibration, the first rate only, one epoch (about a minute and a
-half on a 2-core machine).
+``--smoke``: a quick calibration, the first rate only, one epoch (66-106 s on a 2-core
+machine, by its load).
 """
 from __future__ import annotations
 
