@@ -349,6 +349,15 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     def _overlapped_step(self, inputs: dict) -> dict:
         """Data-parallel SGD with one non-blocking allreduce per gradient bucket, started
         during backprop (``GradientBuckets``) and waited for before the update."""
+        outputs, averaged = self.overlapped_gradients(inputs)
+        self.apply_gradients({name: averaged[name] for name in self.parameter_names})
+        return self._finish_step(inputs, outputs)
+
+    def overlapped_gradients(self, inputs: dict) -> tuple[dict, dict]:
+        """Forward and backprop with one :meth:`bucket_exchange` per gradient bucket,
+        started as backprop completes it, all waited for: ``(outputs, {parameter:
+        exchanged gradient})`` (views into the bucket buffers). Times the step and,
+        every ``compute_only_every`` steps, a compute-only pass (``exposed_communication``)."""
         modifiers = [type(e).__name__ for e in self.events if modifies_gradients(e)]
         if modifiers:
             raise Deep500Error(
@@ -381,8 +390,13 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
         with self.phase("communication", "wait for buckets"):
             averaged = buckets.finish(gradients)
         self._step_seconds.append(_clock() - started)
-        self.apply_gradients({name: averaged[name] for name in self.parameter_names})
-        return self._finish_step(inputs, outputs)
+        return outputs, averaged
+
+    def bucket_exchange(self, comm, buffer: np.ndarray):
+        """Start one bucket's exchange of an overlapped step and return its request;
+        ``buffer`` holds the result when it completes. Data-parallel SGD: the
+        allreduce-average of the scheme's algorithm (``iallreduce_options``)."""
+        return comm.iallreduce(buffer, op="average", out=buffer, **self.iallreduce_options)
 
     def _gradient_buckets(self) -> GradientBuckets:
         if self._buckets is None:
@@ -390,7 +404,7 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
             self._buckets = GradientBuckets(TimedComm(self.comm, self),
                                             self.fetch_parameters(),
                                             self.bucket_bytes, self.iallreduce_options,
-                                            self.progress)
+                                            self.progress, self.bucket_exchange)
             self.executor.events.append(self._buckets)
         return self._buckets
 

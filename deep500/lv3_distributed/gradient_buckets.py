@@ -93,6 +93,10 @@ class GradientBuckets(ExecutorEvent):
         wire_options: further keywords of ``comm.iallreduce`` (``wire_dtype``).
         progress: ``"calls"`` (MPI progresses in the hooks' calls) or ``"thread"`` (a
             background thread also calls ``MPI_Test`` while buckets are in flight).
+        exchange: ``exchange(comm, buffer) -> request`` starts a bucket's exchange
+            and leaves its result in ``buffer`` when the request completes (default:
+            the allreduce-average ``comm.iallreduce``; the neighbour and
+            parameter-server schemes give their own).
 
     Use: :meth:`start_step` before the backward pass, then :meth:`finish` after it.
     Attributes: ``hook_seconds`` (cumulative seconds spent in the hooks), ``buckets``
@@ -104,8 +108,10 @@ class GradientBuckets(ExecutorEvent):
     wants_gradients = True
 
     def __init__(self, comm, like: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                 wire_options: dict | None = None, progress: str = "calls"):
+                 wire_options: dict | None = None, progress: str = "calls",
+                 exchange=None):
         self.comm = comm
+        self.exchange = exchange or self._allreduce_average
         self.like = {name: np.asarray(value) for name, value in like.items()}
         self.bucket_bytes = check_bucket_bytes(bucket_bytes)
         self.wire_options = dict(wire_options or {})
@@ -201,12 +207,14 @@ class GradientBuckets(ExecutorEvent):
             bucket = self._cache[names] = _Bucket(names, self.like)
         for name, gradient in self._pending:
             np.copyto(bucket.views[name], gradient, casting="same_kind")
-        bucket.request = self.comm.iallreduce(bucket.buffer, op="average",
-                                              out=bucket.buffer, **self.wire_options)
+        bucket.request = self.exchange(self.comm, bucket.buffer)
         self._started.append(bucket)
         self._pending, self._pending_bytes = [], 0
         if self.progress_thread is not None:
             self.progress_thread.resume()
+
+    def _allreduce_average(self, comm, buffer):
+        return comm.iallreduce(buffer, op="average", out=buffer, **self.wire_options)
 
     def _progress(self) -> None:
         # MPI_Test on the oldest outstanding request runs MPICH's progress engine.

@@ -26,6 +26,12 @@ NARROWED_BINOMIAL_REDUCE, NARROWED_BINOMIAL_BROADCAST = 30, 31
 NARROWED_HALVING, NARROWED_DOUBLING = 32, 33
 NARROWED_SEGMENT_REDUCE_SCATTER, NARROWED_SEGMENT_ALLGATHER = 34, 35
 
+# the overlapped neighbour and parameter-server schemes' bucket exchanges
+# (lv3_distributed.bucket_requests): one tag per neighbour direction, one for the gather
+BUCKET_TO_RIGHT, BUCKET_TO_LEFT = 40, 41
+BUCKET_TO_SOUTH, BUCKET_TO_NORTH, BUCKET_TO_EAST, BUCKET_TO_WEST = 42, 43, 44, 45
+BUCKET_GATHER = 46
+
 # the non-blocking ring (collectives.ring_request): one tag per outstanding request,
 # taken in turn from this range
 NONBLOCKING_RING_FIRST, NONBLOCKING_RING_TAGS = 1000, 4096

@@ -183,11 +183,12 @@ def write_chrome_trace(path: str, payloads: list[dict], metadata: dict | None = 
 
 class TimedComm:
     """Stands in for a :class:`CommunicationNetwork` where a scheme's gradient buckets
-    start their allreduces: while ``owner.timeline`` records, each ``iallreduce``
-    becomes the event ``allreduce bucket k`` on lane ``bucket k``, from its start to
-    the moment this rank saw it complete (``test()`` true or ``wait()`` returned;
-    MPI completes a rank's part of a collective inside those calls). Everything else
-    is the wrapped network's."""
+    start their exchanges: while ``owner.timeline`` records, each ``iallreduce`` (or
+    any request posted through :meth:`timed`) becomes the event ``allreduce bucket k``
+    (``<what> bucket k``) on lane ``bucket k``, from its start to the moment this rank
+    saw it complete (``test()`` true or ``wait()`` returned; MPI completes a rank's
+    part of a collective inside those calls). Everything else is the wrapped
+    network's."""
 
     def __init__(self, comm, owner):
         self._comm = comm
@@ -196,31 +197,35 @@ class TimedComm:
         self._index = 0
 
     def iallreduce(self, *args, **kwargs):
+        return self.timed("allreduce", lambda: self._comm.iallreduce(*args, **kwargs))
+
+    def timed(self, what: str, post):
+        """``post()`` (which starts a non-blocking exchange and returns its request),
+        timed as the bucket event ``<what> bucket k`` while a timeline records."""
         recorder = self._owner.timeline
         if recorder is None or not recorder.on:
-            return self._comm.iallreduce(*args, **kwargs)
+            return post()
         key = (recorder.epoch, recorder.step)
         if key != self._key:
             self._key, self._index = key, 0
         index, self._index = self._index, self._index + 1
         started = _clock()
-        request = self._comm.iallreduce(*args, **kwargs)
-        return _TimedRequest(request, recorder, index, started)
+        return _TimedRequest(post(), recorder, index, started, what)
 
     def __getattr__(self, name):
         return getattr(self._comm, name)
 
 
 class _TimedRequest:
-    __slots__ = ("request", "recorder", "index", "started", "pending")
+    __slots__ = ("request", "recorder", "index", "started", "pending", "what")
 
-    def __init__(self, request, recorder, index, started):
+    def __init__(self, request, recorder, index, started, what):
         self.request, self.recorder = request, recorder
-        self.index, self.started, self.pending = index, started, True
+        self.index, self.started, self.pending, self.what = index, started, True, what
 
     def _done(self) -> None:
         self.pending = False
-        self.recorder.add(f"allreduce bucket {self.index}", FIRST_BUCKET + self.index,
+        self.recorder.add(f"{self.what} bucket {self.index}", FIRST_BUCKET + self.index,
                           self.started, _clock())
 
     def test(self) -> bool:

@@ -38,15 +38,16 @@ sys.path.remove(str(SCRIPTS))
 OVERLAP = {"algorithm": "mpi", "overlap": True, "bucket_bytes": 512}
 
 
-def train(tmp_path, label, executor="reference", model="mlp", **options):
+def train(tmp_path, label, executor="reference", model="mlp", ranks=2,
+          scheme="ConsistentDecentralized", **options):
     out = tmp_path / label
     out.mkdir()
-    status, output, _ = mpirun(2, "overlap_train.py", out, "--executor", executor,
+    status, output, _ = mpirun(ranks, "overlap_train.py", out, "--executor", executor,
                                "--model", model, "--options", json.dumps(options),
-                               timeout=180)
+                               "--scheme", scheme, timeout=180)
     assert status == 0, output[-4000:]
-    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-    params = [dict(np.load(out / f"rank{r}.npz")) for r in range(2)]
+    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(ranks)]
+    params = [dict(np.load(out / f"rank{r}.npz")) for r in range(ranks)]
     return results, params
 
 
@@ -224,7 +225,39 @@ def _base():
     return d5ref.GradientDescent(d5ref.from_onnx(small_model()), learning_rate=0.1)
 
 
-@pytest.mark.parametrize("name", [n for n in SCHEMES if n != "ConsistentDecentralized"])
+@pytest.mark.parametrize("scheme,options", [
+    ("ConsistentNeighbors", {"topology": "ring"}),
+    ("ConsistentParameterServer", {}),
+])
+def test_neighbour_and_parameter_server_schemes_overlap_bit_for_bit(tmp_path, scheme,
+                                                                     options):
+    """3 ranks: the neighbourhood of a 3-ring is every rank, and the root gathers 2."""
+    blocking, blocking_params = train(tmp_path, "blocking", ranks=3, scheme=scheme,
+                                      **options)
+    overlapped, params = train(tmp_path, "overlapped", ranks=3, scheme=scheme,
+                               overlap=True, bucket_bytes=512, progress="thread",
+                               **options)
+    for rank in range(3):
+        assert overlapped[rank]["steps"] == blocking[rank]["steps"], rank
+        for name, value in blocking_params[rank].items():
+            assert_array_equal(params[rank][name], value, err_msg=f"{name} rank {rank}")
+    measured = overlapped[0]["measured"]
+    assert measured["overlap"] is True and measured["buckets"] >= 2
+    for rank in range(3):   # the same bytes as blocking, bucket by bucket
+        assert (overlapped[rank]["measured"]["bytes_sent"] ==
+                blocking[rank]["measured"]["bytes_sent"]), rank
+        assert (overlapped[rank]["measured"]["bytes_received"] ==
+                blocking[rank]["measured"]["bytes_received"]), rank
+
+
+def test_neighbour_overlap_refuses_parameter_mixing_and_16_bit_wires():
+    with pytest.raises(Deep500Error, match="mix='parameters' exchanges the parameters"):
+        d5ref.ConsistentNeighbors.check_options(mix="parameters", overlap=True)
+    with pytest.raises(Deep500Error, match="comm_dtype='bfloat16' needs overlap=False"):
+        d5ref.ConsistentParameterServer.check_options(comm_dtype="bfloat16", overlap=True)
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEMES if SCHEMES[n].cannot_overlap])
 def test_schemes_that_cannot_overlap_say_so(name):
     with pytest.raises(Deep500Error, match="overlap=True: .*Use overlap=False"):
         SCHEMES[name](_base(), overlap=True)

@@ -1,7 +1,8 @@
 """Run by tests/lv3_distributed/test_overlap.py under ``mpirun -np N``.
 
 Trains the small MLP of ``check_schemes.py`` (or, with ``--model lenet``, a small
-LeNet) on the digits with ``ConsistentDecentralized`` (options as JSON, e.g.
+LeNet) on the digits with ``ConsistentDecentralized`` (or ``--scheme NAME``, another
+reference scheme) (options as JSON, e.g.
 ``{"algorithm": "mpi", "overlap": true, "bucket_bytes": 512}``) on the reference or
 PyTorch executor, and writes ``<out>/rank<R>.json`` (per step the SHA-256 of the
 parameters; the epoch's measurements) and ``<out>/rank<R>.npz`` (final parameters).
@@ -43,13 +44,14 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--options", default="{}", help="JSON keyword arguments")
+    parser.add_argument("--scheme", default="ConsistentDecentralized")
     args = parser.parse_args()
     comm = CommunicationNetwork()
     train, _ = d5.load_dataset("digits")
     executor = executor_for(args.executor, model(args.model))
     base_class, hyper = BASES[args.base]
-    scheme = d5ref.ConsistentDecentralized(base_class(executor, **hyper), comm,
-                                           **json.loads(args.options))
+    scheme = getattr(d5ref, args.scheme)(base_class(executor, **hyper), comm,
+                                         **json.loads(args.options))
     sampler = d5.DistributedSampler(train, args.batch, comm, seed=7)
     steps = []
     for index, batch in enumerate(sampler):

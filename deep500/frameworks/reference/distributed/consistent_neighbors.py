@@ -20,36 +20,71 @@ consistent: each rank applies its own gradient after mixing.
 bits (half the bytes); every contribution to the mean, this rank's own included, is the
 narrowed value widened, and the mean is formed in float32, so ranks that average the
 same set still agree bit for bit.
+
+``overlap=True`` (``mix="gradients"``, float32 on the wire): each gradient bucket is
+exchanged with the neighbours as soon as backprop completes it
+(:class:`~deep500.lv3_distributed.bucket_requests.NeighbourMeanRequest`, started by
+``GradientBuckets``): the same messages and the same mean, bit for bit, as the
+blocking step. Parameter mixing exchanges the parameters, which backprop does not
+produce, and is refused with ``overlap=True``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from deep500.lv3_distributed.bucket_requests import (NeighbourMeanRequest,
+                                                     neighbour_directions)
 from deep500.lv3_distributed.distributed_optimizer import DistributedOptimizer
+from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES
 from deep500.lv3_distributed.option_checks import check_choice
+from deep500.utils.errors import Deep500Error
 
 TOPOLOGIES = ("ring", "torus")
 MIXES = ("gradients", "parameters")
 
 
 class ConsistentNeighbors(DistributedOptimizer):
-    """Average gradients (or parameters) with the ring or torus neighbours."""
-    #: Why overlap=True is refused (DistributedOptimizer.check_overlap).
-    cannot_overlap = (
-        "it averages with its ring or torus neighbours (Sendrecv of the whole buffer), "
-        "not by a data-parallel allreduce, and overlap here is the bucketed "
-        "MPI_Iallreduce")
+    """Average gradients (or parameters) with the ring or torus neighbours;
+    ``overlap``, ``bucket_bytes``, ``compute_only_every``, ``progress``: see
+    :class:`d5.DistributedOptimizer` (gradient mixing in float32 only)."""
 
     def __init__(self, base_optimizer, comm=None, topology: str = "ring",
                  mix: str = "gradients", comm_dtype: str = "float32",
-                 overlap: bool = False):
-        super().__init__(base_optimizer, comm, comm_dtype, overlap)
-        check_choice("ConsistentNeighbors", "topology", topology, TOPOLOGIES)
-        check_choice("ConsistentNeighbors", "mix", mix, MIXES)
+                 overlap: bool = False, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                 compute_only_every: int = 10, progress: str = "calls"):
+        type(self).check_options(topology, mix, comm_dtype, overlap, bucket_bytes,
+                                 progress)
+        super().__init__(base_optimizer, comm, comm_dtype, overlap, bucket_bytes,
+                         compute_only_every, progress)
         self.topology, self.mix = topology, mix
         self.neighbours = self.neighbourhood(self.rank)
         self.consistent = mix == "gradients" and all(
             len(self.neighbourhood(r)) == self.size for r in range(self.size))
+
+    @classmethod
+    def check_options(cls, topology: str = "ring", mix: str = "gradients",
+                      comm_dtype: str = "float32", overlap: bool = False,
+                      bucket_bytes: int = DEFAULT_BUCKET_BYTES, progress: str = "calls",
+                      **_options) -> None:
+        """The constructor's checks that need no MPI (a recipe calls this up front)."""
+        check_choice("ConsistentNeighbors", "topology", topology, TOPOLOGIES)
+        check_choice("ConsistentNeighbors", "mix", mix, MIXES)
+        super().check_options(comm_dtype, overlap, bucket_bytes, progress)
+        if overlap and mix == "parameters":
+            raise Deep500Error("ConsistentNeighbors: overlap=True exchanges each gradient "
+                               "bucket as backprop completes it; mix='parameters' "
+                               "exchanges the parameters instead, which backprop does not "
+                               "produce. Use mix='gradients' or overlap=False")
+        if overlap and comm_dtype != "float32":
+            raise Deep500Error(f"ConsistentNeighbors: overlap=True sends the buckets in "
+                               f"float32; comm_dtype={comm_dtype!r} needs overlap=False")
+
+    def bucket_exchange(self, comm, buffer: np.ndarray):
+        """An overlapped bucket: its mean over the neighbourhood, non-blocking."""
+        operation = f"{self.topology}_exchange"
+        return comm.timed("neighbour exchange", lambda: NeighbourMeanRequest(
+            self.comm, buffer, neighbour_directions(self.comm, self.topology),
+            self.neighbours, operation))
 
     def neighbourhood(self, rank: int) -> list[int]:
         """The distinct ranks ``rank`` averages over, itself included."""
@@ -88,6 +123,8 @@ class ConsistentNeighbors(DistributedOptimizer):
         return mean
 
     def step(self, inputs: dict) -> dict:
+        if self.overlap:
+            return self._overlapped_step(inputs)
         self._before_step(inputs)
         outputs, gradients = self.compute_gradients(inputs)
         fused = self.fused()
