@@ -236,6 +236,11 @@ def _cluster_for(args, recipe_cluster=None):
         raise Deep500Error("--cluster places the ranks on the emulated cluster's nodes; "
                            "give --cluster or --hostfile, not both")
     spec = parse_cluster(text) if text is not None else recipe_cluster
+    if args.np is None and getattr(args, "recipe", None) is not None and \
+            len(_rank_counts(args) or ()) > 1:
+        # a grid of several rank counts: each part starts a cluster of its own size
+        from deep500.recipe.part_cluster import clusters_per_part
+        return clusters_per_part(spec, progress=not getattr(args, "quiet", False))
     return emulated_cluster(spec, progress=not getattr(args, "quiet", False))
 
 

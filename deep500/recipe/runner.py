@@ -113,9 +113,10 @@ class _RankRun:
         self.remeasure_interfered = remeasure_interfered
         self.interference_rule = interference_rule
         # (position in the recipe's plan, configuration): a part of a rank grid runs its
-        # rank count's configurations under their indices in the whole plan
+        # configurations (its rank count and launch settings) under their indices in
+        # the whole plan
         self.configurations = [(p, c) for p, c in enumerate(recipe.configurations())
-                               if part is None or c.get("ranks") == part.ranks]
+                               if part is None or rank_grid.in_part(part, c)]
         self.state = recipe.kind.new_state()
         self.folder: RunFolder | None = None   # rank 0's
         self.output_dir = self.session = self.first_index = self.records_comm = None

@@ -40,6 +40,7 @@ from deep500.recipe import components, machine_file, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
 from deep500.recipe.experiments.base import REQUIRED
+from deep500.recipe.launch_environment import LAUNCH_KEYS
 from deep500.recipe.problems import VALUE_ERRORS, Problems, describe, key_path, show
 from deep500.utils.errors import RecipeError
 
@@ -110,9 +111,10 @@ class Recipe:
     def configurations(self) -> list[dict]:
         """Every combination of the mutable alternatives, merged with the fixed values."""
         # Components that define the inputs vary slowest, so consecutive configurations
-        # share inputs and reference outputs; the number of ranks slower still, since
-        # each count runs as its own mpirun job (deep500.recipe.rank_grid).
-        order = ("ranks", *self.kind.input_components)
+        # share inputs and reference outputs; the number of ranks and the launch
+        # settings slower still, since each of their combinations runs as its own
+        # mpirun job (deep500.recipe.rank_grid).
+        order = ("ranks", *LAUNCH_KEYS, *self.kind.input_components)
         keys = sorted(self.mutable, key=lambda k: order.index(k) if k in order else len(order))
         combos = itertools.product(*(self.mutable[k] for k in keys)) if keys else [()]
         return [{**self.fixed, **dict(zip(keys, combo))} for combo in combos]

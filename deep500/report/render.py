@@ -8,12 +8,13 @@ import html
 import os
 
 from deep500.results.files import read_manifest, read_results, run_status
-from deep500.report import grid, level0, level1, level2, level3, predictions
+from deep500.report import (collective_choice, grid, level0, level1, level2, level3,
+                            predictions, scaling)
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
-SECTIONS = (level0, level1, level2, level3, grid, predictions)
+SECTIONS = (level0, level1, level2, level3, grid, scaling, collective_choice, predictions)
 
 
 def _records_of(section, records: list[dict]) -> list[dict]:

@@ -40,6 +40,16 @@ A grid of rank counts: ``ranks`` (fixed, or ``mutable: {ranks: [1, 2, 4]}``, wit
 the optimizer's ``learning_rate`` by the number of ranks (Goyal et al. 2017), recorded
 in ``details["lr_scaling"]``.
 
+Weak and strong scaling: ``scaling: strong`` holds ``global_batch`` fixed and gives each
+rank ``global_batch / ranks`` samples; ``weak`` (the default) gives each rank
+``batch_size`` (:mod:`deep500.recipe.batch_scaling`; ``details["batch"]``). Default
+versus best collective: ``mpich_allreduce`` runs each value's configurations under
+``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` set to it (a launch setting of the rank grid,
+:mod:`deep500.recipe.launch_environment`); every record says in
+``details["mpich_allreduce"]`` which algorithm MPICH started with. ``allreduce_sizes``
+times the scheme's allreduce per message size before training
+(:mod:`deep500.recipe.allreduce_sweep`, ``details["allreduce_sizes"]``).
+
 Failures: a scheme that cannot be set up on some rank (bad option value, missing
 framework) is an error record for that configuration on every rank, and the next one
 runs; a failure during training stops every rank (``guarded_main``): what was written
@@ -54,7 +64,8 @@ import os
 
 from deep500.frameworks import registry
 from deep500.lv2_training.events import TrainingEvent
-from deep500.recipe import components
+from deep500.recipe import (allreduce_sweep, batch_scaling, collective_choice, components,
+                            launch_environment)
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import executor_factory, \
     parse_network
@@ -83,12 +94,15 @@ BASELINES = {name: (registry.get(name).distributed_module, name)
 LR_SCALING_RULES = ("none", "linear")
 
 
-def scaled_optimizer(optimizer: OptimizerSpec, rule: str, ranks: int) -> tuple:
+def scaled_optimizer(optimizer: OptimizerSpec, rule: str, ranks: int,
+                     factor: float | None = None) -> tuple:
     """``(optimizer spec, what was done)``: the base optimizer's spec with its
-    ``learning_rate`` scaled by ``rule`` for ``ranks`` ranks, and the record of it
-    (``rule``, ``ranks``, ``base_learning_rate``, ``learning_rate``, ``source``), or
-    ``None`` for the rule ``none``. A rule other than ``none`` on an optimizer without a
-    ``learning_rate`` hyper-parameter in the recipe raises RecipeError."""
+    ``learning_rate`` scaled by ``rule`` for ``ranks`` ranks (by ``factor``, the global
+    batch over the recipe's ``batch_size``, where given: ``batch_scaling``), and the
+    record of it (``rule``, ``ranks``, ``base_learning_rate``, ``learning_rate``,
+    ``source``), or ``None`` for the rule ``none``. A rule other than
+    ``none`` on an optimizer without a ``learning_rate`` hyper-parameter in the recipe
+    raises RecipeError."""
     if rule == "none":
         return optimizer, None
     rate = optimizer.get("learning_rate")
@@ -96,7 +110,8 @@ def scaled_optimizer(optimizer: OptimizerSpec, rule: str, ranks: int) -> tuple:
         raise RecipeError(f"lr_scaling: {rule} scales the optimizer's learning_rate, but "
                           f"optimizer {optimizer.label} gives none; add learning_rate "
                           f"to the optimizer or set lr_scaling: none")
-    scaled = float(rate) * ranks
+    factor = ranks if factor is None else factor
+    scaled = float(rate) * factor
     return OptimizerSpec({**optimizer, "learning_rate": scaled}), {
         "rule": rule, "ranks": ranks, "base_learning_rate": float(rate),
         "learning_rate": scaled, "source": "Goyal et al. 2017, sec. 2.1 (linear scaling "
@@ -251,7 +266,18 @@ class DistributedExperiment(base.Experiment):
         # MPI ranks; deep500 run launches each count itself (deep500.recipe.rank_grid)
         "ranks": (base.positive_int, None),
         "lr_scaling": (base.one_of(LR_SCALING_RULES), "none"),
+        # weak (batch_size per rank, the default) or strong (global_batch over the ranks)
+        "scaling": (batch_scaling.parse_scaling, None),
+        "global_batch": (batch_scaling.parse_global_batch, None),
+        # MPICH's MPI_Allreduce algorithm, set in each mpirun job's environment
+        launch_environment.MPICH_ALLREDUCE: (launch_environment.parse_mpich_allreduce,
+                                             None),
+        # message sizes (bytes) at which the scheme's allreduce is timed before training
+        "allreduce_sizes": (allreduce_sweep.parse_allreduce_sizes, None),
     }
+    # Components a record's configuration shows only where the recipe sets them.
+    optional_components = ("scaling", "global_batch", launch_environment.MPICH_ALLREDUCE,
+                           "allreduce_sizes")
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
                     "Timeline")
@@ -290,6 +316,13 @@ class DistributedExperiment(base.Experiment):
                                     f"but optimizer {spec.label} ({opath}) gives none; "
                                     f"add learning_rate or set lr_scaling: none")
         check_datasets(recipe, problems)
+        collective_choice.check(recipe, problems, reference_schemes())
+        batch_scaling.check(recipe, problems)
+
+    def applicable(self, configuration) -> str | None:
+        """Why a configuration is skipped (``collective_choice.skip_reason``), or
+        None."""
+        return collective_choice.skip_reason(configuration, reference_schemes())
 
     def executor_name(self, configuration) -> str:
         scheme = configuration["scheme"]
@@ -310,14 +343,14 @@ class DistributedExperiment(base.Experiment):
         train, test = cached_datasets(configuration, state)
         problem = scaling = None
         try:
+            batch = batch_scaling.batch_per_rank(configuration, comm.size)
             base_optimizer, scaling = scaled_optimizer(
                 configuration["optimizer"], configuration.get("lr_scaling", "none"),
-                comm.size)
+                comm.size, batch_scaling.learning_rate_factor(configuration, comm.size))
             model = build_network(configuration, train)
             executor = executor_factory(self.executor_name(configuration))(model, "cpu")
             optimizer = make_distributed_optimizer(scheme, base_optimizer, executor, comm)
-            sampler = d5.DistributedSampler(train, configuration["batch_size"], comm,
-                                            seed=configuration["seed"])
+            sampler = d5.DistributedSampler(train, batch, comm, seed=configuration["seed"])
         except (Deep500Error, TypeError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
         # Agree before any rank starts communicating, so a set-up failure on one rank
@@ -336,9 +369,10 @@ class DistributedExperiment(base.Experiment):
         if comm.rank == 0:  # only rank 0 writes into the run folder
             events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
         with guarded_main(comm, on_failure=functools.partial(mark_run_failed, output_dir)):
+            sweep = self._allreduce_sizes(configuration, optimizer, comm)
             result = d5.test_training(executor, train, test, optimizer,
                                       epochs=configuration["epochs"],
-                                      batch_size=configuration["batch_size"],
+                                      batch_size=batch,
                                       metrics=metrics, events=events, sampler=sampler,
                                       seed=configuration["seed"],
                                       test_batch_size=configuration["test_batch_size"])
@@ -346,9 +380,30 @@ class DistributedExperiment(base.Experiment):
         comm.close()
         if comm.rank == 0:
             result.details["distributed"] = distributed
+            if sweep is not None:
+                result.details["allreduce_sizes"] = sweep
         if scaling is not None:
             result.details["lr_scaling"] = scaling
+        result.details["batch"] = batch_scaling.batch_details(configuration, comm.size)
+        # which MPI_Allreduce algorithm MPICH started with on this rank
+        result.details[launch_environment.MPICH_ALLREDUCE] = comm.mpi_allreduce_algorithm
         return result
+
+    @staticmethod
+    def _allreduce_sizes(configuration, optimizer, comm) -> dict | None:
+        """The scheme's allreduce timed at the recipe's ``allreduce_sizes`` (rank 0's
+        result, with the size of the step's fused gradients; ``allreduce_sweep``), or
+        None. Collective."""
+        scheme = configuration["scheme"]
+        algorithm = collective_choice.scheme_algorithm(scheme, reference_schemes())
+        if not configuration.get("allreduce_sizes") or algorithm is None:
+            return None
+        sweep = allreduce_sweep.time_allreduce_sizes(
+            comm.comm, configuration["allreduce_sizes"], algorithm,
+            scheme.options.get("segment_bytes"))
+        if sweep is not None:
+            sweep["gradient_bytes"] = optimizer.fused().nbytes
+        return sweep
 
     def _distributed_details(self, optimizer, comm, result) -> dict | None:
         """Rank 0: the global figures plus every rank's analytic traffic per epoch, its
@@ -374,6 +429,8 @@ class DistributedExperiment(base.Experiment):
 
     def describe(self, configuration):
         scheme = configuration["scheme"]
+        configuration = {k: v for k, v in configuration.items()
+                         if k not in self.optional_components or v is not None}
         return {**configuration, "network": configuration["network"].to_dict(),
                 "dataset": dict(configuration["dataset"]),
                 "executor": self.executor_name(configuration),
