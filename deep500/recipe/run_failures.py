@@ -9,7 +9,7 @@ import traceback
 
 from deep500.lv3_distributed.mpi_launch import LateRanks, abort_job
 from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS
-from deep500.results.files import record_failure
+from deep500.results.files import hold_until_the_job_ends, record_failure
 from deep500.results.run_folder import RunFolder
 
 
@@ -53,6 +53,7 @@ def timed_out(output_dir: str, rank: int, comm, timeout: float, header: dict,
                                       "seconds": round(seconds, 3)})
     except Exception as problem:  # noqa: BLE001 - ending the job matters more
         sys.stderr.write(f"deep500: could not record the timeout: {problem!r}\n")
+    hold_until_the_job_ends(output_dir, rank)
     abort_job(comm, TIMEOUT_EXIT_STATUS)
 
 
@@ -74,4 +75,5 @@ def ranks_timed_out(folder: RunFolder, late: LateRanks, header: dict, timeout: f
     folder.finish("timed_out", failure={"rank": late.missing[0], "error": message,
                                         "index": header["index"],
                                         "configuration": header["label"]})
+    hold_until_the_job_ends(folder.path, 0)
     abort_job(comm, TIMEOUT_EXIT_STATUS)

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import platform
+import threading
 
 from deep500.utils.errors import Deep500Error
 from deep500.utils.interrupts import deferred
@@ -205,15 +206,19 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
     entry (rank, error, configuration, traceback, note) and the counts of the records
     on disk. A manifest that already failed keeps its first failure (the one reported)
     and gets the counts brought up to date; one that finished otherwise is left as it
-    is."""
+    is. Once a rank has begun to end the job (:func:`hold_until_the_job_ends`) nothing
+    is added: this process may be killed at any moment, between a record and its
+    count."""
     in_progress = _IN_PROGRESS.get(os.path.abspath(output_dir))
     # Ranks that fail together (both watchdogs of a hung collective) serialise here, so
     # the manifest's counts include every rank's error record.
     with manifest_lock(output_dir):
+        manifest = read_manifest(output_dir)
+        if manifest.get(JOB_ENDED_BY) is not None:
+            return
         if in_progress is not None:
             append_record(output_dir, {**in_progress, "kind": "error", "error": error,
                                        "rank": rank, **(record_fields or {})})
-        manifest = read_manifest(output_dir)
         if not manifest:
             return
         counts = record_counts(session_records(output_dir, manifest.get("session", 0)))
@@ -234,28 +239,74 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
         write_manifest(output_dir, manifest)
 
 
+#: The manifest's key naming the rank that is ending the job (``MPI_Abort``).
+JOB_ENDED_BY = "job_ended_by"
+_held = threading.local()
+
+
 @contextlib.contextmanager
 def manifest_lock(output_dir: str):
     """An exclusive lock between the processes that update ``output_dir``'s manifest
     (rank 0's run folder, ranks recording their failures): ``fcntl.flock`` on the
     folder itself, which adds no file to it (where there is no flock, no lock).
     Without it, rank 0 could read the manifest, another rank then append its error
-    record and count it, and rank 0 write back counts without it."""
+    record and count it, and rank 0 write back counts without it. Re-entrant within
+    a thread; other threads of the process wait for it as other processes do."""
+    key = os.path.abspath(output_dir)
+    held = _held.__dict__.setdefault("paths", {})
+    if key in held:
+        held[key] += 1
+        try:
+            yield
+        finally:
+            held[key] -= 1
+        return
+    fd = _lock_folder(output_dir)
+    held[key] = 1
+    try:
+        yield
+    finally:
+        del held[key]
+        if fd is not None:
+            os.close(fd)   # releases the lock
+
+
+def _lock_folder(output_dir: str) -> int | None:
+    """The folder opened and ``flock``-ed exclusively (blocking); None where there is
+    no flock or no folder."""
     try:
         import fcntl
     except ImportError:  # not POSIX
-        yield
-        return
+        return None
     try:
         fd = os.open(output_dir, os.O_RDONLY)
     except OSError:
-        yield
-        return
+        return None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def hold_until_the_job_ends(output_dir: str, rank: int) -> None:
+    """Called by a rank just before it ends the whole job (``MPI_Abort``, which kills
+    every rank wherever it is): take the manifest's lock and keep it until this process
+    dies, and mark the manifest with ``job_ended_by``. MPI_Abort then never kills
+    another rank between appending a record and counting it (that rank holds the lock,
+    so this one waits), and a rank that gets the lock after this one died adds nothing
+    (:func:`record_failure`, ``RunFolder.write``): the counts always match the disk."""
+    key = os.path.abspath(output_dir)
+    held = _held.__dict__.setdefault("paths", {})
+    if key not in held:
+        fd = _lock_folder(output_dir)
+        if fd is None:
+            return
+        held[key] = 1   # never released: the process ends holding it
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)   # releases the lock
+        manifest = read_manifest(output_dir)
+    except RunFolderError:
+        return
+    if manifest and manifest.get(JOB_ENDED_BY) is None:
+        manifest[JOB_ENDED_BY] = rank
+        write_manifest(output_dir, manifest)
 
 
 def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
@@ -268,6 +319,7 @@ def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
                    traceback_text="\n".join(lines[-40:]),
                    note="mpirun ended every rank; results written before the failure "
                         "are kept")
+    hold_until_the_job_ends(output_dir, rank)
 
 
 def process_identity() -> dict:

@@ -16,7 +16,8 @@ import os
 import time
 
 from deep500.utils.interrupts import deferred
-from deep500.results.files import (RunFolderError, ResultsWriter, manifest_lock,
+from deep500.results.files import (JOB_ENDED_BY, RunFolderError, ResultsWriter,
+                                    manifest_lock,
                                     read_manifest, read_results, record_counts,
                                     run_status, session_records, write_manifest)
 
@@ -154,7 +155,11 @@ class RunFolder:
     def write(self, records: list[dict], **manifest_fields) -> None:
         """Append ``records`` (one configuration's, every rank's) and bring the
         manifest's counts (and ``manifest_fields``) up to date."""
-        with deferred():  # a configuration's records and counts land together
+        # A configuration's records and counts land together: no signal between them,
+        # and no rank's MPI_Abort (it waits for this lock; files.hold_until_the_job_ends).
+        with deferred(), manifest_lock(self.path):
+            if self._job_ending():
+                return
             for record in records:
                 self._writer.write(record)
                 self.records.append(record)
@@ -185,6 +190,14 @@ class RunFolder:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def _job_ending(self) -> bool:
+        """Another rank has begun to end the job (its MPI_Abort may kill this process
+        at any moment): what it left on disk is the run's end."""
+        try:
+            return read_manifest(self.path).get(JOB_ENDED_BY) is not None
+        except RunFolderError:
+            return False
 
     def _write_manifest(self) -> None:
         # Under the lock ranks recording a failure take: read, count and write at once.

@@ -344,6 +344,48 @@ def _append_many(output_dir, rank, payload):
                                    "payload": payload})
 
 
+def test_a_rank_ending_the_job_holds_the_manifest_so_no_record_goes_uncounted(tmp_path):
+    """The race behind a hung collective's two watchdogs: rank 0 ends the job
+    (MPI_Abort) while rank 1 records its own error. Rank 0 holds the manifest's lock
+    until it dies, so rank 1 waits; once rank 0 is dead, rank 1 adds nothing (it may be
+    killed at any moment), and the counts match the disk."""
+    import multiprocessing
+    from deep500.results.files import (configuration_in_progress, hold_until_the_job_ends,
+                                       record_counts, record_failure, write_manifest)
+    folder = str(tmp_path)
+    append_record(folder, {"kind": "measurement", "rank": 0, "index": 0})
+    write_manifest(folder, {"status": "running", "session": 0,
+                            **record_counts(read_results(folder))})
+    context = multiprocessing.get_context("fork")
+    holding, go = context.Event(), context.Event()
+
+    def end_the_job():
+        hold_until_the_job_ends(folder, 0)
+        holding.set()
+        go.wait(30)
+        os._exit(124)                          # as MPI_Abort ends it, lock held
+
+    def record_late():
+        with configuration_in_progress(folder, {"index": 1, "label": "hangs",
+                                                "level": 3}):
+            record_failure(folder, 1, "TimeoutError: late", status="timed_out")
+
+    ender = context.Process(target=end_the_job)
+    ender.start()
+    assert holding.wait(30)
+    late = context.Process(target=record_late)
+    late.start()
+    late.join(0.5)
+    assert late.is_alive()                     # waits for the ending rank's lock
+    go.set()
+    ender.join(30)
+    late.join(30)
+    assert late.exitcode == 0
+    manifest = read_manifest(folder)
+    assert manifest["job_ended_by"] == 0
+    assert manifest["records"] == len(read_results(folder)) == 1
+
+
 # --- deep500 report on folders that are not runs, --version --------------------------
 
 def _corrupt(tmp_path, case):
