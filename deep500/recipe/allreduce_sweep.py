@@ -8,12 +8,16 @@ Method (as ``deep500 calibrate`` times its calls, ``calibration/software.py``): 
 size, a float32 buffer of ``bytes / 4`` elements, the scheme's algorithm through
 ``CommunicationNetwork.allreduce`` (``"mpi"``: ``MPI_Allreduce``, whose algorithm
 MPICH took from ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` at start-up), summed in place
-(zeros, so the values never grow); two warm-up calls; one timed call estimates the
-cost and fixes the repeats for about ``BUDGET_S`` per size (at least ``MIN_REPEATS``,
-at most ``MAX_REPEATS``, the same on every rank); every call is timed on its own after
-a ``Barrier`` outside the clock, the garbage collector off, and a call's time is the
-slowest rank's (a collective is done when every rank is). Rank 0 keeps every sample and
-their median with its nonparametric 95% CI (Hoefler & Belli, SC'15).
+(zeros, so the values never grow); one call, then one timed call that estimates the
+cost (the slowest rank's) and fixes, the same on every rank, the warm-up calls for
+about ``WARMUP_S`` (at least one: TCP connections of a fresh MPI job on the emulated
+cluster need a few round trips to open their congestion window, and a configuration
+that runs first in its part must not pay for that alone) and the repeats for about
+``BUDGET_S`` (at least ``MIN_REPEATS``, enough for a 95% CI of the median, at most
+``MAX_REPEATS``); every call is timed on its own after a ``Barrier`` outside the clock,
+the garbage collector off, and a call's time is the slowest rank's (a collective is
+done when every rank is). Rank 0 keeps every sample and their median with its
+nonparametric 95% CI (Hoefler & Belli, SC'15).
 """
 from __future__ import annotations
 
@@ -26,8 +30,9 @@ from deep500.recipe.problems import describe
 from deep500.utils.errors import RecipeError
 from deep500.utils.statistics import summarize
 
-BUDGET_S = 0.2
-MIN_REPEATS = 5
+BUDGET_S = 0.25
+WARMUP_S = 0.05
+MIN_REPEATS = 11
 MAX_REPEATS = 100
 MAX_BYTES = 1 << 30
 
@@ -65,15 +70,16 @@ def time_allreduce_sizes(comm, sizes, algorithm, segment_bytes=None) -> dict | N
                 net.allreduce(buffer, out=buffer, algorithm=algorithm,
                               segment_bytes=segment_bytes)
 
-            for _ in range(2):
-                comm.Barrier()
-                call()
+            comm.Barrier()
+            call()
             comm.Barrier()
             start = clock()
             call()
-            estimate = comm.allreduce(clock() - start, op=MPI.MAX)
-            repeats = int(min(MAX_REPEATS,
-                              max(MIN_REPEATS, BUDGET_S / max(estimate, 1e-7))))
+            estimate = max(comm.allreduce(clock() - start, op=MPI.MAX), 1e-7)
+            for _ in range(int(min(MAX_REPEATS, max(1, WARMUP_S / estimate)))):
+                comm.Barrier()
+                call()
+            repeats = int(min(MAX_REPEATS, max(MIN_REPEATS, BUDGET_S / estimate)))
             spent = np.empty(repeats)
             gc.disable()
             try:

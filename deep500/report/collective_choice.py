@@ -152,8 +152,9 @@ def _size_table(times: ChoiceTimes, nbytes: int, title: str) -> Table:
             continue
         marks = " (default)" if name == times.default else ""
         marks += " ★ best" if name == best else ""
-        ci = (f" [{fmt_time(row['ci_low'])}, {fmt_time(row['ci_high'])}]"
-              if math.isfinite(row.get("ci_low", math.nan)) else "")
+        low, high = row.get("ci_low"), row.get("ci_high")
+        ci = (f" [{fmt_time(low)}, {fmt_time(high)}]"   # none from fewer than 6 calls
+              if isinstance(low, float) and math.isfinite(low) else "")
         rows.append([name + marks, fmt_time(row["median"]) + ci,
                      _busbw(nbytes, row["median"], times.ranks),
                      _ratio(row["median"], reference), row["repeats"]])
