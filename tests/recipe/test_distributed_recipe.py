@@ -43,7 +43,7 @@ def test_a_checked_recipe_lists_its_schemes():
     (_with_schemes({"scheme": "ConsistentDecentralized", "period": 3}),
      "ConsistentDecentralized takes no options ['period']; it takes ['algorithm', "
      "'bucket_bytes', 'comm_dtype', 'compute_only_every', 'mpi_algorithm', 'overlap', "
-     "'segment_bytes']"),
+     "'progress', 'segment_bytes']"),
     (_with_schemes({"scheme": "ConsistentDecentralized", "comm_dtype": "float8"}),
      "ConsistentDecentralized: comm_dtype='float8' is not a communication dtype; choose "
      "one of float32, float16, bfloat16"),
