@@ -55,6 +55,18 @@ configurations. Target: X ≤ 10%.
 
 Run:  python benchmarks/lv3_simulator.py [--machine FILE] [--batches 16,64]
         [--algorithms ring,mpi,...] [--epochs 3] [--rounds 5] [--smoke]
+
+**On an emulated cluster** (as root; docs/cluster_emulation.md), where communication
+takes a link's time: ``--cluster [rate=1gbit,...]`` runs three models (an MLP, LeNet,
+ResNet-20) × ``--nodes`` (default 1,2,4; one rank per node) × {blocking, overlapped}
+× {fp32, bf16 on the wire}, each node count calibrated on its cluster, profiled by as
+many ranks at once and measured by ``deep500 run --np N --cluster ...``
+(``simulator_cluster.py`` says how; ``simulator_cluster_cases.py`` what). Its last line
+is ``simulator step-time error: median X%, worst Y%, ranking tau Z``.
+
+Run:  python benchmarks/lv3_simulator.py --cluster [rate=...] [--nodes 1,2,4]
+        [--models mlp,lenet,resnet20] [--steps 30] [--rounds 3]
+        [--calibration quick|full|both] [--keep DIR] [--smoke]
 """
 from __future__ import annotations
 
@@ -99,7 +111,8 @@ def calibrate(folder: str, smoke: bool) -> str:
     return out
 
 
-def profile(settings: dict, batch: int, reruns: int, sync=None) -> d5.StepProfile:
+def profile(settings: dict, batch: int, reruns: int, sync=None,
+            name: str = "mlp (distributed.yaml)") -> d5.StepProfile:
     """The measured step profile of the recipe's model at ``batch`` per rank."""
     from deep500.datasets import load_dataset
     from deep500.recipe.experiments.networks import executor_factory
@@ -129,7 +142,7 @@ def profile(settings: dict, batch: int, reruns: int, sync=None) -> d5.StepProfil
         return float(np.asarray(scheme.step(minibatch)[loss]))
     return d5.measure_step_profile(model, executor, optimizer, inputs, reruns=reruns,
                                    warmup=5, batch=batch, threads=1,
-                                   name="mlp (distributed.yaml)", executor_name="reference",
+                                   name=name, executor_name="reference",
                                    step=step, sync=sync)
 
 
@@ -224,15 +237,40 @@ def main() -> int:
     parser.add_argument("--algorithms", default=",".join(allreduce_names()),
                         help="allreduce algorithms measured on 2 ranks")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--reruns", type=int, default=60, help="profiled steps")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of profile + "
+    parser.add_argument("--reruns", type=int, default=None, help="profiled steps "
+                        "(default 60; with --cluster 30)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of profile + "
                         "measurement; each configuration's figures are the medians over "
-                        "rounds")
+                        "rounds (default 5; with --cluster 3)")
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 1 epoch, "
-                        "batch 16, ring and mpi only")
+                        "batch 16, ring and mpi only; with --cluster: the MLP on 1 and 2 "
+                        "nodes, 8 steps, 1 round")
+    cluster = parser.add_argument_group("on an emulated cluster (as root)")
+    cluster.add_argument("--cluster", nargs="?", const="", metavar="SPEC",
+                         help="run the sweep on emulated clusters; SPEC: tc fields other "
+                              "than nodes (rate=1gbit gives every model that rate; "
+                              "default: each model's own)")
+    cluster.add_argument("--nodes", default="1,2,4", help="node counts, one rank each")
+    cluster.add_argument("--models", default="all", help="comma-separated: mlp, "
+                         "lenet, resnet20, or all")
+    cluster.add_argument("--steps", type=int, default=30, help="steps per configuration")
+    cluster.add_argument("--calibration", choices=("quick", "full", "both"),
+                         default="quick", help="deep500 calibrate with or without --quick "
+                         "(both: predict with each, the table with the quick one)")
+    cluster.add_argument("--keep", metavar="DIR", help="keep calibrations, recipes, "
+                         "results and simulator-cluster.json here (calibrations found "
+                         "here are reused)")
     parser.add_argument("--profile-worker", metavar="OUT", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster-profile-worker", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--context-repeats", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cluster_profile_worker or args.cluster is not None:
+        import simulator_cluster
+        if args.cluster_profile_worker:
+            return simulator_cluster.profile_worker(
+                args.cluster_profile_worker, args.models.split(","), int(args.nodes),
+                args.steps, args.reruns)
+        return simulator_cluster.main(args)
     if args.profile_worker:
         return profile_worker(args.profile_worker,
                               [int(b) for b in args.batches.split(",")], args.reruns,
@@ -241,7 +279,7 @@ def main() -> int:
     algorithms = (["ring", "mpi"] if args.smoke
                   else [a.strip() for a in args.algorithms.split(",") if a.strip()])
     epochs = 1 if args.smoke else args.epochs
-    rounds = 1 if args.smoke else args.rounds
+    rounds = 1 if args.smoke else args.rounds or 5
     settings = recipe_settings()
     predicted, measured = {}, {}   # (ranks, batch, algorithm) -> [seconds per round]
     parts = {}
@@ -249,7 +287,7 @@ def main() -> int:
         machine = args.machine or calibrate(folder, args.smoke)
         machine = d5.load_machine(machine)
         print(f"# machine: {machine.name} ({machine.source})")
-        reruns = 20 if args.smoke else args.reruns
+        reruns = 20 if args.smoke else args.reruns or 60
         for r in range(rounds):
             on_two, in_context = profile_on_ranks(
                 folder, 2, batches, reruns, Plan.make(quick=args.smoke).context_repeats)
