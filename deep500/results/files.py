@@ -304,22 +304,28 @@ def hold_until_the_job_ends(output_dir: str, rank: int) -> None:
         manifest = read_manifest(output_dir)
     except RunFolderError:
         return
-    if manifest and manifest.get(JOB_ENDED_BY) is None:
+    # A run that already finished (complete, or another process's final status) is
+    # not this job's to mark.
+    ending = manifest.get("status") in ("running", "failed", "timed_out", "interrupted")
+    if ending and manifest.get(JOB_ENDED_BY) is None:
         manifest[JOB_ENDED_BY] = rank
         write_manifest(output_dir, manifest)
 
 
-def mark_run_failed(output_dir: str, rank: int, message: str) -> None:
+def mark_run_failed(output_dir: str, rank: int, message: str,
+                    ending_the_job: bool = False) -> None:
     """Record that ``rank`` failed (``message``: its traceback), as
     :func:`record_failure` does. Called by the failing rank (``guarded_main``'s
     ``on_failure``) just before ``MPI_Abort`` ends every rank, rank 0 included, which
-    then never writes its final status."""
+    then never writes its final status; ``ending_the_job``: this process is about to
+    call it (:func:`hold_until_the_job_ends`)."""
     lines = message.strip().splitlines()
     record_failure(output_dir, rank, lines[-1] if lines else message,
                    traceback_text="\n".join(lines[-40:]),
                    note="mpirun ended every rank; results written before the failure "
                         "are kept")
-    hold_until_the_job_ends(output_dir, rank)
+    if ending_the_job:
+        hold_until_the_job_ends(output_dir, rank)
 
 
 def process_identity() -> dict:

@@ -1,5 +1,6 @@
 """benchmarks/lv3_overlap.py runs end to end: ``--smoke`` calibrates quickly, starts 2
-ranks, measures the exposed communication of both models blocking and overlapped,
+ranks, measures the exposed communication of both MLPs blocking and overlapped (here
+with Deep500's non-blocking ring advanced by the progress thread),
 prints the simulator's predictions next to them, and ends with the
 ``overlap hides X% of communication`` line. No figure is asserted (on 2 shared cores
 it is noise); that every row is there, with finite numbers, and that the wide model
@@ -11,25 +12,26 @@ import sys
 import pytest
 
 LAST = re.compile(r"^overlap hides (-?\d+)% of communication$")
-ROW = re.compile(r"^(mlp .+?)\s+(blocking|overlapped)\s+(-?[\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                 r"\s+rounds: .*?(?:; (\d+) buckets)?$", re.M)
+ROW = re.compile(r"^(mlp .+?)\s+ring\s+(blocking|overlap/thread)\s+(-?[\d.]+)\s+([\d.]+)"
+                 r"\s+([\d.]+)\s+rounds: .*?(?:; (\d+) buckets)?$", re.M)
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_smoke_prints_both_modes_per_model_and_the_verdict_last(repo_root):
     script = repo_root / "benchmarks" / "lv3_overlap.py"
-    done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True,
-                          text=True, timeout=400, cwd=repo_root)
+    done = subprocess.run([sys.executable, str(script), "--smoke", "--algorithms", "ring",
+                           "--progress", "thread"], capture_output=True, text=True,
+                          timeout=400, cwd=repo_root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = ROW.findall(done.stdout)
     assert len(rows) == 4, done.stdout
     assert {(r[0].strip(), r[1]) for r in rows} == {
         (model, mode) for model in {r[0].strip() for r in rows}
-        for mode in ("blocking", "overlapped")}
+        for mode in ("blocking", "overlap/thread")}
     for model, mode, exposed, predicted, step, buckets in rows:
         assert float(predicted) >= 0 and float(step) > 0
-        if mode == "overlapped" and "wide" in model:
+        if mode == "overlap/thread" and "wide" in model:
             assert int(buckets) >= 2
     last = done.stdout.strip().splitlines()[-1]
     assert LAST.match(last), last

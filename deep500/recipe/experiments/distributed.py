@@ -368,7 +368,8 @@ class DistributedExperiment(base.Experiment):
             events.append(optimizer)
         if comm.rank == 0:  # only rank 0 writes into the run folder
             events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
-        with guarded_main(comm, on_failure=functools.partial(mark_run_failed, output_dir)):
+        with guarded_main(comm, on_failure=functools.partial(
+                mark_run_failed, output_dir, ending_the_job=True)):
             sweep = self._allreduce_sizes(configuration, optimizer, comm)
             result = d5.test_training(executor, train, test, optimizer,
                                       epochs=configuration["epochs"],
