@@ -47,7 +47,28 @@ def neighbour_directions(net, topology: str) -> list[tuple[int, int, int]]:
     return [(to, tag, source) for to, tag, source in plan if not to == source == r]
 
 
-class NeighbourMeanRequest:
+class _BucketRequest:
+    """``test()`` and ``wait()`` over the posted requests (``_requests``); ``_finish``
+    forms the result in ``_buffer`` once they have all completed."""
+    _net = _buffer = _requests = None
+    _done = False
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def test(self) -> bool:
+        if not self._done and self._net._MPI.Request.Testall(self._requests):
+            self._finish()
+        return self._done
+
+    def wait(self) -> np.ndarray:
+        if not self._done:
+            self._net._MPI.Request.Waitall(self._requests)
+            self._finish()
+        return self._buffer
+
+
+class NeighbourMeanRequest(_BucketRequest):
     """The mean of ``buffer`` over ``neighbourhood`` (ranks, this one included),
     exchanged along ``directions`` (:func:`neighbour_directions`); ``buffer`` holds the
     mean once ``test()`` is true or ``wait()`` returned."""
@@ -78,19 +99,8 @@ class NeighbourMeanRequest:
         mean /= len(self._neighbourhood)
         np.copyto(self._buffer, mean)
 
-    def test(self) -> bool:
-        if not self._done and self._net._MPI.Request.Testall(self._requests):
-            self._finish()
-        return self._done
 
-    def wait(self) -> np.ndarray:
-        if not self._done:
-            self._net._MPI.Request.Waitall(self._requests)
-            self._finish()
-        return self._buffer
-
-
-class GatherMeanRequest:
+class GatherMeanRequest(_BucketRequest):
     """A worker's bucket to ``root``; at the root, every rank's bucket received and
     their mean (over ranks, in rank order) written into ``buffer``."""
 
@@ -116,14 +126,3 @@ class GatherMeanRequest:
         self._done = True
         if self._rows is not None:
             np.mean(self._rows, axis=0, out=self._buffer.reshape(-1))
-
-    def test(self) -> bool:
-        if not self._done and self._net._MPI.Request.Testall(self._requests):
-            self._finish()
-        return self._done
-
-    def wait(self) -> np.ndarray:
-        if not self._done:
-            self._net._MPI.Request.Waitall(self._requests)
-            self._finish()
-        return self._buffer

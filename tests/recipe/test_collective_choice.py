@@ -4,7 +4,6 @@ setting, so the rank grid runs one mpirun job per (ranks, MPICH algorithm) with
 started with; Deep500's own algorithms are measured once (under ``auto``); bad values
 are recipe errors naming the key and the valid values; the report has the per-size
 tables, the training-step table and the plot."""
-import copy
 import json
 import os
 import sys
@@ -18,6 +17,7 @@ from deep500.recipe.rank_grid import Part, check_launch, in_part, recipe_parts
 from deep500.results.files import read_manifest, read_results
 from deep500.utils.errors import Deep500Error, RecipeError
 from tests.lv3_distributed.mpi_helpers import run_program
+from tests.recipe.recipe_changes import changed
 
 CVAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
 CHOICE = {"name": "choice", "experiment": "distributed",
@@ -32,14 +32,7 @@ CHOICE = {"name": "choice", "experiment": "distributed",
 
 
 def recipe(**changes):
-    raw = copy.deepcopy(CHOICE)
-    for section, values in changes.items():
-        for key, value in values.items():
-            if value is None:
-                raw[section].pop(key, None)
-            else:
-                raw[section][key] = value
-    return raw
+    return changed(CHOICE, changes)
 
 
 @pytest.fixture

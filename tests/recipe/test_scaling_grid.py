@@ -7,7 +7,6 @@ the measured-and-predicted tables and plot, oversubscribed points marked.
 The cluster test needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and is skipped without it;
 it compares ``ip netns list`` before and after, as
 tests/lv3_distributed/test_cluster_emulation.py does."""
-import copy
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ from deep500.utils.errors import RecipeError
 from tests.lv3_distributed.mpi_helpers import run_program
 from tests.lv3_distributed.test_cluster_emulation import (_can_build_namespaces,
                                                           _owner_runs, namespaces)
+from tests.recipe.recipe_changes import changed
 
 SCALING = {"name": "tiny_scaling", "experiment": "distributed",
            "cluster": {"nodes": 2, "rate": "1gbit"}, "machine": "infiniband-hdr",
@@ -38,14 +38,7 @@ SCALING = {"name": "tiny_scaling", "experiment": "distributed",
 
 
 def recipe(**changes):
-    raw = copy.deepcopy(SCALING)
-    for section, values in changes.items():
-        for key, value in values.items():
-            if value is None:
-                raw[section].pop(key, None)
-            else:
-                raw[section][key] = value
-    return raw
+    return changed(SCALING, changes)
 
 
 def test_strong_scaling_splits_the_global_batch_and_scales_the_rate_by_it():
