@@ -42,6 +42,14 @@ class Reduction(NamedTuple):
     average: bool
 
 
+def flat_result(array: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out`` holding this rank's contribution (copied from ``array`` unless it is
+    ``array``), as the flat view an algorithm reduces in place."""
+    if out is not array:
+        np.copyto(out, array)
+    return out.reshape(-1)
+
+
 class AllreduceAlgorithm:
     """One allreduce algorithm (see the module docstring). Stateless: the registry holds
     one instance of each.
@@ -75,9 +83,7 @@ class AllreduceAlgorithm:
         """Reduce ``array`` over the ranks of ``net`` (two or more) into ``out`` (same
         shape and dtype; may be ``array``), the same result on every rank; returns the
         traffic this rank handed to MPI."""
-        if out is not array:
-            np.copyto(out, array)
-        return self._run(net, out.reshape(-1), reduction.ufunc, reduction.average,
+        return self._run(net, flat_result(array, out), reduction.ufunc, reduction.average,
                          **self._taken(options))
 
     def _run(self, net, target: np.ndarray, ufunc, average: bool, **options) -> Traffic:

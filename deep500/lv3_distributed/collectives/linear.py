@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm, flat_result
 from deep500.lv3_distributed.collectives.messages import Counter, recv, send
 from deep500.lv3_distributed.collectives.pricing import shared, step
 from deep500.lv3_distributed.message_tags import (LINEAR_BROADCAST, LINEAR_REDUCE,
@@ -45,9 +45,7 @@ class Linear(AllreduceAlgorithm):
     def run_narrowed(self, net, array, out, reduction, wire) -> Traffic:
         """``_run`` with the values narrowed to ``wire`` on the way (module docstring).
         Bytes: the full-width algorithm's with the wire's itemsize."""
-        if out is not array:
-            np.copyto(out, array)
-        target = out.reshape(-1)
+        target = flat_result(array, out)
         p, r, counter = net.size, net.rank, Counter()
         narrowed = wire.empty(target.size)
         if r != 0:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm, flat_result
 from deep500.lv3_distributed.collectives.fold import (fold_cost, fold_partner, old_rank,
                                                       run_folded, with_fold)
 from deep500.lv3_distributed.collectives.messages import (Counter, chunk_bounds, recv,
@@ -73,9 +73,7 @@ class Rabenseifner(AllreduceAlgorithm):
         """``_run`` with the values narrowed to ``wire`` on the way (module docstring),
         the fold's and unfold's messages included. Bytes: the full-width algorithm's
         with the wire's itemsize."""
-        if out is not array:
-            np.copyto(out, array)
-        target = out.reshape(-1)
+        target = flat_result(array, out)
         narrowed, incoming = wire.empty(target.size), wire.empty(target.size)
         widened = np.empty_like(target)
         counter = Counter()

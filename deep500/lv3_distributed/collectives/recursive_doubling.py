@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm, flat_result
 from deep500.lv3_distributed.collectives.fold import (fold_cost, fold_partner, old_rank,
                                                       run_folded, with_fold)
 from deep500.lv3_distributed.collectives.messages import Counter, recv, send, sendrecv
@@ -50,9 +50,7 @@ class RecursiveDoubling(AllreduceAlgorithm):
         form the same sum of the same two rounded values. The average is divided at
         the end, the result narrowed once (what the unfold sends) and widened again on
         every rank. Bytes: the full-width algorithm's with the wire's itemsize."""
-        if out is not array:
-            np.copyto(out, array)
-        target = out.reshape(-1)
+        target = flat_result(array, out)
         narrowed, incoming = wire.empty(target.size), wire.empty(target.size)
         widened = np.empty(target.size, target.dtype)
         counter = Counter()

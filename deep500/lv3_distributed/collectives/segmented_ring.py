@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm
+from deep500.lv3_distributed.collectives.base import AllreduceAlgorithm, flat_result
 from deep500.lv3_distributed.collectives.messages import Counter, chunk_bounds
 from deep500.lv3_distributed.collectives.pricing import shared, swap
 from deep500.lv3_distributed.message_tags import (NARROWED_SEGMENT_ALLGATHER,
@@ -77,9 +77,7 @@ class SegmentedRing(AllreduceAlgorithm):
         full-width algorithm's with the wire's itemsize."""
         segment_bytes = (net.segment_bytes if segment_bytes is None
                          else check_segment_bytes(segment_bytes))
-        if out is not array:
-            np.copyto(out, array)
-        return _pipelined(net, out.reshape(-1), reduction.ufunc, reduction.average,
+        return _pipelined(net, flat_result(array, out), reduction.ufunc, reduction.average,
                           segment_elements(segment_bytes, wire.itemsize), wire,
                           (NARROWED_SEGMENT_REDUCE_SCATTER, NARROWED_SEGMENT_ALLGATHER))
 
