@@ -12,18 +12,21 @@ Samples are float32 N×3×32×32, ``pixel / 255`` in [0, 1]; labels int64.
 from __future__ import annotations
 
 import dataclasses
+import lzma
 import os
 import tarfile
 import zlib
 
 import numpy as np
 
+from deep500.datasets.bounded_reads import check_size, read_exactly, tar_end_problem
 from deep500.datasets.byte_images import ByteImageDataset
 from deep500.datasets.download import Resource, cache_dir, fetch
 from deep500.utils.errors import Deep500Error
 
 IMAGE_SHAPE = (3, 32, 32)
 PIXEL_BYTES = 3 * 32 * 32
+NAMES_MAX_BYTES = 1 << 16  # a class-names file (the official ones are under 2 KB)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +82,8 @@ def parse_records(raw: bytes, spec: CifarDataset, label: str, source: str):
 
 class _Source:
     """Reads the files of a CIFAR version from its folder or, in one sequential pass,
-    from its tar archive (a gzip stream cannot seek, so members are not opened one by
-    one)."""
+    from its tar archive (a gzip stream cannot seek back, so members are not opened one
+    by one); no file may be larger than the official one."""
 
     def __init__(self, location: str, spec: CifarDataset):
         self.location, self.spec = location, spec
@@ -99,11 +102,26 @@ class _Source:
                                    f"{where}")
         return found
 
+    def limit(self, filename: str) -> int:
+        """The most bytes ``filename`` may hold: the size of the official file."""
+        record = self.spec.label_bytes + PIXEL_BYTES
+        for files, samples in ((self.spec.train_files, self.spec.train_samples),
+                               (self.spec.test_files, self.spec.test_samples)):
+            if filename in files:
+                return samples // len(files) * record
+        return NAMES_MAX_BYTES
+
+    def _remedy(self, filename: str) -> str:
+        return (f"The official {filename} has {self.limit(filename):,} bytes at most; "
+                f"replace {self.location} with the official {self.spec.name} files.")
+
     def _read_folder(self, wanted) -> dict:
         found = {}
         for filename in wanted:
             path = os.path.join(self.location, filename)
             if os.path.isfile(path):
+                check_size(os.path.getsize(path), self.limit(filename), path, "the file",
+                           self._remedy(filename))
                 with open(path, "rb") as handle:
                     found[filename] = handle.read()
         return found
@@ -112,13 +130,24 @@ class _Source:
         members = {f"{self.spec.folder}/{filename}": filename for filename in wanted}
         found = {}
         try:
-            with tarfile.open(self.location, "r|*") as archive:
+            # Random access over the decompressing reader only ever seeks forward, so it
+            # streams like "r|*" but keeps the offset where the headers stopped.
+            with tarfile.open(self.location, "r:*") as archive:
                 for member in archive:
                     if member.name in members and member.isfile():
-                        found[members[member.name]] = archive.extractfile(member).read()
+                        filename = members[member.name]
+                        check_size(member.size, self.limit(filename), self.describe(filename),
+                                   "its tar header", self._remedy(filename))
+                        found[filename] = read_exactly(archive.extractfile(member), member.size,
+                                                       self.describe(filename))
                         if len(found) == len(members):
                             break
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+                else:
+                    problem = tar_end_problem(archive.fileobj, archive.offset)
+                    if problem:
+                        raise Deep500Error(f"{self.location}: {problem}. Delete it and "
+                                           f"download it again.")
+        except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             raise Deep500Error(f"{self.location}: corrupt or truncated archive ({exc}). Delete "
                                f"it and download it again.") from None
         return found

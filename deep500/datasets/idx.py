@@ -12,12 +12,14 @@ Samples are float32 N×1×28×28, ``pixel / 255`` in [0, 1]; labels int64 in [0,
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import io
+import math
 import os
 import zlib
 
 import numpy as np
 
+from deep500.datasets.bounded_reads import check_size, open_decompressed, read_exactly
 from deep500.datasets.byte_images import ByteImageDataset
 from deep500.datasets.download import Resource, cache_dir, fetch
 from deep500.utils.errors import Deep500Error
@@ -25,43 +27,60 @@ from deep500.utils.errors import Deep500Error
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 IMAGES_MAGIC = 0x00000803
 LABELS_MAGIC = 0x00000801
+IDX_MAX_BYTES = 1 << 31  # read_idx's default limit, for files of no known dataset
 
 
 def parse_idx(raw: bytes, source: str) -> np.ndarray:
     """The array stored in IDX bytes (already decompressed); ``source`` names the file
     in errors."""
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in IDX_TYPES:
-        magic = raw[:4].hex() or "nothing"
+    return _read_idx_stream(io.BytesIO(raw), source, len(raw), "")
+
+
+def read_idx(path: str, max_bytes: int = IDX_MAX_BYTES, remedy: str = "") -> np.ndarray:
+    """The array in an IDX file; gzip-compressed files are recognised by their magic
+    bytes (1f 8b), whatever their name.
+
+    The header's size (dimensions times item size, in Python ints) is checked against
+    ``max_bytes`` before the values are read, and the values are streamed into one
+    buffer of that size, so a damaged header or a decompression bomb raises a
+    Deep500Error naming the file and the limit instead of exhausting memory.
+    ``remedy`` ends that error (what the caller's user should do).
+    """
+    remedy = remedy or (f"If the file is right, read it with d5.read_idx(path, "
+                        f"max_bytes=...) and a larger limit.")
+    try:
+        with open_decompressed(path) as (stream, compression):
+            return _read_idx_stream(stream, path, max_bytes, remedy)
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        raise Deep500Error(f"{path}: cannot be read ({exc.strerror})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise Deep500Error(f"{path}: corrupt or truncated gzip file ({exc}). Delete it "
+                           f"and download it again.") from None
+
+
+def _read_idx_stream(stream, source: str, max_bytes: int, remedy: str) -> np.ndarray:
+    head = stream.read(4)
+    if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_TYPES:
+        magic = head.hex() or "nothing"
         raise Deep500Error(f"{source}: not an IDX file (magic number 0x{magic}; IDX files "
                            f"start with 00 00, a type code and the number of dimensions). "
                            f"Replace it with the original file.")
-    dtype, ndim = np.dtype(IDX_TYPES[raw[2]]), raw[3]
+    dtype, ndim = np.dtype(IDX_TYPES[head[2]]), head[3]
+    dimensions = stream.read(4 * ndim)
+    if len(dimensions) < 4 * ndim:
+        raise Deep500Error(f"{source}: truncated IDX header ({4 + len(dimensions)} bytes)")
+    shape = tuple(int.from_bytes(dimensions[4 * i:4 * i + 4], "big") for i in range(ndim))
     header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise Deep500Error(f"{source}: truncated IDX header ({len(raw)} bytes)")
-    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, offset=4))
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(raw) != expected:
+    expected = header + math.prod(shape) * dtype.itemsize
+    check_size(expected, max_bytes, source,
+               f"the IDX header (shape {shape} of {dtype.name})", remedy)
+    values = read_exactly(stream, expected - header, source)
+    if stream.read(1):
         raise Deep500Error(
             f"{source}: IDX header promises shape {shape} of {dtype.name} ({expected} bytes "
-            f"in all) but the file has {len(raw)} bytes; it is "
-            f"{'truncated' if len(raw) < expected else 'followed by extra data'}. "
-            f"Replace it with the original file.")
-    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
-
-
-def read_idx(path: str) -> np.ndarray:
-    """The array in an IDX file; gzip-compressed files are recognised by their magic
-    bytes (1f 8b), whatever their name."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise Deep500Error(f"{path}: corrupt or truncated gzip file ({exc}). Delete it "
-                               f"and download it again.") from None
-    return parse_idx(raw, path)
+            f"in all) but the file is followed by extra data. Replace it with the original "
+            f"file.")
+    return np.frombuffer(values, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +161,20 @@ def _locate(spec: IdxDataset, role: str, root, path, download: bool, verify: boo
     return fetch(resource, folder, download, verify, progress, mirrors)
 
 
-def _read_pair(spec: IdxDataset, images_path: str, labels_path: str):
-    images, labels = read_idx(images_path), read_idx(labels_path)
+def _expected_read(spec: IdxDataset, split: str, kind: str, path: str) -> np.ndarray:
+    """One file of a known dataset, read with the official file's size as its limit."""
+    samples = spec.train_samples if split == "train" else spec.test_samples
+    shape = (samples,) + (spec.image_shape[1:] if kind == "images" else ())
+    limit = 4 + 4 * len(shape) + math.prod(shape)
+    return read_idx(path, limit, f"{spec.name}'s {split} {kind} are at most "
+                                 f"{'×'.join(map(str, shape))} bytes ({limit:,} with the "
+                                 f"header): pass the official file, or read other IDX files "
+                                 f"with d5.read_idx(path, max_bytes=...).")
+
+
+def _read_pair(spec: IdxDataset, split: str, images_path: str, labels_path: str):
+    images = _expected_read(spec, split, "images", images_path)
+    labels = _expected_read(spec, split, "labels", labels_path)
     height, width = spec.image_shape[1:]
     if images.ndim != 3 or images.shape[1:] != (height, width) or images.dtype != np.uint8:
         raise Deep500Error(f"{images_path}: expected uint8 images of N×{height}×{width}, found "
@@ -178,7 +209,7 @@ def load_idx_dataset(spec: IdxDataset, root=None, download: bool = True, path=No
                for role in spec.files}
     datasets = []
     for split in ("train", "test"):
-        images, labels = _read_pair(spec, located[f"{split}_images"], located[f"{split}_labels"])
+        images, labels = _read_pair(spec, split, located[f"{split}_images"], located[f"{split}_labels"])
         datasets.append(ByteImageDataset(images, labels, input_node, label_node, spec.classes,
                                          f"{spec.name}-{split}", spec.class_names))
     return tuple(datasets)

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from deep500.datasets.bounded_reads import tar_end_problem
 from deep500.datasets.images import decode_image, stack_samples
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error
@@ -55,12 +56,15 @@ def build_tar_index(archive: str, extensions: Sequence[str] = IMAGE_EXTENSIONS) 
                 names.append(member.name)
                 offsets.append(member.offset_data)
                 sizes.append(member.size)
+            problem = tar_end_problem(tar.fileobj, tar.offset)
     except tarfile.ReadError as exc:
         raise Deep500Error(
             f"{archive}: not an uncompressed tar archive ({exc}). Random access needs a plain "
             f".tar: decompress a .tar.gz first (gunzip), or re-create it with 'tar cf'.") from None
     except (tarfile.TarError, EOFError) as exc:
         raise Deep500Error(f"{archive}: corrupt or truncated tar archive ({exc})") from None
+    if problem:
+        raise Deep500Error(f"{archive}: {problem}. Re-create or copy the archive again.")
     return {"names": np.array(names, dtype=str), "offsets": np.array(offsets, np.int64),
             "sizes": np.array(sizes, np.int64)}
 

@@ -29,6 +29,11 @@ def decode_image(data: bytes, source: str, size: tuple[int, int] | None = None,
             if size is not None:
                 image = _resize(image, size, crop, image_module)
             pixels = np.asarray(image, dtype=np.float32)
+    except image_module.DecompressionBombError as exc:
+        raise Deep500Error(
+            f"{source}: the image is too large to decode ({exc}); the limit is "
+            f"{2 * image_module.MAX_IMAGE_PIXELS:,} pixels. Resize the image, or raise "
+            f"PIL.Image.MAX_IMAGE_PIXELS if you trust the file.") from None
     except (OSError, SyntaxError, ValueError) as exc:  # PIL's UnidentifiedImageError is an OSError
         raise Deep500Error(f"{source}: cannot decode the image ({exc}); the file is corrupt "
                            f"or not an image") from None
