@@ -253,7 +253,17 @@ def _where(path):
     return f"machine file {path}" if path else "machine description"
 
 
-def _number(value, field_name, path, positive=True, allow_zero=False):
+# The plausible range of each unit. A value outside it is a typo or a damaged file, and
+# would turn predictions into inf or 0 (β = 1e308 s/byte times any message overflows);
+# rates are divided by, so they start at 1.
+UNIT_RANGES = {"s": (0.0, 3600.0), "s/byte": (0.0, 1.0), "bytes": (0.0, 2.0 ** 64),
+               "bytes/s": (1.0, 1e21), "FLOP/s": (1.0, 1e21), "ratio": (1e-6, 1e6)}
+
+
+def _number(value, field_name, path, positive=True, allow_zero=False, unit=None):
+    """The number at ``field_name`` (a plain number or ``{value: ...}``), finite,
+    positive (or non-negative with ``allow_zero``) and within ``UNIT_RANGES[unit]``;
+    a MachineError names the field otherwise."""
     if isinstance(value, Mapping):
         if "value" not in value:
             raise MachineError(f"{_where(path)}: field '{field_name}' has no 'value'; {_FIX}")
@@ -265,13 +275,42 @@ def _number(value, field_name, path, positive=True, allow_zero=False):
     except (TypeError, ValueError):
         raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}, not a number; "
                            f"{_FIX}") from None
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
     if math.isnan(number) or math.isinf(number):
         raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}; it must be a "
                            f"finite number; {_FIX}")
     if number < 0 or (number == 0 and not allow_zero and positive):
         raise MachineError(f"{_where(path)}: field '{field_name}' is {number!r}; it must be "
                            f"{'non-negative' if allow_zero else 'positive'}; {_FIX}")
+    low, high = UNIT_RANGES.get(unit, (0.0, math.inf))
+    if (number != 0 and number < low) or number > high:
+        raise MachineError(f"{_where(path)}: field '{field_name}' is {number!r} {unit}, outside "
+                           f"the plausible range [{low:g}, {high:g}] {unit}; {_FIX}")
     return number
+
+
+def _pair(value, field_name, path) -> tuple:
+    """A confidence interval ``[low, high]`` (or NaNs when absent); a MachineError
+    names the field when it is something else."""
+    if value is None:
+        return (math.nan, math.nan)
+    if isinstance(value, (list, tuple)) and len(value) == 2 and \
+            all(isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool)
+                                         and abs(v) < 2 ** 64) for v in value):
+        return (float(value[0]), float(value[1]))  # unknown bounds may be NaN
+    raise MachineError(f"{_where(path)}: field '{field_name}' is {value!r}; it must be a "
+                       f"list of two numbers [low, high]; {_FIX}")
+
+
+def _list(value, field_name, path) -> list:
+    """A list field (``[]`` when absent); a MachineError names it otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MachineError(f"{_where(path)}: field '{field_name}' must be a list, not "
+                           f"{type(value).__name__}; {_FIX}")
+    return value
 
 
 def _get(mapping, key, prefix, path):
@@ -306,7 +345,7 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
         _get(data, "reduction", "", path), path)
     memory = _get(data, "memory", "", path)
     bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
-                        "memory.bandwidth_bytes_per_s", path)
+                        "memory.bandwidth_bytes_per_s", path, unit="bytes/s")
     peak = _peak(data.get("compute") or {}, path)
     overheads, fusion, context = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
@@ -331,26 +370,30 @@ def _hockney_segments(network, path) -> tuple:
             raise MachineError(f"{_where(path)}: field 'network.segments' must be a list; {_FIX}")
         for i, seg in enumerate(raw_segments):
             prefix = f"network.segments[{i}]."
-            alpha = _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path, allow_zero=True)
+            alpha = _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path,
+                            allow_zero=True, unit="s")
             beta = _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte",
-                           path, allow_zero=True)
-            lo = _number(seg.get("min_bytes", 0), prefix + "min_bytes", path, allow_zero=True)
+                           path, allow_zero=True, unit="s/byte")
+            lo = _number(seg.get("min_bytes", 0), prefix + "min_bytes", path, allow_zero=True,
+                         unit="bytes")
             hi_raw = seg.get("max_bytes")
-            hi = math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path)
+            hi = math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path,
+                                                         unit="bytes")
             if hi <= lo:
                 raise MachineError(f"{_where(path)}: field '{prefix}max_bytes' ({hi}) is not above "
                                    f"min_bytes ({lo}); {_FIX}")
             segments.append(Segment(lo, hi, alpha, beta,
-                                    ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
-                                    ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
+                                    ci_beta=_pair(seg.get("ci_beta"), prefix + "ci_beta", path),
+                                    ci_alpha=_pair(seg.get("ci_alpha"), prefix + "ci_alpha",
+                                                   path)))
         segments.sort(key=lambda s: s.min_bytes)
         alpha = _number(network.get("alpha_s", segments[0].alpha_s), "network.alpha_s", path,
-                        allow_zero=True)
+                        allow_zero=True, unit="s")
         return alpha, segments
     alpha = _number(_get(network, "alpha_s", "network.", path), "network.alpha_s", path,
-                    allow_zero=True)
+                    allow_zero=True, unit="s")
     beta = _number(_get(network, "beta_s_per_byte", "network.", path),
-                   "network.beta_s_per_byte", path)
+                   "network.beta_s_per_byte", path, unit="s/byte")
     return alpha, [Segment(0.0, math.inf, alpha, beta, ci_beta=_ci(network["beta_s_per_byte"]),
                            ci_alpha=_ci(network["alpha_s"]))]
 
@@ -359,18 +402,20 @@ def _exchange_segments(network, path) -> tuple:
     """``network.exchange_segments`` (both ranks ``Sendrecv`` at once), sorted by size."""
     exchange = []
     raw_exchange = network.get("exchange_segments") if isinstance(network, Mapping) else None
-    for i, seg in enumerate(raw_exchange or []):
+    for i, seg in enumerate(_list(raw_exchange, "network.exchange_segments", path)):
         prefix = f"network.exchange_segments[{i}]."
         hi_raw = seg.get("max_bytes") if isinstance(seg, Mapping) else None
         exchange.append(Segment(
             _number(seg.get("min_bytes", 0) if isinstance(seg, Mapping) else None,
-                    prefix + "min_bytes", path, allow_zero=True),
-            math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path),
-            _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path, allow_zero=True),
+                    prefix + "min_bytes", path, allow_zero=True, unit="bytes"),
+            math.inf if hi_raw is None else _number(hi_raw, prefix + "max_bytes", path,
+                                                    unit="bytes"),
+            _number(_get(seg, "alpha_s", prefix, path), prefix + "alpha_s", path,
+                    allow_zero=True, unit="s"),
             _number(_get(seg, "beta_s_per_byte", prefix, path), prefix + "beta_s_per_byte",
-                    path, allow_zero=True),
-            ci_beta=tuple(seg.get("ci_beta") or (math.nan, math.nan)),
-            ci_alpha=tuple(seg.get("ci_alpha") or (math.nan, math.nan))))
+                    path, allow_zero=True, unit="s/byte"),
+            ci_beta=_pair(seg.get("ci_beta"), prefix + "ci_beta", path),
+            ci_alpha=_pair(seg.get("ci_alpha"), prefix + "ci_alpha", path)))
     exchange.sort(key=lambda s: s.min_bytes)
     return tuple(exchange)
 
@@ -379,16 +424,21 @@ def _reduction(reduction, path) -> tuple:
     """``reduction``: (γ cache-resident, γ memory-resident, the buffer sizes they were
     measured at, and the ``gamma_curve`` as sorted (bytes, s/byte) points)."""
     g_cache_raw = _get(reduction, "gamma_cache_s_per_byte", "reduction.", path)
-    g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path)
+    g_cache = _number(g_cache_raw, "reduction.gamma_cache_s_per_byte", path, unit="s/byte")
     g_mem_raw = reduction.get("gamma_memory_s_per_byte", g_cache_raw)
-    g_mem = _number(g_mem_raw, "reduction.gamma_memory_s_per_byte", path)
-    g_cache_bytes = float(g_cache_raw.get("buffer_bytes", 65536)) if isinstance(g_cache_raw, Mapping) else 65536.0
-    g_mem_bytes = float(g_mem_raw.get("buffer_bytes", 64 << 20)) if isinstance(g_mem_raw, Mapping) else float(64 << 20)
+    g_mem = _number(g_mem_raw, "reduction.gamma_memory_s_per_byte", path, unit="s/byte")
+    g_cache_bytes, g_mem_bytes = (
+        _number(raw.get("buffer_bytes", default) if isinstance(raw, Mapping) else default,
+                f"reduction.{key}.buffer_bytes", path, unit="bytes")
+        for raw, key, default in ((g_cache_raw, "gamma_cache_s_per_byte", 65536),
+                                  (g_mem_raw, "gamma_memory_s_per_byte", 64 << 20)))
     curve = []
-    for i, point in enumerate(reduction.get("gamma_curve") or []):
+    for i, point in enumerate(_list(reduction.get("gamma_curve"), "reduction.gamma_curve", path)):
         prefix = f"reduction.gamma_curve[{i}]."
-        curve.append((_number(_get(point, "buffer_bytes", prefix, path), prefix + "buffer_bytes", path),
-                      _number(_get(point, "value", prefix, path), prefix + "value", path)))
+        curve.append((_number(_get(point, "buffer_bytes", prefix, path), prefix + "buffer_bytes",
+                              path, unit="bytes"),
+                      _number(_get(point, "value", prefix, path), prefix + "value", path,
+                              unit="s/byte")))
     curve.sort()
     return g_cache, g_mem, g_cache_bytes, g_mem_bytes, curve
 
@@ -411,13 +461,13 @@ def _peak(compute, path) -> dict:
             fname = f"compute.peak_flops_per_s.{kind}.{threads}"
             try:
                 t = int(threads)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise MachineError(f"{_where(path)}: field '{fname}': thread count "
                                    f"{threads!r} is not an integer; {_FIX}") from None
             if t < 1:
                 raise MachineError(f"{_where(path)}: field '{fname}': thread count must be "
                                    f">= 1; {_FIX}")
-            peak[str(kind)][t] = _number(value, fname, path)
+            peak[str(kind)][t] = _number(value, fname, path, unit="FLOP/s")
     return peak
 
 
@@ -440,9 +490,9 @@ def _coherence(section, path) -> tuple:
         for i, point in enumerate(points):
             where = f"{prefix}[{i}]."
             curve.append((_number(_get(point, "buffer_bytes", where, path),
-                                  where + "buffer_bytes", path),
+                                  where + "buffer_bytes", path, unit="bytes"),
                           _number(_get(point, "value", where, path), where + "value", path,
-                                  allow_zero=True)))
+                                  allow_zero=True, unit="s/byte")))
         curves.append(tuple(sorted(curve)))
     return tuple(curves)
 
@@ -464,13 +514,14 @@ def _software(section, path) -> tuple[dict, tuple | None, dict]:
                                f"must map allreduce algorithms to seconds; {_FIX}")
         for algorithm, value in table.items():
             fname = f"software.allreduce_call_overhead_s.{algorithm}"
-            overheads[str(algorithm)] = _number(value, fname, path, allow_zero=True)
+            overheads[str(algorithm)] = _number(value, fname, path, allow_zero=True, unit="s")
     fusion = None
     copy = section.get("fusion_copy")
     if copy is not None:
         prefix = "software.fusion_copy."
         fusion = tuple(_number(_get(copy, key, prefix, path), prefix + key, path,
-                               allow_zero=True) for key in ("per_tensor_s", "s_per_byte"))
+                               allow_zero=True, unit=unit)
+                       for key, unit in (("per_tensor_s", "s"), ("s_per_byte", "s/byte")))
     return overheads, fusion, _in_context(section.get("allreduce_in_context"), path)
 
 
@@ -496,9 +547,9 @@ def _in_context(section, path) -> dict:
                 raise MachineError(f"{_where(path)}: field '{fname}[{i}]' must be a mapping "
                                    f"with nbytes and ratio; {_FIX}")
             points.append((_number(_get(row, "nbytes", f"{fname}[{i}].", path),
-                                   f"{fname}[{i}].nbytes", path),
+                                   f"{fname}[{i}].nbytes", path, unit="bytes"),
                            _number(_get(row, "ratio", f"{fname}[{i}].", path),
-                                   f"{fname}[{i}].ratio", path)))
+                                   f"{fname}[{i}].ratio", path, unit="ratio")))
         context[str(algorithm)] = tuple(sorted(points))
     return context
 
