@@ -33,15 +33,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from deep500.lv3_distributed.cluster.spec import cluster_from_mapping
 from deep500.recipe import components, machine_file, typed_schema
 from deep500.recipe.acceptance import Threshold, parse_threshold
 from deep500.recipe.experiments import EXPERIMENTS
 from deep500.recipe.experiments.base import REQUIRED
 from deep500.recipe.launch_environment import LAUNCH_KEYS
-from deep500.recipe.problems import VALUE_ERRORS, Problems, describe, key_path, show
+from deep500.recipe.problems import VALUE_ERRORS, Problems, describe, key_path
+from deep500.recipe.recipe_yaml import read_recipe_yaml
 from deep500.utils.errors import RecipeError
 
 TOP_LEVEL_KEYS = set(typed_schema.TOP_LEVEL_KEYS)  # timeout included
@@ -135,123 +134,7 @@ class Recipe:
 def load_recipe(path: str) -> Recipe:
     """Read and check a recipe file; raises one RecipeError listing every problem, each
     with its key path."""
-    return parse_recipe(_read_yaml(path), path)
-
-
-def _read_yaml(path: str):
-    if not isinstance(path, (str, os.PathLike)):
-        raise RecipeError(f"A recipe is a file name, got {describe(path)}")
-    if not os.path.isfile(path):
-        what = "is not a file" if os.path.exists(path) else "does not exist"
-        raise RecipeError(f"Recipe file {str(path)!r} {what}")
-    where = os.path.basename(path)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise RecipeError(f"{where}: cannot be read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8-sig")  # a leading byte-order mark is fine
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise RecipeError(f"{where}: line {line}, column {column}: byte "
-                          f"0x{data[exc.start]:02x} is not UTF-8 text; save the recipe "
-                          f"as UTF-8") from None
-    line = _too_deep(text)
-    if line:
-        raise RecipeError(f"{where}: line {line}: brackets nested more than "
-                          f"{_MAX_NESTING} deep; a recipe needs a few levels")
-    loader = None
-    try:
-        loader = _RecipeLoader(text)  # reads the first characters already
-        loader.name = where  # marks in messages say 'in "recipe.yaml", line 3, column 1'
-        data = loader.get_single_data()
-        if _nesting(data) > _MAX_NESTING:
-            # PyYAML's own limit is Python's recursion limit, which other libraries
-            # raise (torch.compile sets 2000): one rule whatever was imported before.
-            raise RecursionError
-        return data
-    except yaml.YAMLError as exc:
-        raise RecipeError(f"{where}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise RecipeError(f"{where}: not valid YAML: nested too deeply to read; a recipe "
-                          f"needs a few levels of nesting") from None
-    except (ValueError, OverflowError, TypeError) as exc:  # e.g. a date like 2024-13-45
-        raise RecipeError(f"{where}: not valid YAML: {exc}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-_MAX_NESTING = 64
-
-
-def _nesting(data) -> int:
-    """How deeply mappings and lists nest in loaded YAML (iteratively: no recursion)."""
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if depth <= _MAX_NESTING:
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-def _too_deep(text: str) -> int | None:
-    """The line where ``[``/``{`` brackets nest more than ``_MAX_NESTING`` deep, or None.
-    PyYAML's scanner takes time quadratic in the nesting of flow collections (seconds
-    for a few hundred levels) before it runs out of recursion, so such text is refused
-    before it is parsed. Quoted text and comments are skipped (roughly: a stray quote
-    only makes the count lower)."""
-    depth, line, quote, comment = 0, 1, None, False
-    for char in text:
-        if char == "\n":
-            line, comment = line + 1, False
-        elif comment:
-            continue
-        elif quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#":
-            comment = True
-        elif char in "[{":
-            depth += 1
-            if depth > _MAX_NESTING:
-                return line
-        elif char in "]}":
-            depth = max(0, depth - 1)
-    return None
-
-
-class _RecipeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps
-    the last one silently, so half a recipe would vanish)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)
-            seen = {}
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.setdefault(key, key_node)
-                except TypeError:
-                    continue  # an unhashable key: the base class says so
-                if first is not key_node:
-                    raise yaml.constructor.ConstructorError(
-                        "while reading a mapping", node.start_mark,
-                        f"found key {show(key)} twice (first {first.start_mark.line + 1}"
-                        f":{first.start_mark.column + 1}); give each key once",
-                        key_node.start_mark)
-        return super().construct_mapping(node, deep)
+    return parse_recipe(read_recipe_yaml(path), path)
 
 
 def parse_recipe(raw, path: str = "<recipe>") -> Recipe:

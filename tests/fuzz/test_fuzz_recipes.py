@@ -7,8 +7,11 @@ fails the test with the case's number and mutation, so it is reproduced from the
 so does a library error that only the loader's last-resort nets caught.
 
 Text mutations work on the file's bytes: byte flips, truncations, inserted YAML
-punctuation, deleted spans, broken indentation, duplicated lines, deep bracket nesting
-and encodings other than UTF-8. Structure mutations change one node of the parsed
+punctuation, deleted spans, broken indentation, duplicated lines, deep bracket nesting,
+encodings other than UTF-8, alias bombs ('billion laughs', and an alias inside its own
+anchor), deep block nesting and huge scalars (strings, integers, floats, binary). Every
+case must answer within ``CASE_LIMIT_S`` (the reader's bounds, deep500.recipe.
+recipe_yaml: unbounded, a 9-level alias bomb ran for minutes). Structure mutations change one node of the parsed
 recipe: another type in its place, a list for a scalar and back, a deleted, duplicated
 or renamed key, deep nesting, huge, negative, infinite and NaN numbers; for the ONNX
 recipe, the model file is also truncated or flipped.
@@ -35,6 +38,7 @@ from deep500.utils.errors import Deep500Error
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED = 17
 CASES = 420
+CASE_LIMIT_S = 20.0  # generous under load; an unbounded reader takes minutes
 
 OPERATORS_RECIPE = """\
 name: small-operators
@@ -178,8 +182,52 @@ def _not_utf8(rng, data):
     return data[:i] + junk + data[i:], f"insert bytes {junk!r} at {i}"
 
 
+def _alias_bomb(rng, data):
+    """'Billion laughs': each anchor a list of ``width`` aliases of the one before, put
+    at the top level or in place of ``fixed``; or an alias inside its own anchor."""
+    levels, width = rng.choice(((3, 3), (9, 9), (12, 10), (40, 2)))
+    if rng.random() < 0.2:
+        bomb = "\nloop: &loop [1, {a: *loop}]\n"
+        return data.rstrip(b"\n") + bomb.encode(), "an alias inside its own anchor"
+    lines = ["laugh0: &laugh0 [lol, lol]"]
+    lines += [f"laugh{i}: &laugh{i} [{', '.join([f'*laugh{i - 1}'] * width)}]"
+              for i in range(1, levels + 1)]
+    where = rng.choice(("top", "fixed"))
+    text = "\n".join(lines) + "\n"
+    if where == "fixed":
+        text += f"fixed: {{dtype: *laugh{levels}}}\n"
+        data = b"\n".join(line for line in data.split(b"\n")
+                          if not line.startswith(b"fixed:"))
+    return (text.encode() + data,
+            f"alias bomb of {levels} levels x {width} at the {where}")
+
+
+def _deep_block(rng, data):
+    depth = rng.choice((60, 70, 3000, 60000))
+    text = rng.choice(("\nnested:\n  " + "- " * depth + "1\n",
+                       "\nnested:\n" + "".join(f"{' ' * i}k{i}:\n"
+                                                 for i in range(1, min(depth, 700)))
+                       + " " * min(depth, 700) + "1\n"))
+    return data.rstrip(b"\n") + text.encode(), f"block nesting of depth {depth}"
+
+
+def _huge_scalar(rng, data):
+    """A value of the recipe (after its first ': ') replaced by a huge scalar."""
+    size = rng.choice((5_000, 200_000, 300_000))
+    scalar = rng.choice(("x" * size, '"' + "é" * (size // 2) + '"', "9" * size,
+                         "0x" + "f" * size, "1" + "0" * size + ".5", "1e" + "9" * size,
+                         "!!binary " + "QUFB" * (size // 4)))
+    starts = [i for i in range(len(data) - 1) if data[i:i + 2] == b": "]
+    i = rng.choice(starts) + 2
+    end = data.find(b"\n", i)
+    end = len(data) if end < 0 else end
+    return (data[:i] + scalar.encode() + data[end:],
+            f"value at byte {i} replaced by a scalar of {len(scalar)} characters "
+            f"{scalar[:12]!r}...")
+
+
 TEXT_MUTATIONS = [_flip, _truncate, _insert, _delete, _indent, _duplicate_line, _nest,
-                  _not_utf8]
+                  _not_utf8, _alias_bomb, _deep_block, _huge_scalar]
 
 
 # -- structure mutations: (rng, raw) -> description, changing raw in place ------------
@@ -330,13 +378,21 @@ def test_fuzzed_recipes_raise_only_deep500_errors(tmp_path):
         load_recipe(str(path))
     started = time.perf_counter()
     escaped = []
+    slowest = (0.0, "")
     for index in range(CASES):
+        case_started = time.perf_counter()
         description, exc = _run_case(index, bases, tmp_path)
+        took = time.perf_counter() - case_started
+        slowest = max(slowest, (took, description))
+        if took > CASE_LIMIT_S:
+            escaped.append(f"{description}\n    took {took:.1f} s (limit {CASE_LIMIT_S} s)")
         if exc is not None:
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             escaped.append(f"{description}\n    {type(exc).__name__}: {str(exc)[:200]} "
                            f"({os.path.basename(frame.filename)}:{frame.lineno})")
     elapsed = time.perf_counter() - started
-    print(f"{CASES} recipe mutations in {elapsed:.1f} s: {len(escaped)} escaped")
-    assert not escaped, f"{len(escaped)} of {CASES} cases let a non-Deep500Error out:\n" + \
+    print(f"{CASES} recipe mutations in {elapsed:.1f} s: {len(escaped)} escaped; "
+          f"slowest {slowest[0]:.2f} s ({slowest[1]})")
+    assert not escaped, f"{len(escaped)} of {CASES} cases let a non-Deep500Error out " \
+        f"or took too long:\n" + \
         "\n".join(escaped)
