@@ -198,12 +198,12 @@ def _recipe_cluster(path: str):
     """The recipe's ``cluster:`` (a ClusterSpec), read ahead of the run by the process
     that builds the cluster; None when it has none or cannot be read (the run then
     reports the recipe's problem as usual)."""
-    import yaml
     from deep500.lv3_distributed.cluster import cluster_from_mapping
+    from deep500.recipe.recipe_yaml import read_recipe_yaml
+    from deep500.utils.errors import RecipeError
     try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = read_recipe_yaml(path)  # bounded: a hostile recipe is refused at once
+    except RecipeError:
         return None
     if not isinstance(raw, dict) or raw.get("cluster") is None:
         return None
