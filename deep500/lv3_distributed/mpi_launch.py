@@ -93,13 +93,17 @@ def local_rank(comm=None, environ=None) -> int:
 # One host per line of an MPICH (Hydra) hostfile: a name or address, optionally
 # ":n" processes; "#" starts a comment.
 _HOSTFILE_LINE = re.compile(r"^([A-Za-z0-9_.\-]+)(?::([0-9]+))?$")
+# The most processes one hostfile line may ask for: Hydra reads the count into a C int,
+# and 2147483648 sent MPICH's mpirun spinning.
+MAX_HOST_PROCESSES = 65536
 
 
 def read_hostfile(path) -> list[tuple[str, int]]:
     """The hosts of an MPICH hostfile (``mpirun -f FILE``) as ``[(host, processes)]``.
 
     Format (MPICH's Hydra process manager): one host per line, ``host`` or
-    ``host:n`` (n >= 1 processes on it, default 1); ``#`` starts a comment; blank lines
+    ``host:n`` (1 <= n <= ``MAX_HOST_PROCESSES`` processes on it, default 1); ``#``
+    starts a comment; blank lines
     are skipped. Hydra fills the hosts in order and wraps around when ``-np`` exceeds
     their sum. A file that cannot be read, holds no host, or has a line of another
     form (e.g. Open MPI's ``host slots=4``) raises ``Deep500Error`` naming the line
@@ -117,6 +121,13 @@ def read_hostfile(path) -> list[tuple[str, int]]:
         if not text:
             continue
         match = _HOSTFILE_LINE.match(text)
+        count = match.group(2) if match is not None else None
+        if count is not None and (len(count) > 9 or int(count) > MAX_HOST_PROCESSES):
+            shown = count if len(count) <= 12 else count[:12] + "..."
+            raise Deep500Error(f"hostfile {path}, line {number}: host {match.group(1)!r} "
+                               f"asks for {shown} processes; at most "
+                               f"{MAX_HOST_PROCESSES} are allowed (write the host's real "
+                               f"number of cores, e.g. '{match.group(1)}:64')")
         if match is None or (match.group(2) is not None and int(match.group(2)) < 1):
             slots = re.match(r"^(\S+)\s+(?:slots|max_slots|max-slots)\s*=\s*([0-9]+)",
                              text)

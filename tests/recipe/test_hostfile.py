@@ -33,6 +33,9 @@ def test_hostfile_lines(tmp_path):
     ("node01:x\n", "line 1: 'node01:x' is not"),
     ("node 01\n", "line 1: 'node 01' is not"),
     ("# nothing\n\n", "names no host; write one per line"),
+    ("node01:4\nnode02:2147483648\n", "line 2: host 'node02' asks for 2147483648 "
+                                      "processes; at most 65536 are allowed"),
+    ("node01:" + "9" * 5000 + "\n", "asks for 999999999999... processes"),
 ])
 def test_a_hostfile_that_does_not_parse_says_which_line(tmp_path, text, message):
     path = tmp_path / "hosts"
