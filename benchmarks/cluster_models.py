@@ -7,9 +7,11 @@ benchmark under ``mpirun -np N`` inside it (one rank per node unless the spec sa
 
 1. **Machine**: ``--machine FILE`` (e.g. from ``deep500 calibrate --cluster SPEC``),
    else calibrated here as ``deep500 calibrate`` does: the ping-pong between ranks 0
-   and 1 (Hockney α, β piecewise in size), the exchange (both ``Sendrecv`` at once:
-   the step of the ring, recursive doubling and Rabenseifner) and γ of ``numpy.add``
-   on every rank at once. No δ: ranks on different nodes share no cache lines.
+   and 1 (Hockney α, β piecewise in size, link-bound: no segment faster per byte than
+   the largest messages, ``calibration.hockney``), the exchange (both ``Sendrecv`` at
+   once: the step of the ring, recursive doubling and Rabenseifner) and γ of
+   ``numpy.add`` on every rank at once. No δ: ranks on different nodes share no cache
+   lines.
 2. **Per-call overhead** o: a 4-byte allreduce's time minus its α-β-γ model.
 3. **Measured**: each algorithm (``allreduce_names()``) and float32 sums of 1 KiB …
    64 MiB (powers of 4), the result checked against NumPy's, then timed in place on
@@ -74,7 +76,7 @@ def calibrate_link(comm, smoke: bool) -> dict | None:
     return {"name": f"{platform.node()} (emulated cluster)",
             "source": f"calibrated at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} "
                       f"by benchmarks/lv3_models.py --cluster on {cluster}",
-            "network": calibration.network_section(samples, exchange),
+            "network": calibration.network_section(samples, exchange, link_bound=True),
             "reduction": calibration.reduction_section(
                 curve, "numpy.add(a, b, out=a), float32, on every rank at once"),
             "memory": {"bandwidth_bytes_per_s": triad}}

@@ -28,6 +28,34 @@ def test_one_line_recovered_exactly():
     assert segments[0]["min_bytes"] == 0 and segments[0]["max_bytes"] is None
 
 
+def test_link_bound_fit_floors_a_faster_than_the_link_segment_at_the_last_beta():
+    """A token bucket's burst: 16-128 KB cross at 2x the link's rate. ``link_bound``
+    gives that segment the large messages' β and refits its α alone (the least squares
+    on relative error with β fixed: α = Σ(t - βn)/t² / Σ1/t²); without it the fit keeps
+    the burst's β."""
+    sizes = [2 ** k for k in range(10, 25)]
+    link = 8e-9                               # 125 MB/s
+    times = [5e-5 + 0.5 * link * n if n <= 131072 else 3e-4 + link * n for n in sizes]
+    plain = calibration.fit_hockney(sizes, times)
+    assert len(plain) == 2 and plain[0]["beta_s_per_byte"] == pytest.approx(0.5 * link,
+                                                                             rel=1e-6)
+    bound = calibration.fit_hockney(sizes, times, link_bound=True)
+    first, last = bound
+    assert last["beta_s_per_byte"] == pytest.approx(link, rel=1e-6)
+    assert first["beta_s_per_byte"] == last["beta_s_per_byte"] and first["beta_floored"]
+    assert first["fitted_beta_s_per_byte"] == pytest.approx(0.5 * link, rel=1e-6)
+    n = np.asarray([x for x in sizes if x <= 131072], float)
+    t = 5e-5 + 0.5 * link * n
+    alpha = max(0.0, np.sum((t - link * n) / t ** 2) / np.sum(1 / t ** 2))
+    assert first["alpha_s"] == pytest.approx(alpha, rel=1e-9)
+    assert first["max_relative_residual"] == pytest.approx(
+        np.max(np.abs((alpha + link * n - t) / t)), rel=1e-9)
+    # a segment already at or above the floor is left as fitted
+    assert "beta_floored" not in last
+    assert calibration.fit_hockney(sizes, [5e-5 + link * n for n in sizes],
+                                   link_bound=True)[0].get("beta_floored") is None
+
+
 def test_protocol_switch_found_and_both_lines_recovered():
     sizes = [2 ** k for k in range(0, 27)]
     # eager below 64 KB, rendezvous (higher α, lower β) from it
@@ -102,9 +130,29 @@ def test_two_ranks_quick_calibration(tmp_path):
     # every modelled algorithm in context: its samples, and ratio = median / (model + o)
     context = machine.raw["software"]["allreduce_in_context"]
     assert context["ranks"] == 2 and sorted(context["algorithms"]) == sorted(modelled)
-    lines = [r for r in records if r["phase"] == "allreduce_in_context"]
+    every = [r for r in records if r["phase"] == "allreduce_in_context"]
+    lines = [r for r in every if r["comm_dtype"] == "float32"]
     assert {(r["algorithm"], r["nbytes"]) for r in lines} == {
         (a, n) for a in allreduce_names() for n in calibration_software.CONTEXT_SIZES}
+    # the same calls with each 16-bit wire, for every algorithm that narrows: the ratio
+    # is to the model and o of the wire's bytes (half the float32 buffer's)
+    from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
+    narrowing = [a for a in allreduce_names() if allreduce_algorithm(a).narrows_on_wire]
+    assert narrowing and sorted(context["narrowed"]) == sorted(
+        calibration_software.CONTEXT_WIRES)
+    for dtype, table in context["narrowed"].items():
+        assert sorted(table) == sorted(narrowing)
+        for name, rows in table.items():
+            assert [row["nbytes"] for row in rows] == list(calibration_software.CONTEXT_SIZES)
+            for row in rows:
+                seconds = next(r["seconds"] for r in every if r["algorithm"] == name
+                               and r["comm_dtype"] == dtype and r["nbytes"] == row["nbytes"])
+                assert row["measured_median_s"] == pytest.approx(float(np.median(seconds)))
+                model = d5.predict_allreduce_call(name, row["nbytes"] / 2, 2, machine)
+                assert row["ratio"] == pytest.approx(row["measured_median_s"] / model,
+                                                     rel=1e-9)
+                assert machine.narrowed_context_factor(name, dtype, row["nbytes"]) == \
+                    pytest.approx(row["ratio"], rel=1e-9)
     for name in modelled:
         for row in context["algorithms"][name]:
             seconds = next(r["seconds"] for r in lines
@@ -163,21 +211,28 @@ def test_in_context_samples_of_a_killed_calibration_come_from_its_rounds(tmp_pat
     the samples are read back per (algorithm, size), in round order; a line the kill
     cut is passed over."""
     path = tmp_path / "m.samples.jsonl"
-    configurations = [["ring", 4], ["ring", 1024], ["mpi", 4]]
+    configurations = [["ring", 4], ["ring", 1024], ["mpi", 4], ["ring", 4, "bfloat16"]]
     with open(path, "w") as f:
-        for i, seconds in enumerate([[1e-5, 2e-5, 3e-5], [4e-5, 5e-5, 6e-5]]):
+        for i, seconds in enumerate([[1e-5, 2e-5, 3e-5, 8e-5], [4e-5, 5e-5, 6e-5, 9e-5]]):
             f.write(json.dumps({"phase": "allreduce_in_context_round", "round": i,
                                 "ranks": 2, "burst_s": 5e-4,
                                 "configurations": configurations,
                                 "seconds": seconds}) + "\n")
         f.write('{"phase": "allreduce_in_context_round", "round": 2, "sec')
     samples = calibration_software.read_in_context_samples(str(path))
-    assert samples == {"ring": {4: [1e-5, 4e-5], 1024: [2e-5, 5e-5]}, "mpi": {4: [3e-5, 6e-5]}}
+    assert samples == {"float32": {"ring": {4: [1e-5, 4e-5], 1024: [2e-5, 5e-5]},
+                                   "mpi": {4: [3e-5, 6e-5]}},
+                       "bfloat16": {"ring": {4: [8e-5, 9e-5]}}}
     # summary lines, where present, are what counts
     with open(path, "a") as f:
         f.write("\n" + json.dumps({"phase": "allreduce_in_context", "algorithm": "ring",
                                    "ranks": 2, "nbytes": 4, "seconds": [7e-5]}) + "\n")
-    assert calibration_software.read_in_context_samples(str(path)) == {"ring": {4: [7e-5]}}
+        f.write(json.dumps({"phase": "allreduce_in_context", "algorithm": "mpi",
+                            "comm_dtype": "float16", "ranks": 2, "nbytes": 4,
+                            "seconds": [6e-5]}) + "\n")
+    # a summary line without comm_dtype (an older file) is float32's
+    assert calibration_software.read_in_context_samples(str(path)) == {
+        "float32": {"ring": {4: [7e-5]}}, "float16": {"mpi": {4: [6e-5]}}}
 
 
 def test_coherence_samples_of_a_killed_calibration_are_read_back(tmp_path):

@@ -9,6 +9,13 @@ sizes are split in two where the total squared relative error of the two lines i
 segments. A segment starts at its smallest measured size. This finds MPICH's switch
 from the eager to the rendezvous protocol, and shared memory's switch between copy
 paths. CIs of α and β: 2.5 and 97.5 percentiles of a bootstrap over the segment's sizes.
+
+On a link-bound network (``link_bound``: an emulated cluster's token-bucket links) no
+segment's β may be below the last segment's, the rate of the largest messages: a
+token bucket lets a message that follows an idle gap through faster than the line rate
+(its refill during a ping-pong's turnaround), which a NIC never does and which calls
+that follow each other closely (an allreduce's steps) do not get. Such a segment keeps
+the last β and refits its α alone.
 """
 from __future__ import annotations
 
@@ -38,6 +45,16 @@ def _fit_line(sizes, times):
     return float(alpha), float(beta), residuals
 
 
+def _fit_alpha(sizes, times, beta):
+    """Non-negative α minimising Σ((α + β n - t) / t)² for a given β; returns (α,
+    residuals)."""
+    sizes = np.asarray(sizes, dtype=np.float64)
+    times = np.asarray(times, dtype=np.float64)
+    weights = 1.0 / times ** 2
+    alpha = max(0.0, float(np.sum((times - beta * sizes) * weights) / np.sum(weights)))
+    return alpha, (alpha + beta * sizes - times) / times
+
+
 def _split(sizes, times, segments_left):
     alpha, beta, residuals = _fit_line(sizes, times)
     if (segments_left <= 1 or np.max(np.abs(residuals)) <= SPLIT_TOLERANCE
@@ -57,10 +74,12 @@ def _split(sizes, times, segments_left):
     return left + [(a + best_k, b + best_k) for a, b in right]
 
 
-def fit_hockney(sizes, medians, seed: int = 0) -> list[dict]:
+def fit_hockney(sizes, medians, seed: int = 0, link_bound: bool = False) -> list[dict]:
     """Piecewise Hockney fit (rule in the module docstring): one dict per segment with
     min_bytes, max_bytes (None for the last), alpha_s, beta_s_per_byte, their bootstrap
-    CIs, the largest relative residual and the sizes it was fitted on."""
+    CIs, the largest relative residual and the sizes it was fitted on. ``link_bound``:
+    no β below the last segment's (module docstring; such a segment says
+    ``beta_floored``)."""
     order = np.argsort(sizes)
     sizes = np.asarray(sizes, dtype=np.float64)[order]
     medians = np.asarray(medians, dtype=np.float64)[order]
@@ -89,7 +108,23 @@ def fit_hockney(sizes, medians, seed: int = 0) -> list[dict]:
             "max_relative_residual": float(np.max(np.abs(residuals))),
             "fitted_sizes": [int(x) for x in s],
         })
+    if link_bound:
+        _floor_betas(segments, sizes, medians)
     return segments
+
+
+def _floor_betas(segments, sizes, medians) -> None:
+    """Raise every β below the last segment's to it, refitting that segment's α."""
+    floor = segments[-1]["beta_s_per_byte"]
+    for segment in segments[:-1]:
+        if segment["beta_s_per_byte"] >= floor:
+            continue
+        fitted = np.isin(sizes, segment["fitted_sizes"])
+        alpha, residuals = _fit_alpha(sizes[fitted], medians[fitted], floor)
+        segment.update(alpha_s=alpha, beta_s_per_byte=floor,
+                       fitted_beta_s_per_byte=segment["beta_s_per_byte"],
+                       beta_floored=True,
+                       max_relative_residual=float(np.max(np.abs(residuals))))
 
 
 def _measurements(samples):
@@ -98,14 +133,19 @@ def _measurements(samples):
             for n in sorted(samples)]
 
 
-def network_section(pingpong_samples: dict, exchange_samples: dict | None = None) -> dict:
+def network_section(pingpong_samples: dict, exchange_samples: dict | None = None,
+                    link_bound: bool = False) -> dict:
     """The machine file's ``network``: Hockney segments fitted to the ping-pong medians
-    and, if measured, ``exchange_segments`` fitted to the ``Sendrecv`` medians."""
+    and, if measured, ``exchange_segments`` fitted to the ``Sendrecv`` medians
+    (``link_bound`` as for ``fit_hockney``)."""
     sizes = sorted(pingpong_samples)
-    segments = fit_hockney(sizes, [float(np.median(pingpong_samples[n])) for n in sizes])
+    segments = fit_hockney(sizes, [float(np.median(pingpong_samples[n])) for n in sizes],
+                           link_bound=link_bound)
     section = {
         "method": "MPI ping-pong between ranks 0 and 1, one-way = round trip / 2; "
-                  "exchange: both ranks Sendrecv at once",
+                  "exchange: both ranks Sendrecv at once"
+                  + ("; link-bound: no beta below the largest messages'" if link_bound
+                     else ""),
         "alpha_s": {"value": segments[0]["alpha_s"], "ci": segments[0]["ci_alpha"]},
         "segments": segments,
         "measurements": _measurements(pingpong_samples),
@@ -113,6 +153,7 @@ def network_section(pingpong_samples: dict, exchange_samples: dict | None = None
     if exchange_samples:
         sizes = sorted(exchange_samples)
         section["exchange_segments"] = fit_hockney(
-            sizes, [float(np.median(exchange_samples[n])) for n in sizes])
+            sizes, [float(np.median(exchange_samples[n])) for n in sizes],
+            link_bound=link_bound)
         section["exchange_measurements"] = _measurements(exchange_samples)
     return section

@@ -42,8 +42,11 @@ def _header(samples_path: str, quick: bool) -> dict:
 
 
 def _network(measured: NetworkSamples) -> dict:
-    """The ``network`` section: the Hockney fits, and δ where it was measured."""
-    section = network_section(measured.pingpong, measured.exchange)
+    """The ``network`` section: the Hockney fits (link-bound on an emulated cluster:
+    ``hockney``), and δ where it was measured."""
+    from deep500.lv3_distributed.cluster import current_description
+    section = network_section(measured.pingpong, measured.exchange,
+                              link_bound=current_description() is not None)
     if measured.coherence and measured.coherence.get("sum"):
         section["coherence"] = coherence.coherence_section(measured.coherence)
     return section
