@@ -16,7 +16,12 @@ Classes, by the exception's type (the first match wins):
 * ``NotImplementedError`` and a framework's "not implemented" errors →
   :class:`UnsupportedError`;
 * anything else (``TypeError``, ``KeyError``, ``AttributeError``, ``IndexError`` raised
-  while a malformed node is built or run) → :class:`ModelError`.
+  while a malformed node is built or run) → :class:`ModelError`;
+
+except an exception that an event's hook raised inside the run (tagged by
+:func:`tag_event` where the executor calls the hook, e.g. an overlapped allreduce's
+``GradientBuckets.gradient_ready``): that is the hook's failure, not the model's, and
+becomes a :class:`Deep500Error` that names the hook.
 
 ``MemoryError``, ``KeyboardInterrupt`` and ``SystemExit`` are never converted.
 """
@@ -38,6 +43,7 @@ try:   # no public name: NumPy's "ufunc has no loop for these dtypes"
 except ImportError:
     pass
 _NODE_ATTRIBUTE = "deep500_node"
+_EVENT_ATTRIBUTE = "deep500_event_hook"
 
 
 def register(framework: str, shape: tuple = (), unsupported: tuple = ()) -> None:
@@ -56,6 +62,16 @@ def tag_node(exc: BaseException, node) -> None:
             setattr(exc, _NODE_ATTRIBUTE, node)
         except (AttributeError, TypeError):
             pass   # an exception type without attributes: reported without the node
+
+
+def tag_event(exc: BaseException, hook: str) -> None:
+    """Remember on ``exc`` that the event hook ``hook`` (``"GradientBuckets.gradient_ready"``)
+    raised it, not the model's code."""
+    if getattr(exc, _EVENT_ATTRIBUTE, None) is None:
+        try:
+            setattr(exc, _EVENT_ATTRIBUTE, hook)
+        except (AttributeError, TypeError):
+            pass
 
 
 def name_node(exc: Deep500Error) -> Deep500Error:
@@ -85,6 +101,13 @@ def convert(exc: Exception, framework: str, context: str, node=None) -> Deep500E
     :func:`register`) in ``context`` (e.g. "The pytorch executor failed in inference of
     network 'lenet'"); ``node`` (or the node tagged on ``exc``) is named. The caller
     raises it ``from exc``."""
+    hook = getattr(exc, _EVENT_ATTRIBUTE, None)
+    if hook is not None:
+        return Deep500Error(f"{context}: the event hook {hook} raised {type(exc).__name__}: "
+                            f"{_text(exc)}. This is the hook's failure, not the model's: "
+                            f"for the overlap of gradients with their allreduces "
+                            f"(GradientBuckets), check the communicator and the scheme, "
+                            f"or train with overlap=False")
     node = getattr(exc, _NODE_ATTRIBUTE, None) or node
     cls = error_class(exc, framework)
     if node is None:
@@ -93,9 +116,7 @@ def convert(exc: Exception, framework: str, context: str, node=None) -> Deep500E
         where = f" at node '{node.name}' ({node.op_type})"
     else:
         where = f" at node '{node}'"
-    text = " ".join(str(exc).split()) or "(no message)"
-    if len(text) > 1000:
-        text = text[:1000] + " ..."
+    text = _text(exc)
     advice = {
         ShapeError: "check the shapes and dtypes of the inputs fed (executor.input_specs) "
                     "and those the model gives the node's inputs",
@@ -105,3 +126,9 @@ def convert(exc: Exception, framework: str, context: str, node=None) -> Deep500E
                     "see why",
     }[cls]
     return cls(f"{context}{where}: {type(exc).__name__}: {text}. What to do: {advice}")
+
+
+def _text(exc: BaseException) -> str:
+    """The exception's message on one line, at most 1000 characters."""
+    text = " ".join(str(exc).split()) or "(no message)"
+    return text[:1000] + " ..." if len(text) > 1000 else text

@@ -21,7 +21,7 @@ from deep500.lv1_network.events import ExecutorEvent
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import GRADIENT_SUFFIX, gradient_name
 from deep500.utils.errors import Deep500Error, UnsupportedError, require
-from deep500.utils.framework_errors import register
+from deep500.utils.framework_errors import register, tag_event
 from deep500.utils.onnx_interop.carried_types import restore
 from deep500.utils.onnx_interop.cast import is_string
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel, OnnxValueInfo
@@ -68,8 +68,14 @@ class _TorchExecutor(GraphExecutor):
                 grad = parameter.grad.detach()
                 array = array_from_tensor(grad if on_cpu else grad.cpu())
                 for event in early:
-                    event.gradient_ready(name, array)
-                    event.backward_progress()
+                    hook = "gradient_ready"
+                    try:
+                        event.gradient_ready(name, array)
+                        hook = "backward_progress"
+                        event.backward_progress()
+                    except Exception as exc:  # the hook's failure, not the model's
+                        tag_event(exc, f"{type(event).__name__}.{hook}")
+                        raise
             return ready
         return [parameter.register_post_accumulate_grad_hook(hook_for(name))
                 for name, parameter in self.network.parameter_values.items()

@@ -22,7 +22,7 @@ from deep500.frameworks.reference.visitor import ReferenceVisitor
 from deep500.lv1_network.graph_executor import GraphExecutor
 from deep500.lv1_network.network import gradient_name
 from deep500.utils.errors import Deep500Error, ModelError, UnsupportedError
-from deep500.utils.framework_errors import tag_node
+from deep500.utils.framework_errors import tag_event, tag_node
 from deep500.utils.onnx_interop.onnx_objects import OnnxModel
 from deep500.utils.onnx_interop.parser import load_and_parse_model
 
@@ -220,6 +220,27 @@ class ReferenceGraphExecutor(GraphExecutor):
             return step.backward(upstream, args, list(result))
         except Exception as exc:
             tag_node(exc, step.op)
+            raise
+
+    @staticmethod
+    def _report_gradients(early, names, grads) -> None:
+        """Hand the gradients that a node's backward completed to the events that want
+        them early, then let them progress; an exception they raise is tagged as the
+        hook's (``tag_event``), not reported as the model's."""
+        calling = None
+        try:
+            for name in names:
+                g = grads.get(name)
+                if g is not None:
+                    for event in early:
+                        calling = (event, "gradient_ready")
+                        event.gradient_ready(name, g)
+            for event in early:
+                calling = (event, "backward_progress")
+                event.backward_progress()
+        except Exception as exc:
+            if calling is not None:
+                tag_event(exc, f"{type(calling[0]).__name__}.{calling[1]}")
             raise
 
     def _observed_backward(self, step, upstream, args, result, op_events, timed) -> list:
@@ -429,13 +450,7 @@ class ReferenceGraphExecutor(GraphExecutor):
             for name in free:
                 live -= value_nbytes(env.pop(name))
             if early:
-                for name in completes.get(index, ()):
-                    g = grads.get(name)
-                    if g is not None:
-                        for event in early:
-                            event.gradient_ready(name, g)
-                for event in early:
-                    event.backward_progress()
+                self._report_gradients(early, completes.get(index, ()), grads)
         gradients = {}
         for param in network.get_params():
             g = grads.get(param)
