@@ -60,9 +60,10 @@ the results database (``--db``, else ``$DEEP500_DB``, else ``results/deep500.db`
 ``deep500 run --out DIR`` wants a new or empty folder and holds it for as long as it
 runs; ``--append`` adds the run to a folder as a new session.
 
-Under ``mpirun -np N deep500 run ...`` (or ``deep500 run --np N ...``, which re-runs
-the command under the ``mpirun`` beside the Python interpreter) every rank runs the
-recipe and rank 0 alone writes the run folder. A recipe error stops every rank with
+Under ``mpirun -np N deep500 run ...`` (or ``deep500 run --np N ...``, which runs the
+command under the ``mpirun`` beside the Python interpreter and stays to finish, store
+and report the run however the job ends: ``deep500.recipe.launcher``) every rank runs
+the recipe and rank 0 alone writes the run's records. A recipe error stops every rank with
 exit status 2 (every rank reads the same file, so rank 0 alone prints it); any other
 failure on one rank stops them all (``guarded_main``), leaving what was written.
 """
@@ -76,16 +77,13 @@ import sys
 from deep500.utils.errors import Deep500Error
 
 
-def _relaunch_under_mpirun(ranks: int | None, argv: list,
-                           hostfile: str | None = None) -> None:
-    """Run ``deep500 <argv>`` on ``ranks`` ranks under ``mpirun`` and exit with its
-    status, unless this process already is a rank (``d5.mpi_fork`` re-running the
-    deep500 command rather than ``sys.orig_argv``, so that ``main(argv)`` called from
-    another program does not re-run that program). ``hostfile``: an MPICH hostfile,
-    checked here (``read_hostfile``) and given to ``mpirun -f``; the ranks, which
-    mpirun already placed, do not read it again (on a cluster it may exist only where
-    ``deep500 run`` was started)."""
-    from deep500.lv3_distributed.mpi_launch import in_mpi_world, mpi_fork, read_hostfile
+def _np_launch(ranks: int | None, hostfile: str | None = None) -> list | None:
+    """Check ``--np ranks`` (and ``--hostfile``) and return ``mpirun``'s arguments for
+    launching the run on the ranks (a checked MPICH hostfile, ``read_hostfile``, given
+    as ``-f FILE``; the ranks, which mpirun already placed, do not read it again: on a
+    cluster it may exist only where ``deep500 run`` was started), or None when this
+    process is already a rank or one rank runs here."""
+    from deep500.lv3_distributed.mpi_launch import in_mpi_world, read_hostfile
     if ranks is None:
         raise Deep500Error(f"--hostfile {hostfile}: give the number of ranks too, "
                            f"'deep500 run --np N --hostfile {hostfile} RECIPE'")
@@ -99,12 +97,12 @@ def _relaunch_under_mpirun(ranks: int | None, argv: list,
             raise Deep500Error(f"--np {ranks}, but mpirun started {size} rank(s); give "
                                f"one of the two (mpirun -np {ranks} deep500 run RECIPE, or "
                                f"deep500 run --np {ranks} RECIPE)")
-        return
+        return None
     mpirun_args = []
     if hostfile is not None:
         read_hostfile(hostfile)
         mpirun_args = ["-f", os.path.abspath(hostfile)]
-    mpi_fork(ranks, mpirun_args, program=["-m", "deep500", *argv])
+    return mpirun_args if ranks > 1 else None
 
 
 def _run_ranks(args, comm):
@@ -141,7 +139,7 @@ def _grid_hostfile(args) -> list:
     from deep500.lv3_distributed.mpi_launch import in_mpi_world, read_hostfile
     from deep500.recipe.runner import load_run_recipe
     if in_mpi_world() or load_run_recipe(args.recipe, args.machine).rank_counts() is None:
-        _relaunch_under_mpirun(None, args.argv, args.hostfile)  # raises: give --np
+        _np_launch(None, args.hostfile)  # raises: give --np
     read_hostfile(args.hostfile)
     return ["-f", os.path.abspath(args.hostfile)]
 
@@ -177,20 +175,22 @@ def _database(args) -> str:
 
 
 def _run_launched(args):
-    """Run the recipe here, or relaunch it under mpirun (``--np``, a rank grid)."""
+    """Run the recipe here, or launch it under mpirun and finish it here (``--np``, a
+    rank grid)."""
     from deep500.lv3_distributed.mpi_launch import world_communicator
     from deep500.recipe import run_recipe
-    mpirun_args = None
+    mpirun_args = ranks = None
     if args.np is None and args.hostfile is not None:
         mpirun_args = _grid_hostfile(args)
     elif args.np is not None or args.hostfile is not None:
-        _relaunch_under_mpirun(args.np, args.argv, args.hostfile)
+        mpirun_args = _np_launch(args.np, args.hostfile)
+        ranks = args.np if mpirun_args is not None else None
     comm = world_communicator()
     if comm is None:
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
                           remeasure_interfered=args.remeasure_interfered,
                           append=args.append, database=_database(args),
-                          machine=args.machine, mpirun_args=mpirun_args)
+                          machine=args.machine, mpirun_args=mpirun_args, ranks=ranks)
     return _run_ranks(args, comm)
 
 
@@ -535,9 +535,10 @@ def _add_run(commands) -> None:
                         "infiniband-hdr); replaces the recipe's 'machine:' and is recorded "
                         "in the manifest")
     ranks = run.add_argument_group("on MPI ranks")
-    ranks.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks: re-run "
-                       "this command under the mpirun beside the Python interpreter "
-                       "(under mpirun already: N must be its number of ranks)")
+    ranks.add_argument("--np", type=int, metavar="N", help="run on N MPI ranks under "
+                       "the mpirun beside the Python interpreter, this process staying "
+                       "to finish the run however it ends (under mpirun already: N must "
+                       "be its number of ranks)")
     ranks.add_argument("--hostfile", metavar="FILE", help="with --np, or for a recipe with "
                        "'ranks' (each rank count's mpirun job): the hosts to run on, "
                        "an MPICH hostfile ('host' or 'host:n' per line, '#' comments), "

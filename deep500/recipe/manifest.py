@@ -66,12 +66,21 @@ def threads_entry(recipe, configurations: list[dict], mpi_ranks) -> dict:
 
 
 def final_status(outcome: BaseException | None, rank: int | None) -> tuple:
-    """The manifest's final status, and its ``failure`` entry where it has one, for how
-    the run ended: ``outcome`` is the exception that ended it (None: it ran to its end)
-    and ``rank`` the rank it ended on (None: the process that launched a rank grid)."""
+    """The manifest's final status, and its ``failure`` entry (or the ``signal`` of an
+    interrupt) where it has one, for how the run ended: ``outcome`` is the exception
+    that ended it (None: it ran to its end) and ``rank`` the rank it ended on (None:
+    the process that launched the ranks)."""
     if outcome is None:
         return ("complete",)
     if isinstance(outcome, KeyboardInterrupt):  # SIGINT, or SIGTERM (Interrupted)
-        return ("interrupted",)
+        return ("interrupted", {"signal": signal_name(outcome)})
     return ("failed", {"failure": {"rank": rank,
                                    "error": f"{type(outcome).__name__}: {outcome}"}})
+
+
+def signal_name(interrupt: KeyboardInterrupt) -> str:
+    """The signal behind ``interrupt``: its ``signum``
+    (:class:`deep500.utils.interrupts.Interrupted`), else SIGINT (Python's own
+    KeyboardInterrupt)."""
+    import signal
+    return signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name

@@ -32,12 +32,15 @@ every configuration's training step after its parts ran
 (:mod:`deep500.recipe.grid_predictions`), into ``rank_grid.predicted``.
 
 A part that fails as a whole run fails (a rank dying in training, a timeout: the
-part's ranks record it in the manifest before ``mpirun`` ends them) stops the grid:
+part's ranks record it in the manifest before ``mpirun`` ends them; a rank killed or
+crashing without a word, named by its watcher: :mod:`deep500.recipe.run_endings`)
+stops the grid:
 no later part is started, the manifest keeps the part's failure, the report is
 written, and ``deep500 run`` exits with the part's status (124 for a timeout). A
 configuration that fails on its own is an error record and the grid goes on, as in any
 run. SIGINT and SIGTERM are passed to the running ``mpirun`` (which passes them on to
-the ranks) and the session ends ``interrupted``.
+the ranks) and the session ends ``interrupted``; it is stored and reported however
+it ends.
 
 Under an outer ``mpirun`` (or ``deep500 run --np N``) the grid is not launched: a
 recipe whose only rank count is the world's size, and whose launch settings are those
@@ -52,8 +55,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from deep500.lv3_distributed.mpi_launch import mpirun_command, run_under_mpirun
-from deep500.recipe import launch_environment, part_cluster
+from deep500.lv3_distributed.mpi_launch import mpirun_command
+from deep500.recipe import launch_environment, part_cluster, run_endings
 from deep500.recipe.manifest import final_status, run_manifest
 from deep500.recipe.run_summary import RunSummary, summarize
 from deep500.results.run_folder import RunFolder, default_run_path
@@ -62,10 +65,6 @@ from deep500.utils.errors import Deep500Error
 
 PART_VARIABLE = "DEEP500_RANK_GRID_PART"
 
-# A part's own exit statuses that mean it ran to its end: 0 everything measured and
-# accepted, 1 some configuration failed or missed a threshold (recorded).
-_PART_RAN = (0, 1)
-_FAILURE_STATUSES = ("failed", "timed_out", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -78,6 +77,7 @@ class Part:
     first_index: int
     ranks: int
     settings: dict = field(default_factory=dict)
+    whole: bool = False  # every configuration: deep500 run --np N (recipe.launcher)
 
 
 def current_part() -> Part | None:
@@ -109,7 +109,8 @@ def recipe_parts(recipe) -> list[tuple[int, dict]]:
 
 def in_part(part: Part, configuration: dict) -> bool:
     """Whether ``configuration`` is one of ``part``'s."""
-    return part_key(configuration) == (part.ranks, tuple(sorted(part.settings.items())))
+    return part.whole or part_key(configuration) == (part.ranks,
+                                                     tuple(sorted(part.settings.items())))
 
 
 def check_launch(recipe, size: int) -> None:
@@ -179,15 +180,8 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
     finally:
         if outcome is not None:
             final = final_status(outcome, None)
-        folder.finish(final[0], **(final[1] if len(final) > 1 else {}))
-        stored = None
-        if database is not None:
-            from deep500.store import store_run_or_warn
-            stored = store_run_or_warn(output_dir, database)
-    reports = []
-    if write_report:
-        from deep500.report import write_reports
-        reports = write_reports(output_dir)
+        # however it ended: the manifest, the run stored, the report
+        stored, reports = run_endings.finalize(folder, final, database, write_report)
     if exit_status is not None:
         sys.stderr.write(f"deep500: the rank grid stopped: {folder.manifest.get('status')}"
                          f" ({(folder.manifest.get('failure') or {}).get('error')}); "
@@ -251,9 +245,9 @@ def _run_part(folder: RunFolder, recipe, configurations: list[dict], ranks: int,
     with part_cluster.part_cluster(ranks) as built:
         if built is not None:
             cluster = built.description()
-        status = run_under_mpirun(ranks, program, mpirun_args,
-                                  {PART_VARIABLE: json.dumps(asdict(part)), **variables})
-    folder.refresh()  # the part's records and counts
+        status, ending = run_endings.run_job(folder, ranks, program, mpirun_args,
+                                             {PART_VARIABLE: json.dumps(asdict(part)),
+                                              **variables})
     entry = {"ranks": ranks, "settings": settings, "environment": variables,
              "indices": indices, "command": command, "exit_status": status,
              "seconds": round(time.monotonic() - started, 3)}
@@ -264,13 +258,9 @@ def _run_part(folder: RunFolder, recipe, configurations: list[dict], ranks: int,
             shared["namespaces"] = list(dict.fromkeys(shared.get("namespaces", []) +
                                                       cluster["namespaces"]))
     folder.manifest["rank_grid"]["parts"].append(entry)
-    on_disk = folder.manifest.get("status")
-    if on_disk in _FAILURE_STATUSES:  # its ranks recorded why
-        return (status if status not in _PART_RAN else 1), (on_disk,)
-    if status not in _PART_RAN:
-        return status, ("failed", {"failure": {
-            "rank": None, "ranks": ranks, "settings": settings,
-            "error": f"mpirun -np {ranks} exited with status {status} without "
-                     f"recording a failure; configurations {indices} may be "
-                     f"missing", "command": command}})
-    return None
+    if ending is None:
+        return None
+    if len(ending) > 1:  # the launcher saw why (run_endings.job_ending)
+        ending[1]["failure"].update(ranks=ranks, settings=settings, indices=indices,
+                                    command=command)
+    return (status if status not in run_endings.JOB_RAN else 1), ending

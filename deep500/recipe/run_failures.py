@@ -8,6 +8,7 @@ import sys
 import traceback
 
 from deep500.lv3_distributed.mpi_launch import LateRanks, abort_job
+from deep500.recipe.manifest import signal_name
 from deep500.recipe.watchdog import TIMEOUT_EXIT_STATUS
 from deep500.results.files import hold_until_the_job_ends, record_failure
 from deep500.results.run_folder import RunFolder
@@ -21,7 +22,8 @@ def record_this_failure(output_dir: str, rank: int, comm) -> None:
     try:
         if isinstance(exc, KeyboardInterrupt):
             record_failure(output_dir, rank, str(exc) or "KeyboardInterrupt",
-                           status="interrupted")
+                           status="interrupted",
+                           manifest_fields={"signal": signal_name(exc)})
         elif not isinstance(exc, SystemExit) or exc.code not in (None, 0):
             lines = traceback.format_exc().strip().splitlines()
             record_failure(output_dir, rank, f"{type(exc).__name__}: {exc}",
@@ -40,9 +42,9 @@ def late_grace(timeout: float) -> float:
 
 
 def timed_out(output_dir: str, rank: int, comm, timeout: float, header: dict,
-              seconds: float) -> None:
+              seconds: float, on_end=None) -> None:
     """The watchdog's action on this rank: say which configuration and rank, record it,
-    end every rank."""
+    call ``on_end()`` (a single process finishes its run there), end every rank."""
     message = (f"configuration {header['index']} ({header['label']}) did not finish "
                f"within {timeout:g} s on rank {rank}; the recipe's timeout ends every rank. "
                f"Results written before it are kept in {output_dir}")
@@ -53,7 +55,13 @@ def timed_out(output_dir: str, rank: int, comm, timeout: float, header: dict,
                                       "seconds": round(seconds, 3)})
     except Exception as problem:  # noqa: BLE001 - ending the job matters more
         sys.stderr.write(f"deep500: could not record the timeout: {problem!r}\n")
-    hold_until_the_job_ends(output_dir, rank)
+    hold_until_the_job_ends(output_dir, rank)  # this thread may still write, under it
+    if on_end is not None:
+        try:
+            on_end()
+        except Exception as problem:  # noqa: BLE001 - ending the job matters more
+            sys.stderr.write(f"deep500: could not finish the run after the timeout: "
+                             f"{problem!r}\n")
     abort_job(comm, TIMEOUT_EXIT_STATUS)
 
 

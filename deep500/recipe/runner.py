@@ -64,7 +64,8 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
                progress: bool = True, write_report: bool = True,
                remeasure_interfered: int = 0, interference_rule=None,
                append: bool = False, database: str | None = None,
-               machine: str | None = None, mpirun_args: list | None = None) -> RunSummary:
+               machine: str | None = None, mpirun_args: list | None = None,
+               ranks: int | None = None) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
@@ -87,7 +88,11 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     A recipe with ``ranks`` outside ``mpirun`` launches each rank count under
     ``mpirun`` (:func:`deep500.recipe.rank_grid.run_grid`, with ``mpirun_args``, e.g. a
     hostfile's ``-f FILE``); under ``mpirun`` its only rank count must be the world's
-    size (:func:`deep500.recipe.rank_grid.check_launch`)."""
+    size (:func:`deep500.recipe.rank_grid.check_launch`).
+
+    ``ranks`` (``deep500 run --np N``, outside ``mpirun``): this process launches the
+    run on that many ranks under ``mpirun`` and finishes it however the job ends
+    (:func:`deep500.recipe.launcher.run_on_ranks`)."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
     recipe = load_run_recipe(path, machine)  # every check happens before any work
     comm = world_communicator()
@@ -95,10 +100,16 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     if recipe.rank_counts() is not None and part is None and not in_mpi_world():
         return rank_grid.run_grid(recipe, output_dir, argv, progress, remeasure_interfered,
                                   append, database, machine, write_report, mpirun_args)
+    if ranks is not None and part is None and not in_mpi_world():
+        rank_grid.check_launch(recipe, ranks)
+        from deep500.recipe.launcher import run_on_ranks
+        return run_on_ranks(recipe, ranks, output_dir, argv, progress,
+                            remeasure_interfered, append, database, machine, write_report,
+                            mpirun_args)
     rank_grid.check_launch(recipe, comm.Get_size() if comm else 1)
     run = _RankRun(recipe, comm, part, remeasure_interfered, interference_rule)
     run.open(output_dir, append, argv, allocator)
-    run.measure_all(progress, database)
+    run.measure_all(progress, database, write_report)
     return run.summary(write_report)
 
 
@@ -158,13 +169,18 @@ class _RankRun:
         self.folder, self.output_dir, self.session = folder, output_dir, session
         self.first_index, self.records_comm = first_index, records_comm
 
-    def measure_all(self, progress: bool, database: str | None) -> None:
+    def measure_all(self, progress: bool, database: str | None,
+                    write_report: bool = True) -> None:
         """Measure every configuration in turn; rank 0 writes each one's records as they
         come and finishes the manifest however the loop ends."""
         recipe = self.recipe
+        # A single process that times out ends in the watchdog's thread: it finishes
+        # the run there (nothing outlives it to do so).
+        on_end = (functools.partial(self._end_after_timeout, database, write_report)
+                  if self.comm is None and self.part is None else None)
         watchdog = (Watchdog(recipe.timeout, functools.partial(
-            timed_out, self.output_dir, self.rank, self.comm, recipe.timeout))
-            if recipe.timeout else None)
+            timed_out, self.output_dir, self.rank, self.comm, recipe.timeout,
+            on_end=on_end)) if recipe.timeout else None)
         bar = _progress(self.configurations,
                         recipe.name + (f" ({self.size} ranks)" if self.part else ""),
                         enabled=progress and self.rank == 0)
@@ -253,6 +269,13 @@ class _RankRun:
         if database is not None and self.part is None:
             from deep500.store import store_run_or_warn
             self.stored = store_run_or_warn(self.output_dir, database)
+
+    def _end_after_timeout(self, database: str | None, write_report: bool) -> None:
+        """A single process, from the watchdog's thread while the main thread is stuck
+        in the configuration: the final manifest (``timed_out``, as recorded), the run
+        stored and the report, before the process ends."""
+        from deep500.recipe.run_endings import finalize
+        finalize(self.folder, ("timed_out",), database, write_report)
 
     def summary(self, write_report: bool) -> RunSummary:
         """The report (rank 0, a whole run) and the run's summary."""

@@ -199,16 +199,17 @@ def configuration_in_progress(output_dir: str, record: dict):
 
 def record_failure(output_dir: str, rank: int, error: str, status: str = "failed",
                    traceback_text: str | None = None, note: str | None = None,
-                   record_fields: dict | None = None) -> None:
+                   record_fields: dict | None = None,
+                   manifest_fields: dict | None = None) -> None:
     """Record, from the process that fails, before the job ends: the configuration it
     was measuring becomes an error record (``error``, plus ``record_fields``) in
     ``results.jsonl``, and a manifest still ``running`` gets ``status``, a ``failure``
-    entry (rank, error, configuration, traceback, note) and the counts of the records
-    on disk. A manifest that already failed keeps its first failure (the one reported)
-    and gets the counts brought up to date; one that finished otherwise is left as it
-    is. Once a rank has begun to end the job (:func:`hold_until_the_job_ends`) nothing
-    is added: this process may be killed at any moment, between a record and its
-    count."""
+    entry (rank, error, configuration, traceback, note), ``manifest_fields`` and the
+    counts of the records on disk. A manifest that already failed keeps its first
+    failure (the one reported) and gets the counts brought up to date; one that
+    finished otherwise is left as it is. Once a rank has begun to end the job
+    (:func:`hold_until_the_job_ends`) nothing is added: this process may be killed at
+    any moment, between a record and its count."""
     in_progress = _IN_PROGRESS.get(os.path.abspath(output_dir))
     # Ranks that fail together (both watchdogs of a hung collective) serialise here, so
     # the manifest's counts include every rank's error record.
@@ -235,7 +236,8 @@ def record_failure(output_dir: str, rank: int, error: str, status: str = "failed
             failure["traceback"] = traceback_text
         if note:
             failure["note"] = note
-        manifest.update(status=status, failure=failure, **counts)
+        manifest.update(status=status, failure=failure, **(manifest_fields or {}),
+                        **counts)
         write_manifest(output_dir, manifest)
 
 

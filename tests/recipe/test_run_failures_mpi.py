@@ -3,7 +3,7 @@ manifest is written before any rank measures; a configuration raising on one ran
 error record (and the run goes on where the ranks measure independently, or the job is
 aborted after the failing rank recorded it where they measure together); a hung rank
 ends the job after the recipe's ``timeout``; SIGTERM to ``deep500 run --np 2`` reaches
-the ranks, which finish the manifest as interrupted.
+the ranks, and the launcher finishes, stores and reports the run as interrupted.
 
 The faults are those of ``scripts/run_with_faults.py`` (a test-only wrapper of the
 ``deep500`` command), on rank 1."""
@@ -19,6 +19,7 @@ import pytest
 
 from deep500.lv3_distributed import mpirun_executable
 from deep500.results.files import read_manifest, read_results
+from tests.recipe.test_run_endings_mpi import finished_stored_and_reported
 from tests.lv3_distributed.mpi_helpers import REPO, _environment, run_program
 
 FAULTS = Path(__file__).parent / "scripts" / "run_with_faults.py"
@@ -172,8 +173,10 @@ def test_sigterm_to_deep500_run_np_2_reaches_the_ranks(tmp_path):
     path = tmp_path / "slow.yaml"
     path.write_text(SLOW)
     out = tmp_path / "out"
+    database = tmp_path / "runs.db"
     process = subprocess.Popen([sys.executable, "-m", "deep500", "run", "--np", "2",
-                                str(path), "--out", str(out), "--quiet"], cwd=REPO,
+                                str(path), "--out", str(out), "--quiet", "--db",
+                                str(database)], cwd=REPO,
                                env=_environment(), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
@@ -192,6 +195,7 @@ def test_sigterm_to_deep500_run_np_2_reaches_the_ranks(tmp_path):
             pass
     assert process.returncode == 143, output
     assert "deep500: interrupted (interrupted by SIGTERM)" in output
-    records, manifest = _counts_match_the_disk(out)
-    assert manifest["status"] == "interrupted"
+    # deep500 run outlived mpirun: it finished, stored and reported the run
+    manifest, records = finished_stored_and_reported(out, database, "interrupted")
+    assert manifest["signal"] == "SIGTERM"
     assert 4 <= len(records) < 24  # stopped midway, what was written is counted

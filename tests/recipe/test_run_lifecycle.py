@@ -19,6 +19,7 @@ from deep500.results.files import (RunFolderError, append_record, read_manifest,
                                     read_results)
 from deep500.recipe.watchdog import Watchdog
 from deep500.utils.interrupts import Interrupted, deferred, signals_raise
+from tests.recipe.test_run_endings_mpi import finished_stored_and_reported
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = Path(__file__).parent / "scripts" / "run_with_faults.py"
@@ -261,8 +262,9 @@ def test_a_timeout_ends_a_single_process_run_and_keeps_what_was_measured(tmp_pat
                                              "{op: Exp, shape: [8, 8]}") + "timeout: 2\n")
     out = tmp_path / "out"
     started = time.monotonic()
-    process = _start("run", recipe, "--out", out, "--quiet", program=[str(FAULTS)],
-                     env={**_environment(), "FAULT_RANK": "0"})
+    database = tmp_path / "runs.db"
+    process = _start("run", recipe, "--out", out, "--quiet", "--db", database,
+                     program=[str(FAULTS)], env={**_environment(), "FAULT_RANK": "0"})
     try:
         _, err = process.communicate(timeout=120)
     finally:
@@ -279,6 +281,8 @@ def test_a_timeout_ends_a_single_process_run_and_keeps_what_was_measured(tmp_pat
     manifest = read_manifest(str(out))
     assert manifest["status"] == "timed_out" and manifest["failure"]["index"] == 2
     assert manifest["records"] == 3 and manifest["configurations_recorded"] == 3
+    # finished, stored and reported by the watchdog before the process ended
+    finished_stored_and_reported(out, database, "timed_out")
     assert elapsed < 60  # the sleeping configuration alone would take an hour
 
 

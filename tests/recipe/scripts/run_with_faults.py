@@ -7,15 +7,21 @@ single process is rank 0):
   types a measurement was once limited to); an ``Exp`` measurement sleeps an hour; a
   ``Tanh`` measurement sleeps an hour inside a C call that holds Python's GIL (so no
   Python thread of that process runs: ``ctypes.PyDLL`` keeps the GIL across the call);
+- operators, endings that say nothing: ``Abs`` calls ``os._exit(3)``, ``Neg`` kills its
+  own process (SIGKILL), ``Floor`` dereferences a null pointer (SIGSEGV), ``Ceil``
+  stops its own process (SIGSTOP), ``Reciprocal`` sends itself SIGTERM;
 - reference schemes: ``FailsAtFirstStep`` raises ``KeyError`` in its first step (the
   other ranks wait in the allreduce); ``HangsAtFirstStep`` sleeps an hour there.
 """
 import ctypes
 import os
+import resource
+import signal
 import sys
 import time
 
 import deep500.recipe.experiments.operators as operators_experiment
+from deep500.recipe import launcher
 from deep500.frameworks.reference.distributed import SCHEMES, ConsistentDecentralized
 
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
@@ -33,6 +39,17 @@ def faulty_test_op_forward(op, *args, **kwargs):
             time.sleep(HOUR)
         if op.name.endswith("Tanh"):
             ctypes.PyDLL(None).sleep(HOUR)
+        if op.name.endswith("Abs"):
+            os._exit(3)
+        if op.name.endswith("Neg"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if op.name.endswith("Floor"):
+            ctypes.string_at(0)
+        if op.name.endswith("Ceil"):
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if op.name.endswith("Reciprocal"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode; this one waits
     return real_test_op_forward(op, *args, **kwargs)
 
 
@@ -55,6 +72,11 @@ class HangsAtFirstStep(ConsistentDecentralized):
 
 SCHEMES["FailsAtFirstStep"] = FailsAtFirstStep
 SCHEMES["HangsAtFirstStep"] = HangsAtFirstStep
+
+# deep500 run --np N: the ranks it launches run this script too, with its faults
+launcher.RANK_PROGRAM = [os.path.abspath(__file__)]
+# a segmentation fault on purpose leaves no core file behind
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 if __name__ == "__main__":
     from deep500.cli import main
