@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from deep500.results.safe_write import atomic_file, prepare_folder
 from deep500.utils.errors import Deep500Error, require
 
 FIGURE_FORMATS = ("svg", "pdf")
@@ -37,12 +38,15 @@ def save(figure, path: str, also: str | None = "svg", **options) -> str:
     """Write ``figure`` to ``path`` (PNG) and to its ``also`` companion; close it."""
     plt = _pyplot()
     check_figure_format(also)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=110, **options)
+    # a planted link (plots/ itself, or a plot's name) never gets written through
+    prepare_folder(os.path.dirname(os.path.abspath(path)), "the report's plots")
+    with atomic_file(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=110, **options)
     if also is not None:
         # svg.fonttype none: text stays <text>, not outlines
-        with plt.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
-            figure.savefig(companion(path, also), **options)
+        with plt.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), \
+                atomic_file(companion(path, also), "wb") as handle:
+            figure.savefig(handle, format=also, **options)
     plt.close(figure)
     return path
 

@@ -8,6 +8,7 @@ import html
 import os
 
 from deep500.results.files import read_manifest, read_results, run_status
+from deep500.results.safe_write import write_atomically
 from deep500.report import (collective_choice, grid, level0, level1, level2, level3,
                             predictions, scaling)
 from deep500.report.plots import check_figure_format, companion
@@ -170,10 +171,7 @@ def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None
             parts.append("**Measurement warnings**\n")
             parts += [f"- {w}" for w in section["warnings"]]
             parts.append("")
-    path = os.path.join(output_dir, "report.md")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(parts))
-    return path
+    return write_atomically(os.path.join(output_dir, "report.md"), "\n".join(parts))
 
 
 def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None) -> str:
@@ -200,7 +198,4 @@ def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None
                 f"<li>{html.escape(w)}</li>" for w in section["warnings"]) + "</ul>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{_STYLE}</style></head><body>{''.join(body)}</body></html>")
-    path = os.path.join(output_dir, "report.html")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(page)
-    return path
+    return write_atomically(os.path.join(output_dir, "report.html"), page)

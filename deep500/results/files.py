@@ -17,6 +17,7 @@ import os
 import platform
 import threading
 
+from deep500.results.safe_write import atomic_file
 from deep500.utils.errors import Deep500Error
 from deep500.utils.interrupts import deferred
 from deep500.utils.metric import to_jsonable
@@ -39,8 +40,9 @@ def _append_line(fd: int, record: dict) -> None:
 
 
 def _open_for_append(output_dir: str) -> int:
+    # O_NOFOLLOW: a link planted at the name is refused (ELOOP), never appended through
     return os.open(os.path.join(output_dir, RESULTS_FILE),
-                   os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                   os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
 
 
 class ResultsWriter:
@@ -95,13 +97,12 @@ def read_results(output_dir: str) -> list[dict]:
 
 
 def write_manifest(output_dir: str, manifest: dict) -> str:
-    """Write ``manifest.json`` atomically (a reader never sees half a file)."""
+    """Write ``manifest.json`` atomically (a reader never sees half a file), through a
+    temporary file of its own (another rank may write it too) and never through a
+    link planted at its name (:mod:`deep500.results.safe_write`)."""
     path = os.path.join(output_dir, MANIFEST_FILE)
-    temporary = f"{path}.{os.getpid()}.tmp"   # another rank may write it too
-    with deferred():
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(to_jsonable(manifest), handle, indent=2)
-        os.replace(temporary, path)
+    with deferred(), atomic_file(path) as handle:
+        json.dump(to_jsonable(manifest), handle, indent=2)
     return path
 
 

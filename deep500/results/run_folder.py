@@ -15,13 +15,14 @@ import json
 import os
 import time
 
+from deep500.results.folder_claims import (LOCK_FILE, check_claimable, new_run_folder,
+                                           run_name_component)
 from deep500.utils.interrupts import deferred
 from deep500.results.files import (JOB_ENDED_BY, RunFolderError, ResultsWriter,
                                     manifest_lock,
                                     read_manifest, read_results, record_counts,
                                     run_status, session_records, write_manifest)
 
-LOCK_FILE = ".deep500.lock"
 
 # Statuses another process may have written into the manifest before this one ends
 # (recorded by a failing rank or a watchdog just before the job was aborted).
@@ -29,15 +30,12 @@ _FAILURE_STATUSES = ("failed", "timed_out", "interrupted")
 
 
 def default_run_path(name: str) -> str:
-    """``results/<name>-<date>-<time>``, with ``-2``, ``-3``, ... where a run started in
-    the same second took that name (one run per folder)."""
+    """A new, empty folder ``results/<name>-<date>-<time>``, created here: ``-2``,
+    ``-3``, ... where a run started in the same second took that name (one run per
+    folder, decided by ``mkdir``); ``<name>`` made one safe path component
+    (:mod:`deep500.results.folder_claims`)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = os.path.join("results", f"{name}-{stamp}")
-    path, number = base, 1
-    while os.path.exists(path):
-        number += 1
-        path = f"{base}-{number}"
-    return path
+    return new_run_folder("results", f"{run_name_component(name)}-{stamp}")
 
 
 def _holder(lock_path: str) -> str:
@@ -72,6 +70,7 @@ class RunFolder:
         it (naming that process) or when it is not empty and ``append`` is false."""
         from filelock import FileLock, Timeout
         from deep500.results.files import process_identity
+        check_claimable(path, append)  # a refused folder is left as it was
         if os.path.lexists(path) and not os.path.isdir(path):
             raise RunFolderError(f"--out {path} is a file, not a folder: a run writes a "
                                  f"folder of results; give the path of a new or empty "
@@ -93,13 +92,8 @@ class RunFolder:
         try:
             with open(lock_path, "w", encoding="utf-8") as handle:
                 json.dump(process_identity(), handle)
-            entries = sorted(e for e in os.listdir(path) if e != LOCK_FILE)
-            if entries and not append:
-                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-                raise RunFolderError(
-                    f"{path} is not empty ({shown}): one run per folder keeps results "
-                    f"apart; give a new folder with --out, or add --append to add this "
-                    f"run to the folder as a new session")
+            check_claimable(path, append)  # again, held: a run may have begun meanwhile
+            entries = [e for e in os.listdir(path) if e != LOCK_FILE]
             previous = read_manifest(path) if entries else {}
             records = read_results(path) if entries else []
         except BaseException:

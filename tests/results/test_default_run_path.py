@@ -1,5 +1,5 @@
-"""A run without ``--out`` gets ``results/<recipe>-<date>-<time>``, never a folder an
-earlier run in the same second took."""
+"""A run without ``--out`` gets ``results/<recipe>-<date>-<time>``, created for it, never
+a folder an earlier run in the same second took."""
 import datetime
 import os
 import types
@@ -26,5 +26,5 @@ def test_names_taken_in_the_same_second_get_the_next_number(tmp_path, monkeypatc
     base = os.path.join("results", "quick-20261103-140509")
     os.makedirs(base)
     assert default_run_path("quick") == f"{base}-2"
-    os.makedirs(f"{base}-2")
+    assert os.path.isdir(f"{base}-2")  # claimed by mkdir: the next run cannot take it
     assert default_run_path("quick") == f"{base}-3"
