@@ -332,6 +332,8 @@ def _compare(args) -> int:
 
 def _history(args) -> int:
     from deep500.store.history import history_command
+    from deep500.utils.output_paths import check_output_file
+    check_output_file(args.out, "--out")
     return history_command(args.config, args.out, database=args.db, metric=args.metric,
                            recipe=args.recipe, rank=args.rank)
 
@@ -448,6 +450,16 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text!r} (to give "
                                          f"the recipe right after the option, write "
                                          f"--remeasure-interfered=N or put it last)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return value
 
 
@@ -652,10 +664,10 @@ def _add_predict(commands) -> None:
     _add_flag(model, "--overlap", "overlap per-bucket allreduces with backprop")
     model.add_argument("--comm-dtype", default="float32",
                        choices=("float32", "float16", "bfloat16"))
-    model.add_argument("--threads", type=int, help="threads per rank (default: the "
+    model.add_argument("--threads", type=_positive_int, help="threads per rank (default: the "
                        "recipe's)")
-    model.add_argument("--global-batch", type=int, help="strong scaling's global batch "
-                       "(default: batch per rank x 64)")
+    model.add_argument("--global-batch", type=_positive_int, help="strong scaling's global "
+                       "batch (default: batch per rank x 64)")
     output = predict.add_argument_group("output")
     output.add_argument("--plot", default="predict.png", help="plot to write (default "
                         "predict.png, and .svg beside it; 'none' for no plot)")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from numbers import Integral
 
 from deep500.recipe.scaling_curves import STRONG_BATCH_FACTOR, Workload, curves
 from deep500.utils.errors import Deep500Error, RecipeError
@@ -183,6 +184,21 @@ def plot(results: list, machine_name: str, path: str) -> list[str]:
     return written
 
 
+def check_options(threads=None, global_batch=None, plot_path=None, json_path=None) -> None:
+    """Refuses, before anything is loaded or profiled, a thread count or global batch
+    below 1 (an explicit 0 is not "the default") and a plot or JSON path that cannot
+    be written (a folder, a missing folder)."""
+    from deep500.utils.output_paths import check_output_file
+    for option, value in (("--threads", threads), ("--global-batch", global_batch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral)
+                                  or value < 1):
+            raise Deep500Error(f"{option} {value!r}: give an integer >= 1, or leave it out "
+                               f"for the default")
+    for option, path in (("--plot", plot_path), ("--json", json_path)):
+        if path:
+            check_output_file(path, option)
+
+
 def predict_recipe(recipe_path: str, machine, ranks=DEFAULT_RANKS, compute: str = "measured",
                    algorithm: str | None = None, overlap: bool = False,
                    comm_dtype: str = "float32", threads: int | None = None,
@@ -190,6 +206,7 @@ def predict_recipe(recipe_path: str, machine, ranks=DEFAULT_RANKS, compute: str 
                    json_path: str | None = None, echo=print) -> list:
     """Predict every workload of the recipe; print the tables, write the plot and the
     JSON. Returns [(Workload, curves)]."""
+    check_options(threads, global_batch, plot_path, json_path)
     from deep500.recipe.schema import load_recipe
     from deep500.utils.machine import load_machine
     machine = load_machine(machine)

@@ -167,9 +167,10 @@ def predict_sweep(recipe_path: str, machine, sweep_texts, ranks=None,
                   json_path: str | None = None, echo=print) -> dict:
     """Sweep every workload of the recipe over the grid; print the tables, write the
     plot(s) and the JSON. Returns the JSON's content."""
-    from deep500.recipe.predict import workloads
+    from deep500.recipe.predict import check_options, workloads
     from deep500.recipe.schema import load_recipe
     from deep500.utils.machine import load_machine
+    check_options(threads, None, plot_path, json_path)
     sweeps = parse_sweeps(sweep_texts)
     machine = load_machine(machine)
     recipe = load_recipe(recipe_path)

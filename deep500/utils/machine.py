@@ -701,8 +701,14 @@ def save_machine(machine, path: str) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"# Deep500 machine file ({model.source})\n")
-        yaml.safe_dump(data, f, sort_keys=False)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(f"# Deep500 machine file ({model.source})\n")
+            yaml.safe_dump(data, f, sort_keys=False)
+        os.replace(tmp, path)
+    except OSError as error:
+        if os.path.isfile(tmp):
+            os.remove(tmp)
+        raise MachineError(f"cannot write the machine file {path} ({error.strerror or error}); "
+                           f"give a writable file path") from None
     return path

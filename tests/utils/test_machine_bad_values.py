@@ -74,3 +74,11 @@ def test_values_at_the_ends_of_their_ranges_load_and_predict_finite_times():
     data["memory"]["bandwidth_bytes_per_s"] = 1.0
     seconds = predict_allreduce("ring", 2 ** 60, 1 << 20, load_machine(data))
     assert 0 < seconds < float("inf")
+
+
+def test_saving_onto_a_folder_is_a_machine_error_and_leaves_no_temporary_file(tmp_path):
+    from deep500.utils.machine import save_machine
+    (tmp_path / "m.yaml").mkdir()
+    with pytest.raises(MachineError, match="cannot write the machine file"):
+        save_machine(_data(), str(tmp_path / "m.yaml"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]

@@ -13,6 +13,7 @@ from deep500.lv3_distributed.calibration.plan import Plan
 from deep500.lv3_distributed.calibration.samples import SampleLog, samples_path_for
 from deep500.lv3_distributed.mpi_launch import in_mpi_world, run_under_mpirun
 from deep500.utils.errors import Deep500Error
+from deep500.utils.output_paths import check_output_file
 
 _ONE_RANK = ("calibrate measures the network by a ping-pong between two ranks, but it runs "
              "on one: use 'deep500 calibrate --np 2 --out FILE' (or mpirun -np 2 deep500 "
@@ -51,7 +52,10 @@ def _network_under_mpirun(out: str, np_ranks: int, quick: bool, progress: bool):
 def run_calibration(out: str, np_ranks: int | None = None, network: bool = True,
                     quick: bool = False, progress: bool = True) -> dict | None:
     """Calibrate into the machine file ``out``: under mpirun with the ranks it started,
-    else the network phases under ``mpirun -np np_ranks`` and the rest here."""
+    else the network phases under ``mpirun -np np_ranks`` and the rest here. Where
+    ``out`` and its samples file go is checked first, before anything is measured."""
+    check_output_file(out, "--out")
+    check_output_file(samples_path_for(out), "--out (its samples file)")
     comm = _world(np_ranks)
     if network:
         ranks = comm.Get_size() if comm is not None else (np_ranks or 1)
