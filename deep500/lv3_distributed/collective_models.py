@@ -55,15 +55,21 @@ from deep500.utils.errors import Deep500Error
 from deep500.utils.machine import load_machine
 
 
+#: The largest message the models price (16 EiB): beyond it, the α-β-γ sums of the
+#: most extreme machine a file may describe could overflow to inf.
+MAX_BYTES = 2.0 ** 64
+
+
 def _check(nbytes, ranks, what):
     try:
-        n, p = float(nbytes), int(ranks)
-    except (TypeError, ValueError):
+        n, p, exact = float(nbytes), int(ranks), float(ranks)
+    except (TypeError, ValueError, OverflowError):
         raise Deep500Error(f"{what}: nbytes ({nbytes!r}) must be a number and ranks "
                            f"({ranks!r}) an integer") from None
-    if not n >= 0 or math.isinf(n):
-        raise Deep500Error(f"{what}: nbytes is {nbytes!r}; give a finite number of bytes >= 0")
-    if p < 1 or p != float(ranks):
+    if not 0 <= n <= MAX_BYTES:
+        raise Deep500Error(f"{what}: nbytes is {nbytes!r}; give a number of bytes from 0 to "
+                           f"2**64")
+    if p < 1 or p != exact:
         raise Deep500Error(f"{what}: ranks is {ranks!r}; give an integer >= 1")
     return n, p
 

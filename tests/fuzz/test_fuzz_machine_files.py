@@ -105,7 +105,9 @@ def _mutate(rng: random.Random) -> tuple[dict, list]:
 
 
 def _short(changes) -> str:
-    return reprlib.Repr(maxlong=40, maxstring=40).repr(changes)
+    short = reprlib.Repr()
+    short.maxlong = short.maxstring = 40
+    return short.repr(changes)
 
 
 def _load(data, case: int, tmp_path, rng):
@@ -193,3 +195,52 @@ def test_deep500_predict_with_fuzzed_machine_files_exits_0_or_2(tmp_path, capsys
             assert "Infinity" not in text and "NaN" not in text, f"case {case}: {text[:300]}"
         statuses.append(status)
     assert 0 in statuses and 2 in statuses  # the unchanged file predicts; β = 1e308 refused
+
+
+ARGUMENTS = {"nbytes": (0, 1, 4.5, 1e-3, 2 ** 64, 2 ** 65, 1e300, -1, math.nan, math.inf,
+                        10 ** 400, "x", None, True),
+             "ranks": (0, 1, 2, 3, 1000, 2 ** 31 - 1, 10 ** 12, 1.5, -1, math.nan, math.inf,
+                       10 ** 400, "4", None),
+             "segment_bytes": (None, 1, 4096, 0, -1, 1e300, math.nan, "x", True)}
+
+
+def _extreme_machine() -> dict:
+    """MACHINE with every value at the end of its plausible range that makes times
+    longest: what a file may hold that comes nearest to overflowing a prediction."""
+    data = copy.deepcopy(MACHINE)
+    network = data["network"]
+    for segment in network["segments"] + network["exchange_segments"]:
+        segment.update(alpha_s=3600, beta_s_per_byte=1.0)
+    reduction = data["reduction"]
+    reduction["gamma_cache_s_per_byte"]["value"] = reduction["gamma_memory_s_per_byte"][
+        "value"] = 1.0
+    reduction["gamma_curve"] = [{"buffer_bytes": 1, "value": 1.0}]
+    for curve in network["coherence"].values():
+        curve[0]["value"] = 1.0
+    data["software"]["allreduce_call_overhead_s"]["ring"] = 3600
+    data["software"]["allreduce_in_context"]["algorithms"]["ring"] = [
+        {"nbytes": 1, "ratio": 1e6}]
+    return data
+
+
+def test_predictions_from_bad_arguments_and_extreme_machines_are_finite_or_refused():
+    rng = random.Random(SEED + 2)
+    machines = [load_machine(MACHINE), load_machine(_extreme_machine())]
+    failures = []
+    for case in range(3000):
+        machine = rng.choice(machines)
+        algorithm = rng.choice(allreduce_names())
+        nbytes, ranks, segment = (rng.choice(ARGUMENTS[k]) for k in ARGUMENTS)
+        segment = segment if algorithm == "segmented_ring" else None
+        what = _short((algorithm, nbytes, ranks, segment, machine is machines[1]))
+        try:
+            seconds = predict_allreduce_call(algorithm, nbytes, ranks, machine,
+                                             segment_bytes=segment, in_context=True)
+        except Deep500Error:
+            continue
+        except Exception:  # noqa: BLE001
+            failures.append(f"case {case} {what}: {traceback.format_exc(limit=-2)}")
+            continue
+        if not (math.isfinite(seconds) and seconds >= 0):
+            failures.append(f"case {case} {what}: predicted {seconds}")
+    assert not failures, f"{len(failures)} cases:\n" + "\n".join(failures[:15])

@@ -105,10 +105,7 @@ class SegmentedRing(AllreduceAlgorithm):
         T = 2(p-1)kα + 2(p-1)/p nβ + (p-1)/p nγ. Pipelining can hide the sums behind
         transfers on a machine with idle cores; this model does not assume it (it is
         exact for a blocking segment loop). δ as for the ring."""
-        s = float(segment_bytes or DEFAULT_SEGMENT_BYTES)
-        if not s > 0:
-            raise Deep500Error(f"segmented_ring: segment_bytes is {segment_bytes!r}; give "
-                               f"a positive number of bytes")
+        s = _segment_size(segment_bytes)
         c = n / p
         k = max(1, math.ceil(c / s))
         last = c - (k - 1) * s
@@ -116,6 +113,21 @@ class SegmentedRing(AllreduceAlgorithm):
         per_chunk_copy = (k - 1) * swap(m, s) + swap(m, last)
         return (p - 1) * (per_chunk_reduce + per_chunk_copy + shared(m, c, "sum", False)
                           + shared(m, c, "receive"))
+
+
+def _segment_size(segment_bytes) -> float:
+    """The segment size the model prices: ``segment_bytes`` (a number of bytes >= 1,
+    finite) or, when None, the default."""
+    if segment_bytes is None:
+        return float(DEFAULT_SEGMENT_BYTES)
+    try:
+        size = float(segment_bytes)
+    except (TypeError, ValueError, OverflowError):
+        size = math.nan
+    if isinstance(segment_bytes, bool) or not 1 <= size < math.inf:
+        raise Deep500Error(f"segmented_ring: segment_bytes is {segment_bytes!r}; give a "
+                           f"number of bytes >= 1 (the default is {DEFAULT_SEGMENT_BYTES})")
+    return size
 
 
 def _pipelined(net, target, ufunc, average, per_segment: int, wire, tags) -> Traffic:
