@@ -97,15 +97,15 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     recipe = load_run_recipe(path, machine)  # every check happens before any work
     comm = world_communicator()
     part = rank_grid.current_part()
-    if recipe.rank_counts() is not None and part is None and not in_mpi_world():
-        return rank_grid.run_grid(recipe, output_dir, argv, progress, remeasure_interfered,
-                                  append, database, machine, write_report, mpirun_args)
     if ranks is not None and part is None and not in_mpi_world():
-        rank_grid.check_launch(recipe, ranks)
+        rank_grid.check_launch(recipe, ranks)  # a grid or other ranks: refused here
         from deep500.recipe.launcher import run_on_ranks
         return run_on_ranks(recipe, ranks, output_dir, argv, progress,
                             remeasure_interfered, append, database, machine, write_report,
                             mpirun_args)
+    if recipe.rank_counts() is not None and part is None and not in_mpi_world():
+        return rank_grid.run_grid(recipe, output_dir, argv, progress, remeasure_interfered,
+                                  append, database, machine, write_report, mpirun_args)
     rank_grid.check_launch(recipe, comm.Get_size() if comm else 1)
     run = _RankRun(recipe, comm, part, remeasure_interfered, interference_rule)
     run.open(output_dir, append, argv, allocator)
