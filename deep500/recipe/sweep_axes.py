@@ -59,6 +59,8 @@ class Axis:
     label: str
     integer: bool = False
     rate: bool = False   # accepts tc(8)'s rate units
+    high: float = math.inf   # the largest plausible value (a smaller one where
+    low: float = 0.0         # the models' sums could overflow beyond it)
 
     def value(self, text: str, spec: str) -> float:
         """One value of a SPEC, checked: positive, finite, an integer where asked."""
@@ -76,16 +78,22 @@ class Axis:
         if number <= 0:
             raise Deep500Error(f"--sweep {self.name}={spec}: {text.strip()!r} is not "
                                f"positive; every axis takes values > 0")
+        if not self.low <= number <= self.high:
+            raise Deep500Error(f"--sweep {self.name}={spec}: {text.strip()!r} is outside "
+                               f"the plausible range [{self.low:g}, {self.high:g}] "
+                               f"{self.unit}")
         if self.integer and number != int(number):
             raise Deep500Error(f"--sweep {self.name}={spec}: {text.strip()!r} is not an "
                                f"integer; {self.name} takes whole numbers")
         return float(number)
 
 
+# The ranges of the machine file's units (deep500.utils.machine.UNIT_RANGES): a link
+# of at least 8 bit/s (β <= 1 s/byte), γ <= 1 s/byte, a speed-up of 1e-6 to 1e6.
 AXES = {axis.name: axis for axis in (
-    Axis("link_bandwidth", "bit/s", "link bandwidth", rate=True),
-    Axis("compute_speed", "x", "compute speed (x profiled)"),
-    Axis("gamma", "s/byte", "reduction cost γ"),
+    Axis("link_bandwidth", "bit/s", "link bandwidth", rate=True, low=8.0, high=8e21),
+    Axis("compute_speed", "x", "compute speed (x profiled)", low=1e-6, high=1e6),
+    Axis("gamma", "s/byte", "reduction cost γ", high=1.0),
     Axis("ranks", "ranks", "ranks", integer=True),
     Axis("batch", "samples", "batch per rank", integer=True),
 )}
