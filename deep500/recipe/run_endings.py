@@ -49,6 +49,7 @@ def run_job(folder: RunFolder, ranks: int, program: list, mpirun_args=(),
     raised once the job has ended and its records are read back."""
     endings_path = os.path.join(folder.path, ENDINGS_FILE)
     _remove(endings_path)
+    status = None  # stays None when this process is interrupted
     try:
         status = run_under_mpirun(ranks, watched([sys.executable, *program], endings_path),
                                   mpirun_args, environment)
@@ -56,7 +57,7 @@ def run_job(folder: RunFolder, ranks: int, program: list, mpirun_args=(),
         endings = read_endings(endings_path)
         _remove(endings_path)
         folder.refresh()  # the job's records and counts
-        if endings:
+        if endings and status not in JOB_RAN:  # a rank's exit 1 of a job that ran: no news
             folder.manifest["rank_endings"] = [{**e, "text": describe(e)} for e in endings]
     return status, job_ending(folder, status, endings, ranks)
 
