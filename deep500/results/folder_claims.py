@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -62,11 +63,12 @@ def is_run_manifest(manifest) -> bool:
             and isinstance(manifest.get("started"), str))
 
 
-def check_claimable(path: str, append: bool) -> None:
+def check_claimable(path: str, append: bool, held: bool = False) -> None:
     """Raise RunFolderError, touching nothing, unless a run may take ``path``: it does
     not exist yet, is empty (a lock left by an earlier claim aside), or, with
     ``append``, is a run folder that ``deep500 run`` wrote, without links in place of
-    its files."""
+    its files. A folder another live run holds is said to be in use; ``held``: this
+    process holds the folder's lock already."""
     if not os.path.isdir(path):
         return  # created by the claim (or refused there, when it is a file)
     try:
@@ -78,6 +80,8 @@ def check_claimable(path: str, append: bool) -> None:
     if not entries:
         return
     if not append:
+        if not held and _locked(os.path.join(path, LOCK_FILE)):  # a run holds it now
+            raise RunFolderError(in_use_message(path))
         shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
         raise RunFolderError(
             f"{path} is not empty ({shown}): one run per folder keeps results "
@@ -93,6 +97,43 @@ def check_claimable(path: str, append: bool) -> None:
             f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); --append "
             f"adds a session to a folder that 'deep500 run' wrote: give a new folder "
             f"with --out")
+
+
+def in_use_message(path: str) -> str:
+    """What a run says of ``path`` while another run holds its lock."""
+    owner = _lock_owner(os.path.join(path, LOCK_FILE))
+    holder = (f"process {owner['pid']} on {owner['hostname']}" if owner
+              else "another process")
+    return (f"{path} is in use by another deep500 run ({holder}); wait for it to end, "
+            f"or give another folder with --out")
+
+
+def _locked(lock_path: str) -> bool:
+    """Whether a process holds the lock file's ``flock`` (as ``filelock`` takes it);
+    the file is only opened to ask, never written."""
+    try:
+        import fcntl
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (ImportError, OSError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:  # EWOULDBLOCK: held exclusively
+        return True
+    finally:
+        os.close(fd)
+
+
+def _lock_owner(lock_path: str) -> dict:
+    """The process a lock file names (``process_identity``), or ``{}``."""
+    try:
+        with open(lock_path, encoding="utf-8") as handle:
+            owner = json.load(handle)
+        str(owner["pid"]), str(owner["hostname"])
+        return owner
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _refuse_links(path: str, names) -> None:

@@ -15,8 +15,8 @@ import json
 import os
 import time
 
-from deep500.results.folder_claims import (LOCK_FILE, check_claimable, new_run_folder,
-                                           run_name_component)
+from deep500.results.folder_claims import (LOCK_FILE, check_claimable, in_use_message,
+                                           new_run_folder, run_name_component)
 from deep500.utils.interrupts import deferred
 from deep500.results.files import (JOB_ENDED_BY, RunFolderError, ResultsWriter,
                                     manifest_lock,
@@ -36,15 +36,6 @@ def default_run_path(name: str) -> str:
     (:mod:`deep500.results.folder_claims`)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return new_run_folder("results", f"{run_name_component(name)}-{stamp}")
-
-
-def _holder(lock_path: str) -> str:
-    try:
-        with open(lock_path, encoding="utf-8") as handle:
-            owner = json.load(handle)
-        return f"process {owner['pid']} on {owner['hostname']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
 
 
 class RunFolder:
@@ -86,13 +77,11 @@ class RunFolder:
         try:
             lock.acquire(blocking=False)
         except Timeout:
-            raise RunFolderError(f"{path} is in use by another deep500 run "
-                                 f"({_holder(lock_path)}); wait for it to end, or give "
-                                 f"another folder with --out") from None
+            raise RunFolderError(in_use_message(path)) from None
         try:
             with open(lock_path, "w", encoding="utf-8") as handle:
                 json.dump(process_identity(), handle)
-            check_claimable(path, append)  # again, held: a run may have begun meanwhile
+            check_claimable(path, append, held=True)  # a run may have begun meanwhile
             entries = [e for e in os.listdir(path) if e != LOCK_FILE]
             previous = read_manifest(path) if entries else {}
             records = read_results(path) if entries else []

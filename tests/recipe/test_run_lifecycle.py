@@ -114,7 +114,7 @@ def test_a_non_empty_folder_exits_2_from_the_command_line(tmp_path):
     assert f"deep500: error: {out} is not empty (notes.txt)" in completed.stderr
     assert "give a new folder with --out, or add --append" in completed.stderr
     assert "Traceback" not in completed.stderr
-    assert sorted(p.name for p in out.iterdir()) == [".deep500.lock", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]  # left untouched
 
 
 @pytest.mark.slow

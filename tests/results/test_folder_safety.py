@@ -161,6 +161,21 @@ def test_a_refused_out_on_the_command_line_is_left_untouched(tmp_path):
     assert _snapshot(folder) == before
 
 
+def test_a_folder_another_run_holds_is_in_use_and_a_released_one_is_not_empty(named_run,
+                                                                             tmp_path):
+    folder = _copy_run(named_run, tmp_path / "run")
+    holder = RunFolder.claim(str(folder), append=True)  # stands for the other run
+    before = _snapshot(folder)
+    with pytest.raises(RunFolderError, match=rf"run is in use by another deep500 run "
+                                             rf"\(process {os.getpid()} on "):
+        RunFolder.claim(str(folder))
+    assert _snapshot(folder) == before
+    holder.release()
+    with pytest.raises(RunFolderError, match=r"run is not empty \(manifest.json, "
+                                             r"results.jsonl\)"):
+        RunFolder.claim(str(folder))
+
+
 # -- --append only into a Deep500 run folder -------------------------------------------
 
 @pytest.mark.parametrize("manifest", [None, {"name": "my project", "version": 3}, [1, 2]])
