@@ -24,8 +24,8 @@ from deep500.results.safe_write import UnsafePathError, refuse_link
 LOCK_FILE = ".deep500.lock"
 _NAME_LENGTH = 80
 # What a folder can hold that its run writes: a link at any of these names is refused.
-_RUN_FILES = (MANIFEST_FILE, RESULTS_FILE, LOCK_FILE, "plots", "tables", "report.md",
-              "report.html")
+_RUN_FILES = (MANIFEST_FILE, RESULTS_FILE, LOCK_FILE, "plots", "tables", "heatmaps",
+              "mlperf", "report.md", "report.html")
 
 
 def run_name_component(name) -> str:

@@ -29,6 +29,7 @@ import re
 import sys
 
 from deep500.results.files import read_manifest, read_results
+from deep500.results.safe_write import prepare_folder, write_atomically
 
 PREFIX = ":::MLLOG "
 FOLDER = "mlperf"
@@ -135,13 +136,10 @@ def write_mlperf_logs(output_dir: str) -> list[str]:
         lines = mlperf_lines(record, manifest)
         if not lines:
             continue
-        folder = os.path.join(output_dir, FOLDER)
-        os.makedirs(folder, exist_ok=True)
+        folder = prepare_folder(os.path.join(output_dir, FOLDER), "the MLPerf logs")
         path = os.path.join(folder, f"{record.get('index', 0):04d}-"
                                     f"{_slug(record.get('label') or 'run')}.log")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        paths.append(path)
+        paths.append(write_atomically(path, "\n".join(lines) + "\n"))
     if not paths:
         sys.stderr.write(f"deep500: no training records in {output_dir}: no MLPerf log "
                          f"written (only training experiments have epochs to log)\n")
