@@ -8,8 +8,8 @@
 - A folder given with ``--out`` is checked before the run writes into it
   (:func:`check_claimable`): one that holds something is refused unless ``--append``
   is given, and ``--append`` is refused for a folder that ``deep500 run`` did not
-  write (no Deep500 manifest) or whose run files are symbolic links. A refused folder
-  is left exactly as it was.
+  write (no Deep500 manifest) or that holds a symbolic link. A refused folder is left
+  exactly as it was.
 """
 from __future__ import annotations
 
@@ -17,15 +17,11 @@ import json
 import os
 import re
 
-from deep500.results.files import (MANIFEST_FILE, RESULTS_FILE, RunFolderError,
-                                   read_manifest)
+from deep500.results.files import MANIFEST_FILE, RunFolderError, read_manifest
 from deep500.results.safe_write import UnsafePathError, refuse_link
 
 LOCK_FILE = ".deep500.lock"
 _NAME_LENGTH = 80
-# What a folder can hold that its run writes: a link at any of these names is refused.
-_RUN_FILES = (MANIFEST_FILE, RESULTS_FILE, LOCK_FILE, "plots", "tables", "heatmaps",
-              "mlperf", "report.md", "report.html")
 
 
 def run_name_component(name) -> str:
@@ -66,9 +62,9 @@ def is_run_manifest(manifest) -> bool:
 def check_claimable(path: str, append: bool, held: bool = False) -> None:
     """Raise RunFolderError, touching nothing, unless a run may take ``path``: it does
     not exist yet, is empty (a lock left by an earlier claim aside), or, with
-    ``append``, is a run folder that ``deep500 run`` wrote, without links in place of
-    its files. A folder another live run holds is said to be in use; ``held``: this
-    process holds the folder's lock already."""
+    ``append``, is a run folder that ``deep500 run`` wrote, without symbolic links. A
+    folder another live run holds is said to be in use; ``held``: this process holds
+    the folder's lock already."""
     if not os.path.isdir(path):
         return  # created by the claim (or refused there, when it is a file)
     try:
@@ -87,7 +83,9 @@ def check_claimable(path: str, append: bool, held: bool = False) -> None:
             f"{path} is not empty ({shown}): one run per folder keeps results "
             f"apart; give a new folder with --out, or add --append to add this "
             f"run to the folder as a new session")
-    _refuse_links(path, _RUN_FILES)
+    # Deep500 makes no links; one in a run folder would take a later write (the run's
+    # plots/, training/, heatmaps/, ... and files) outside it.
+    _refuse_links(path, entries)
     manifest = read_manifest(path)
     if not is_run_manifest(manifest):
         found = (f"its {MANIFEST_FILE} is not one deep500 run wrote" if manifest

@@ -211,7 +211,8 @@ def test_append_adds_a_session_to_a_deep500_run_folder(named_run, tmp_path):
     RunFolder.claim(str(empty), append=True).release()  # nothing there to fold in
 
 
-@pytest.mark.parametrize("name", ["manifest.json", "results.jsonl", "plots", LOCK_FILE])
+@pytest.mark.parametrize("name", ["manifest.json", "results.jsonl", "plots", "training",
+                                  LOCK_FILE])
 def test_append_refuses_a_run_folder_with_a_link_in_place_of_its_files(named_run,
                                                                       tmp_path, name):
     folder = _copy_run(named_run, tmp_path / "run")
