@@ -4,6 +4,7 @@ predicted, measured, their ratio and the coherence state per row and the error l
 last; with ``--machine``
 it predicts from that file. The 15% target is not asserted (timings belong to the
 benchmark)."""
+import pathlib
 import re
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 from deep500.lv3_distributed import allreduce_names
 from tests.lv3_distributed.mpi_helpers import mpirun
 
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "lv3_models.py"
 LAST = re.compile(r"allreduce model median relative error \(>= 64 KB\): (\d+\.\d)%$")
 
 
@@ -21,12 +23,19 @@ def _rows(out):
                       out, flags=re.M)
 
 
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """One calibrating ``--smoke --save-machine`` run, read by both tests: its exit
+    status, its output and the machine file it saved."""
+    saved = tmp_path_factory.mktemp("lv3_models") / "machine.yaml"
+    status, out, _ = mpirun(2, SCRIPT, "--smoke", "--save-machine", str(saved), timeout=300)
+    return status, out, saved
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
-    script = repo_root / "benchmarks" / "lv3_models.py"
-    saved = tmp_path / "machine.yaml"
-    status, out, _ = mpirun(2, script, "--smoke", "--save-machine", str(saved), timeout=300)
+def test_smoke_prints_every_algorithm_and_the_error_last(calibrated):
+    status, out, saved = calibrated
     assert status == 0, out[-3000:]
     rows = _rows(out)
     modelled = allreduce_names()   # every registered algorithm has a time model
@@ -46,7 +55,7 @@ def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
     assert sorted(machine["software"]["allreduce_call_overhead_s"]) == sorted(modelled)
     assert "(measured)" in out
 
-    status, again, _ = mpirun(2, script, "--smoke", "--machine", str(saved), timeout=300)
+    status, again, _ = mpirun(2, SCRIPT, "--smoke", "--machine", str(saved), timeout=300)
     assert status == 0, again[-3000:]
     assert f"# machine: {saved}" in again
     line = next(l for l in again.splitlines() if l.startswith("# per-call overhead o"))
@@ -55,21 +64,20 @@ def test_smoke_prints_every_algorithm_and_the_error_last(repo_root, tmp_path):
 
 
 @pytest.mark.mpi
-def test_rows_in_another_state_than_the_machine_file_are_kept_and_marked(repo_root,
+def test_rows_in_another_state_than_the_machine_file_are_kept_and_marked(calibrated,
                                                                           tmp_path):
     """A machine file whose δ_sum (50 ns/B) no probe here comes near: every row is
     measured in another coherence state; with --machine nothing can be calibrated
     again, so the rows are kept, marked '?', counted, and the error line still comes."""
-    script = repo_root / "benchmarks" / "lv3_models.py"
-    saved = tmp_path / "machine.yaml"
-    status, out, _ = mpirun(2, script, "--smoke", "--save-machine", str(saved), timeout=300)
+    status, out, calibrated_machine = calibrated
     assert status == 0, out[-3000:]
-    machine = yaml.safe_load(saved.read_text())
+    saved = tmp_path / "machine.yaml"
+    machine = yaml.safe_load(calibrated_machine.read_text())
     for key in ("sum_curve", "receive_curve"):
         for point in machine["network"]["coherence"][key]:
             point["value"] = 5e-8
     saved.write_text(yaml.safe_dump(machine))
-    status, out, _ = mpirun(2, script, "--smoke", "--machine", str(saved), timeout=300)
+    status, out, _ = mpirun(2, SCRIPT, "--smoke", "--machine", str(saved), timeout=300)
     assert status == 0, out[-3000:]
     rows = _rows(out)
     assert rows and all(line.rstrip().endswith("?") for line in out.splitlines()
