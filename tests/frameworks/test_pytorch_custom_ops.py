@@ -2,9 +2,9 @@
 d5pt.custom_op_from_native and the d5pt.test_nativeop_* checks against the reference.
 
 The C++ operators are in tests/frameworks/cpp_ops/ (shared with the TensorFlow tests);
-each is compiled once per session into a temporary DEEP500_CACHE. Every test runs twice:
-through Deep500's PyTorch glue (C++, the default) and through the Python path (ctypes,
-what runs when the glue cannot be built), which must behave the same."""
+each is compiled once per session into the session's DEEP500_CACHE (tests/conftest.py).
+Every test runs twice: through Deep500's PyTorch glue (C++, the default) and through the
+Python path (ctypes, what runs when the glue cannot be built), which must behave the same."""
 from __future__ import annotations
 
 import ctypes
@@ -29,16 +29,13 @@ ROWS = d5.tensordesc("float64", [3, 5])
 TABLE, INDEX = d5.tensordesc("float32", [5, 3]), d5.tensordesc("int32", [4])
 
 
-# -- fixtures: a private build cache and the compiled operators --------------------------
+# -- fixtures: the session's build cache and the compiled operators ----------------------
 @pytest.fixture(scope="session")
-def deep500_cache(tmp_path_factory):
-    previous = os.environ.get("DEEP500_CACHE")
-    os.environ["DEEP500_CACHE"] = str(tmp_path_factory.mktemp("deep500_cache"))
-    yield os.environ["DEEP500_CACHE"]
-    if previous is None:
-        del os.environ["DEEP500_CACHE"]
-    else:
-        os.environ["DEEP500_CACHE"] = previous
+def deep500_cache():
+    """The session's private cache (DEEP500_CACHE, set by tests/conftest.py). A folder of
+    this module's own, left set for the rest of the session, made every later test
+    build Deep500's glue libraries a second time."""
+    return os.environ["DEEP500_CACHE"]
 
 
 @pytest.fixture(autouse=True, scope="module")
