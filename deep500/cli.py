@@ -299,7 +299,8 @@ def _run(args) -> int:
 def _report(args) -> int:
     from deep500.results.files import check_run_folder
     from deep500.report import write_reports
-    check_run_folder(args.directory)  # a missing or corrupt folder: a message, exit 2
+    # a missing or corrupt folder: a message, exit 2 (its lines: as the report reads them)
+    check_run_folder(args.directory, records=False)
     figure_format = None if args.figure_format == "none" else args.figure_format
     try:
         paths = write_reports(args.directory, per_seed=args.per_seed,

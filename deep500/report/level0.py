@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 
-from deep500.report.plots import grouped_bars
+from deep500.report.plots import cap_note, grouped_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
     by_outcome, distinct_labels, flags, summary as _summary, timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
-from deep500.report.time_bars import RecordGrid, median_time_bars
+from deep500.report.time_bars import RecordGrid, median_time_bars, series_settings
 
 # Columns of their own: the operator, the framework (a C++ kernel is a framework).
 SHOWN = ("operator", "framework", "cpp_kernel")
@@ -105,22 +105,33 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
 def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
            context: ReportContext) -> list[tuple[str, str]]:
     """Groups: operators; series: framework and every other varied setting, so a
-    recipe varying threads shows each framework once per thread count."""
-    grid = RecordGrid(measured, lambda r: labels[id(r)], lambda r: settings.label(
+    recipe varying threads shows each framework once per thread count (seeds folded
+    where one series per seed would be too many: :mod:`deep500.report.time_bars`)."""
+    named = series_settings(measured, SHOWN, context.manifest, context.per_seed, settings)
+    grid = RecordGrid(measured, lambda r: labels[id(r)], lambda r: named.label(
         r["configuration"]["framework"], r))
+    left_out = cap_note(len(grid.groups), len(grid.series))
+    suffix = f" ({left_out})" if left_out else ""
     plots = []
     path = median_time_bars(os.path.join(output_dir, "plots", "level0_time.png"),
-                            "Time per call (median, 95% CI)", grid, context.figure_format)
+                            "Time per call", grid, context.figure_format)
     if path is not None:
-        plots.append(("Time per operator and framework", path))
+        plots.append((f"Time per operator and framework{suffix}", path))
     with_flops = [o for o in grid.groups
                   if any(_summary(grid.record(o, s), "FLOPs", "gflops_per_s")
                          for s in grid.series)]
     if with_flops:
         rates = grid.values("FLOPs", "gflops_per_s", with_flops)
-        cis = {s: [gflops_ci(grid.record(o, s)) for o in with_flops] for s in grid.series}
+        if grid.folded:
+            cis = grid.seed_cis("FLOPs", "gflops_per_s", with_flops)
+            title = "Achieved GFLOP/s (mean over seeds, 95% CI over seeds)"
+        else:
+            cis = {s: [gflops_ci(grid.record(o, s)) for o in with_flops]
+                   for s in grid.series}
+            title = "Achieved GFLOP/s (analytic FLOPs / median time, 95% CI)"
         path = os.path.join(output_dir, "plots", "level0_gflops.png")
-        grouped_bars(path, "Achieved GFLOP/s (analytic FLOPs / median time, 95% CI)",
-                     with_flops, rates, cis, xlabel="GFLOP/s", also=context.figure_format)
-        plots.append(("Achieved GFLOP/s", path))
+        grouped_bars(path, title, with_flops, rates, cis, xlabel="GFLOP/s",
+                     also=context.figure_format)
+        left_out = cap_note(len(with_flops), len(grid.series))
+        plots.append(("Achieved GFLOP/s" + (f" ({left_out})" if left_out else ""), path))
     return plots

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
-from deep500.report.plots import stacked_bars
+from deep500.report.plots import cap_note, stacked_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
     by_outcome, distinct_labels, flags, measurement_warnings, metric, summary, \
     timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
-from deep500.report.time_bars import RecordGrid, median_time_bars
+from deep500.report.time_bars import RecordGrid, median_time_bars, series_settings
 
 # Columns of their own: the network label carries the batch size, micro-batch and mode.
 SHOWN = ("network", "batch_size", "microbatch", "mode", "executor")
@@ -108,12 +108,16 @@ def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: di
     varied setting."""
     def series_of(record):
         return settings.label(record["configuration"]["executor"], record)
-    grid = RecordGrid(measured, lambda r: labels[id(r)], series_of)
+    named = series_settings(measured, SHOWN, context.manifest, context.per_seed, settings)
+    grid = RecordGrid(measured, lambda r: labels[id(r)], lambda r: named.label(
+        r["configuration"]["executor"], r))
     plots = []
     path = median_time_bars(os.path.join(output_dir, "plots", "level1_time.png"),
-                            "Time per run (median, 95% CI)", grid, context.figure_format)
+                            "Time per run", grid, context.figure_format)
     if path is not None:
-        plots.append(("Time per network and executor", path))
+        left_out = cap_note(len(grid.groups), len(grid.series))
+        plots.append(("Time per network and executor" +
+                      (f" ({left_out})" if left_out else ""), path))
     rank0 = [r for r in measured if r.get("rank", 0) == 0]
     with_breakdown = [r for r in rank0 if summary(r, "OperatorTimes", "by_op_type")]
     if with_breakdown:
@@ -125,5 +129,7 @@ def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: di
         path = os.path.join(output_dir, "plots", "level1_operators.png")
         stacked_bars(path, "Forward time by operator type", bars, segments,
                      xlabel="seconds (median run)", also=context.figure_format)
-        plots.append(("Where the time goes, per operator type", path))
+        left_out = cap_note(len(bars))
+        plots.append(("Where the time goes, per operator type" +
+                      (f" ({left_out})" if left_out else ""), path))
     return plots

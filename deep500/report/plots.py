@@ -13,6 +13,13 @@ from deep500.utils.errors import Deep500Error, require
 
 FIGURE_FORMATS = ("svg", "pdf")
 
+# At most this many groups (tick labels) and series (legend entries) per bar chart: a
+# chart of thousands is unreadable and takes minutes to lay out. The rest is left out,
+# and the title says so (the section's table lists everything).
+MAX_GROUPS = 40
+MAX_SERIES = 12
+MAX_BARS = 160  # groups × series: fewer groups where there are many series
+
 
 def _pyplot():
     require("matplotlib", "plot", "Plotting reports")
@@ -58,6 +65,27 @@ def legend_name(name) -> str:
     return "\u200b" + text if text.startswith("_") else text
 
 
+def group_cap(series: int = 1) -> int:
+    """How many groups a bar chart of ``series`` series shows at most."""
+    return max(5, min(MAX_GROUPS, MAX_BARS // max(min(series, MAX_SERIES), 1)))
+
+
+def cap_note(groups: int, series: int = 1) -> str:
+    """What a bar chart of ``groups`` × ``series`` leaves out ('' when nothing)."""
+    parts = []
+    if groups > group_cap(series):
+        parts.append(f"the first {group_cap(series)} of {groups} groups")
+    if series > MAX_SERIES:
+        parts.append(f"the first {MAX_SERIES} of {series} series")
+    return (" and ".join(parts) + " shown, in the order measured; the table has them "
+            "all") if parts else ""
+
+
+def _capped_title(title: str, groups: int, series: int = 1) -> str:
+    note = cap_note(groups, series)
+    return f"{title}\n({note})" if note else title
+
+
 def _width(labels) -> float:
     """Inches for a horizontal bar chart: 9, more where long bar labels need it."""
     return max(9.0, 5.5 + 0.065 * max((len(str(t)) for t in labels), default=0))
@@ -74,16 +102,19 @@ def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, lis
 
     ``series[name][i]`` is the value for group i (None = missing); ``errors[name][i]``
     is (low, high) of its confidence interval (None = none). Series without any value
-    are left out, legend entry included.
+    are left out, legend entry included; so are groups beyond MAX_GROUPS and series
+    beyond MAX_SERIES (the title says so).
     """
     plt = _pyplot()
     names = [n for n in series if any(_finite(v) for v in series[n])]
+    title = _capped_title(title, len(groups), len(names))
+    names, groups = names[:MAX_SERIES], groups[:group_cap(len(names))]
     height = 0.8 / max(len(names), 1)
     figure, axes = plt.subplots(figsize=(_width(groups),
                                          0.22 * len(groups) * max(len(names), 1) + 1.8))
     positions = np.arange(len(groups))
     for k, name in enumerate(names):
-        values = [v if _finite(v) else np.nan for v in series[name]]
+        values = [v if _finite(v) else np.nan for v in series[name][:len(groups)]]
         offsets = positions + (k - (len(names) - 1) / 2) * height
         xerr = None
         if errors and name in errors:
@@ -112,9 +143,12 @@ def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, lis
                  xlabel: str = "", top: int = 8, also: str | None = "svg") -> str:
     """Horizontal stacked bars: one bar per entry of ``bars``, one segment per key of
     ``segments`` (the ``top`` largest overall; the rest summed as 'other'); segments
-    that are zero in every bar are left out."""
+    that are zero in every bar are left out; so are bars beyond MAX_GROUPS (the title
+    says so)."""
     plt = _pyplot()
-    segments = {k: [v if _finite(v) else 0.0 for v in values]
+    title = _capped_title(title, len(bars))
+    bars = bars[:MAX_GROUPS]
+    segments = {k: [v if _finite(v) else 0.0 for v in values[:MAX_GROUPS]]
                 for k, values in segments.items()}
     segments = {k: v for k, v in segments.items() if any(v)}
     totals = {k: sum(v) for k, v in segments.items()}

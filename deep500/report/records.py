@@ -90,15 +90,22 @@ def varied_keys(records: list[dict], manifest: dict | None = None) -> list[str]:
         [k for k in mutable if isinstance(k, str)] +
         [k for r in records for k in r.get("configuration", {})]))
     present = {k for r in records for k in r.get("configuration", {})}
-    varied = []
-    for key in keys:
-        if key not in present:
+    return [key for key in keys if key in present and (
+        (key in mutable and len(mutable[key] or []) > 1) or _differs(records, key))]
+
+
+def _differs(records: list[dict], key: str) -> bool:
+    """Whether the records' configurations hold more than one value of ``key`` (as
+    canonical JSON); stops at the first that differs."""
+    first, first_text = records[0].get("configuration", {}).get(key), None
+    for record in records:
+        value = record.get("configuration", {}).get(key)
+        if value is first or value == first:  # equal settings: no text needed
             continue
-        values = {json.dumps(r.get("configuration", {}).get(key), sort_keys=True, default=str)
-                  for r in records}
-        if len(values) > 1 or (key in mutable and len(mutable[key] or []) > 1):
-            varied.append(key)
-    return varied
+        first_text = first_text or json.dumps(first, sort_keys=True, default=str)
+        if json.dumps(value, sort_keys=True, default=str) != first_text:
+            return True
+    return False
 
 
 class Settings:
@@ -113,16 +120,24 @@ class Settings:
                      if k not in shown and k not in aggregated]
         # runs appended to one folder (deep500 run --append) may repeat configurations
         self.sessions = len({r.get("session") for r in records}) > 1
+        # id(record) -> (record, text): rows, labels and series each ask; the record is
+        # held so that its id is not reused while this lives
+        self._texts: dict[int, tuple] = {}
 
     def __bool__(self) -> bool:
         return bool(self.keys) or self.sessions
 
     def text(self, record: dict) -> str:
+        known = self._texts.get(id(record))
+        if known is not None and known[0] is record:
+            return known[1]
         configuration = record.get("configuration", {})
         parts = [f"{k}={value_text(configuration.get(k))}" for k in self.keys]
         if self.sessions:
             parts.append(f"session={record.get('session')}")
-        return ", ".join(parts)
+        text = ", ".join(parts)
+        self._texts[id(record)] = (record, text)
+        return text
 
     def label(self, base: str, record: dict) -> str:
         text = self.text(record)
@@ -152,6 +167,8 @@ def distinct_labels(records: list[dict], label: Callable[[dict], str],
     for record in records:
         by_identity.setdefault(identity(record), []).append(record)
     for group in by_identity.values():
+        if len(group) < 2:
+            continue
         keys = {configuration_key(r.get("configuration", {}), without) for r in group}
         if len(keys) < 2:
             continue

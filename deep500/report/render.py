@@ -7,11 +7,13 @@ import base64
 import html
 import os
 
-from deep500.results.files import read_manifest, read_results, run_status
+from deep500.results.files import read_manifest, run_status
 from deep500.results.safe_write import write_atomically
 from deep500.report import (collective_choice, grid, level0, level1, level2, level3,
                             predictions, scaling)
+from deep500.report.pages import fit_sections
 from deep500.report.plots import check_figure_format, companion
+from deep500.report.reading import records_kept_out_of_collection, report_records
 from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
@@ -137,11 +139,16 @@ def write_reports(output_dir: str, per_seed: bool = False,
     95% CI); ``figure_format``: every plot is written as PNG (embedded in the HTML) and
     also in this format (``svg``, ``pdf``; ``None``: PNG only)."""
     check_figure_format(figure_format)
-    records = read_results(output_dir)
+    records = report_records(output_dir)
+    with records_kept_out_of_collection():
+        return _write_reports(output_dir, records, per_seed, figure_format)
+
+
+def _write_reports(output_dir, records, per_seed, figure_format) -> list[str]:
     manifest = read_manifest(output_dir)
     context = ReportContext(manifest, per_seed=per_seed, figure_format=figure_format)
-    sections = [section.build(_records_of(section, records), output_dir, context)
-                for section in SECTIONS]
+    sections = fit_sections([section.build(_records_of(section, records), output_dir,
+                                           context) for section in SECTIONS], output_dir)
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
     counts = count_outcomes(records)  # the same counts deep500 run prints
     verdict = counts.sentence() + "."

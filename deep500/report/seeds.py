@@ -12,6 +12,7 @@ confidence interval, and time-to-accuracy as MLPerf Training scores it.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
 
@@ -66,8 +67,10 @@ def student_t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=256)
 def student_t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t (bisection on :func:`student_t_cdf`)."""
+    """The ``p`` quantile of Student's t (bisection on :func:`student_t_cdf`; kept per
+    (p, df): a report asks for the same few thousands of times)."""
     if not 0.0 < p < 1.0 or df <= 0:
         raise ValueError(f"student_t_quantile needs 0 < p < 1 and df > 0, got {p}, {df}")
     if p < 0.5:

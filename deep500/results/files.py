@@ -125,10 +125,12 @@ def read_manifest(output_dir: str) -> dict:
     return manifest
 
 
-def check_run_folder(output_dir: str) -> None:
+def check_run_folder(output_dir: str, records: bool = True) -> None:
     """Raise RunFolderError, saying what is wrong, unless ``output_dir`` is a run folder
     whose manifest and records can be read. A last line cut off by a crash is allowed
-    (:func:`read_results` skips it); any other line that is not a record is not."""
+    (:func:`read_results` skips it); any other line that is not a record is not.
+    ``records=False``: the folder and its manifest only, for a reader that checks the
+    lines as it streams them (:func:`iter_checked_records`), so they are parsed once."""
     if not os.path.exists(output_dir):
         raise RunFolderError(f"{output_dir}: no such folder; give the folder that "
                              f"'deep500 run --out' wrote")
@@ -140,15 +142,33 @@ def check_run_folder(output_dir: str) -> None:
         raise RunFolderError(f"{output_dir} is not a run folder: it has neither "
                              f"{MANIFEST_FILE} nor {RESULTS_FILE}")
     read_manifest(output_dir)
-    lines = list(_read_lines(output_dir))
-    bad = [number for number, record in lines
-           if record is None or not _shaped_like_a_record(record)]
-    if bad and bad != [lines[-1][0]]:
-        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
-        raise RunFolderError(f"{os.path.join(output_dir, RESULTS_FILE)}: line(s) {shown} "
+    if records:
+        for _ in iter_checked_records(output_dir):
+            pass
+
+
+def iter_checked_records(output_dir: str):
+    """The run's records, one at a time (none held), each shaped as ``deep500 run``
+    writes them; raises RunFolderError once the file is read when a line other than
+    the last (cut off by a crash, skipped) is not such a record."""
+    lines = bad = 0
+    shown: list[int] = []
+    last_bad = False
+    for number, record in _read_lines(output_dir):
+        lines += 1
+        last_bad = record is None or not _shaped_like_a_record(record)
+        if last_bad:
+            bad += 1
+            if len(shown) < 6:
+                shown.append(number)
+            continue
+        yield record
+    if bad and not (bad == 1 and last_bad):
+        text = ", ".join(map(str, shown[:5])) + (" ..." if bad > 5 else "")
+        raise RunFolderError(f"{os.path.join(output_dir, RESULTS_FILE)}: line(s) {text} "
                              f"are not results (one JSON object per line, with the kind, "
                              f"level, index and configuration of a record); "
-                             f"{len(lines) - len(bad)} of {len(lines)} lines are")
+                             f"{lines - bad} of {lines} lines are")
 
 
 _RECORD_FIELDS = {"level": int, "index": int, "configuration": dict}
