@@ -1,5 +1,7 @@
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -39,3 +41,16 @@ def _private_build_cache(tmp_path_factory):
         os.environ.pop("DEEP500_CACHE", None)
     else:
         os.environ["DEEP500_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def quick_machine(tmp_path_factory):
+    """One ``deep500 calibrate --np 2 --quick --quiet`` run of the session (it takes a
+    quarter of a minute on 2 cores): the finished process (its exit status and output)
+    and the machine file it wrote. Read by the calibration test and handed as
+    ``--machine`` to the benchmarks that would otherwise calibrate the same way."""
+    out = tmp_path_factory.mktemp("quick_machine") / "machine.yaml"
+    completed = subprocess.run([sys.executable, "-m", "deep500", "calibrate", "--np", "2",
+                                "--out", str(out), "--quick", "--quiet"],
+                               capture_output=True, text=True, timeout=300)
+    return completed, out

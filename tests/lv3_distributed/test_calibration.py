@@ -99,10 +99,8 @@ def test_one_rank_is_refused_with_what_to_do(tmp_path):
     assert not (tmp_path / "m.yaml").exists()
 
 
-def test_two_ranks_quick_calibration(tmp_path):
-    out = tmp_path / "m.yaml"
-    result = subprocess.run([*DEEP500, "calibrate", "--np", "2", "--out", str(out), "--quick",
-                             "--quiet"], capture_output=True, text=True, timeout=300)
+def test_two_ranks_quick_calibration(quick_machine):
+    result, out = quick_machine   # deep500 calibrate --np 2 --quick --quiet (conftest.py)
     assert result.returncode == 0, result.stderr
     machine = load_machine(str(out))
     # shared-memory MPI on one host: latency between 50 ns and 1 ms, 1 MB in under 1 s
