@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deep500.store.database import Database, StoreError, configuration_key, timing
+from deep500.store.database import Database, StoreError, column, configuration_key, \
+    mapping, timing
 from deep500.utils.statistics import _normal_quantile
 
 # Largest m·n·min(m, n) for the exact law of U (a few tenths of a second at most).
@@ -198,13 +199,13 @@ class Run:
 
     @property
     def host(self) -> str:
-        hardware = self.manifest.get("hardware") or {}
+        hardware = mapping(self.manifest.get("hardware"))
         return f"{hardware.get('hostname')} ({hardware.get('cpu_model')})"
 
     def describe(self) -> dict:
-        revisions = self.manifest.get("git_revision") or {}
+        revisions = mapping(self.manifest.get("git_revision"))
         return {"name": self.name, "folder": self.folder, "run_id": self.run_id,
-                "recipe": (self.manifest.get("recipe") or {}).get("name"),
+                "recipe": mapping(self.manifest.get("recipe")).get("name"),
                 "started": self.manifest.get("started"),
                 "status": self.manifest.get("status"),
                 "git_revision": revisions.get("working_directory") or revisions.get("deep500"),
@@ -218,10 +219,13 @@ def _collect(run: Run, records: list[dict]) -> Run:
         measured = timing(record)
         if measured is None or not measured["samples"]:
             continue
-        key = (configuration_key(record.get("configuration") or {}), record.get("rank", 0))
+        key = (configuration_key(record.get("configuration") or {}),
+               column(record.get("rank", 0)))
+        label = record.get("label")
         run.repeated[key] = run.repeated.get(key, 0) + 1
-        run.measurements[key] = {**measured, "label": record.get("label") or key[0],
-                                 "interfered": bool((record.get("telemetry") or {})
+        run.measurements[key] = {**measured,
+                                 "label": label if isinstance(label, str) and label else key[0],
+                                 "interfered": bool(mapping(record.get("telemetry"))
                                                     .get("interfered"))}
     return run
 
@@ -234,11 +238,11 @@ def load_run(spec: str, database: str | None = None) -> Run:
     or a run id of the database (negative: counted from the latest, -1 the latest).
     Raises StoreError saying which when it is neither."""
     from deep500.results.files import (RunFolderError, check_run_folder,
-                                        read_manifest, read_results)
+                                        iter_checked_records, read_manifest)
     if os.path.isdir(spec):
         try:
-            check_run_folder(spec)
-            manifest, records = read_manifest(spec), read_results(spec)
+            check_run_folder(spec, records=False)
+            manifest, records = read_manifest(spec), list(iter_checked_records(spec))
         except RunFolderError as exc:
             raise StoreError(str(exc)) from None
         return _collect(Run(spec, os.path.realpath(spec), None, manifest), records)
@@ -371,7 +375,7 @@ def format_table(comparison: Comparison) -> str:
 
 def _run_line(run: Run) -> str:
     info = run.describe()
-    revision = (info["git_revision"] or "no git revision")[:12]
+    revision = str(info["git_revision"] or "no git revision")[:12]
     return (f"{info['name']}  {info['recipe']}  {info['started']}  {revision}  "
             f"{info['status']}  {info['folder']}")
 

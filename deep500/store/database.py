@@ -114,8 +114,35 @@ def configuration_key(configuration: dict) -> str:
     return json.dumps(configuration, sort_keys=True, default=str)
 
 
-def _finite(value):
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+def _finite(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return value if math.isfinite(value) else None
+
+
+def mapping(value) -> dict:
+    """``value`` where it is a JSON object, else ``{}``: a run folder edited by hand or
+    cut short may hold anything where a manifest or record holds an object."""
+    return value if isinstance(value, dict) else {}
+
+
+def column(value):
+    """``value`` as an SQLite column takes it (and as a key that can be hashed): None, a
+    number or a string as they are (a bool as 0 or 1, an integer beyond 64 bits and a
+    non-finite number as their text), anything else (a list, an object) as its JSON text."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+        return str(value)  # beyond SQLite's 64-bit integers
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # SQLite stores NaN as NULL
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    return json.dumps(value, default=str)
 
 
 def timing(record: dict) -> dict | None:
@@ -125,19 +152,24 @@ def timing(record: dict) -> dict | None:
     nonparametric CI as measured); otherwise, for training records, ``EpochTime``: the
     wall time of each completed epoch (``result.details.statistics.epochs``), with the
     median's CI computed here by the same rank rule. None when the record has neither."""
-    result = record.get("result") or {}
-    for entry in result.get("metrics") or []:
-        if entry.get("metric") == "WallclockTime" and entry.get("samples"):
-            summary = entry.get("summary") or {}
+    result = mapping(record.get("result"))
+    metrics = result.get("metrics")
+    for entry in metrics if isinstance(metrics, list) else []:
+        entry = mapping(entry)
+        if (entry.get("metric") == "WallclockTime" and isinstance(entry.get("samples"), list)
+                and entry["samples"]):
+            summary = mapping(entry.get("summary"))
             samples = [float(s) for s in entry["samples"] if _finite(s) is not None]
+            unit = entry.get("unit")
             return {"metric": "WallclockTime", "samples": samples,
                     "median": _finite(summary.get("median")),
                     "ci_low": _finite(summary.get("ci_low")),
                     "ci_high": _finite(summary.get("ci_high")),
-                    "unit": entry.get("unit") or "s"}
-    epochs = ((result.get("details") or {}).get("statistics") or {}).get("epochs") or []
-    samples = [float(e["wall_time"]) for e in epochs
-               if e.get("completed", True) and _finite(e.get("wall_time")) is not None]
+                    "unit": unit if isinstance(unit, str) and unit else "s"}
+    epochs = mapping(mapping(result.get("details")).get("statistics")).get("epochs")
+    samples = [float(e["wall_time"]) for e in (epochs if isinstance(epochs, list) else [])
+               if isinstance(e, dict) and e.get("completed", True)
+               and _finite(e.get("wall_time")) is not None]
     if not samples:
         return None
     from deep500.utils.statistics import median_ci
@@ -222,24 +254,29 @@ class Database:
         its id and its rows are replaced by what the folder holds now (idempotent).
         Raises StoreError when ``folder`` is not a readable run folder."""
         from deep500.results.files import (RunFolderError, check_run_folder,
-                                            read_manifest, read_results)
+                                            iter_checked_records, read_manifest)
         path = os.path.realpath(folder)
         try:
-            check_run_folder(path)
+            check_run_folder(path, records=False)
             manifest = read_manifest(path)
-            records = read_results(path)
+            # a last line cut by a crash is left out, as the report leaves it out
+            records = list(iter_checked_records(path))
         except RunFolderError as exc:
             raise StoreError(str(exc)) from None
-        revisions = manifest.get("git_revision") or {}
-        hardware = manifest.get("hardware") or {}
-        recipe = manifest.get("recipe") or {}
-        row = {"folder": path, "recipe": recipe.get("name"),
-               "experiment": recipe.get("experiment"), "started": manifest.get("started"),
-               "finished": manifest.get("finished"), "status": manifest.get("status"),
-               "git_revision": revisions.get("working_directory") or revisions.get("deep500"),
-               "deep500_revision": revisions.get("deep500"),
-               "hostname": hardware.get("hostname"), "cpu": hardware.get("cpu_model"),
-               "configurations": len({(r.get("session", 0), r.get("index"))
+        revisions = mapping(manifest.get("git_revision"))
+        hardware = mapping(manifest.get("hardware"))
+        recipe = mapping(manifest.get("recipe"))
+        row = {"folder": path, "recipe": column(recipe.get("name")),
+               "experiment": column(recipe.get("experiment")),
+               "started": column(manifest.get("started")),
+               "finished": column(manifest.get("finished")),
+               "status": column(manifest.get("status")),
+               "git_revision": column(revisions.get("working_directory")
+                                      or revisions.get("deep500")),
+               "deep500_revision": column(revisions.get("deep500")),
+               "hostname": column(hardware.get("hostname")),
+               "cpu": column(hardware.get("cpu_model")),
+               "configurations": len({(column(r.get("session", 0)), r.get("index"))
                                       for r in records}),
                "records": len(records), "ingested": _now(),
                "manifest": json.dumps(manifest, default=str)}
@@ -273,9 +310,11 @@ class Database:
         configuration = record.get("configuration") or {}
         measured = timing(record) if record.get("kind") == "measurement" else None
         values = {"run_id": run_id, "position": position, "idx": record.get("index"),
-                  "session": record.get("session", 0) or 0, "rank": record.get("rank", 0) or 0,
+                  "session": column(record.get("session", 0) or 0),
+                  "rank": column(record.get("rank", 0) or 0),
                   "kind": record.get("kind"), "level": record.get("level"),
-                  "experiment": record.get("experiment"), "label": record.get("label"),
+                  "experiment": column(record.get("experiment")),
+                  "label": column(record.get("label")),
                   "configuration": json.dumps(configuration, default=str),
                   "config_key": configuration_key(configuration),
                   "metric": measured and measured["metric"],

@@ -51,6 +51,7 @@ def short_revision(revision: str | None) -> str:
     """``1ef2fa4a…-dirty`` → ``1ef2fa4 (dirty)``; None → ``—``."""
     if not revision:
         return "—"
+    revision = str(revision)  # a hand-edited manifest may hold a number
     dirty = revision.endswith("-dirty")
     return revision[:7] + (" (dirty)" if dirty else "")
 
