@@ -1,6 +1,6 @@
 """Running recipes end to end: results on disk as measured, manifest, reports."""
 import json
-import subprocess
+import runpy
 import sys
 import textwrap
 
@@ -125,14 +125,27 @@ def test_acceptance_failure_is_reported(tmp_path):
     assert "FAIL: L2Error.relative <= 1e-30" in (out / "report.md").read_text()
 
 
+def python_m_deep500(monkeypatch, capsys, *arguments):
+    """``python -m deep500 ARGUMENTS`` run in this process (deep500/__main__.py as
+    ``__main__``, its arguments from sys.argv, its status from sys.exit): a new
+    interpreter would spend a good part of these tests importing PyTorch and
+    TensorFlow again. Returns the exit status and what it printed."""
+    monkeypatch.setattr(sys, "argv", ["deep500", *map(str, arguments)])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("deep500", run_name="__main__")
+    out, err = capsys.readouterr()
+    return exited.value.code, out, err
+
+
 @pytest.mark.slow
-def test_quickstart_recipe_runs_from_the_command_line(tmp_path, repo_root):
+def test_quickstart_recipe_runs_from_the_command_line(tmp_path, repo_root, monkeypatch,
+                                                      capsys):
     """The main job: the shipped default recipe, as the README runs it."""
     out = tmp_path / "quickstart"
-    completed = subprocess.run(
-        [sys.executable, "-m", "deep500", "run", str(repo_root / "recipes" / "quickstart.yaml"),
-         "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    status, _, err = python_m_deep500(monkeypatch, capsys, "run",
+                                      repo_root / "recipes" / "quickstart.yaml",
+                                      "--out", out, "--quiet")
+    assert status == 0, err[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     measured = [r for r in records if r["kind"] == "measurement"]
     # 10 operators x 3 frameworks, plus the two C++ kernels on their own operators.
@@ -145,14 +158,14 @@ def test_quickstart_recipe_runs_from_the_command_line(tmp_path, repo_root):
 
 
 @pytest.mark.slow
-def test_training_recipe_runs_from_the_command_line(tmp_path, repo_root):
+def test_training_recipe_runs_from_the_command_line(tmp_path, repo_root, monkeypatch, capsys):
     """The main job's training part: every executor and optimizer reaches 95% test
     accuracy on digits (the recipe's acceptance threshold)."""
     out = tmp_path / "training"
-    completed = subprocess.run(
-        [sys.executable, "-m", "deep500", "run", str(repo_root / "recipes" / "training.yaml"),
-         "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=900)
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    status, printed, err = python_m_deep500(monkeypatch, capsys, "run",
+                                            repo_root / "recipes" / "training.yaml",
+                                            "--out", out, "--quiet")
+    assert status == 0, printed[-3000:] + err[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     measured = [r for r in records if r["kind"] == "measurement"]
     assert len(measured) == 10 and all(r["passed"] for r in measured)
