@@ -34,6 +34,7 @@ and neither sees the other's half-written run (SQLite, "Write-Ahead Logging" and
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -96,6 +97,40 @@ CREATE TABLE samples (
     "values" TEXT NOT NULL
 );
 """
+
+
+def storage_problem(exc: sqlite3.Error) -> str:
+    """What an SQLite error says of the storage, in words that say what to do: the
+    disk is full, the file or its folder is read-only, the file reached its size
+    limit; else SQLite's own message."""
+    text = str(exc)
+    lowered = text.lower()
+    if "disk is full" in lowered or "disk full" in lowered:
+        return (f"the disk is full, or the database reached a size limit ({text}); free "
+                f"space, or give a database elsewhere with --db or $DEEP500_DB")
+    if "readonly" in lowered or "read-only" in lowered:
+        return (f"the database or its folder is read-only ({text}); give a writable "
+                f"database with --db or $DEEP500_DB")
+    if "too big" in lowered or "file too large" in lowered:
+        return (f"the database file reached the largest size this system allows "
+                f"({text}); give a database elsewhere with --db or $DEEP500_DB")
+    return text
+
+
+def _schema_columns() -> dict[str, list[str]]:
+    """``{table: [column, ...]}`` of :data:`_SCHEMA`."""
+    tables: dict[str, list[str]] = {}
+    for statement in _SCHEMA.split(";"):
+        head, _, body = statement.partition("(")
+        words = head.split()
+        if words[:2] != ["CREATE", "TABLE"]:
+            continue
+        names = [line.split()[0].strip('"') for line in body.splitlines() if line.strip()]
+        tables[words[2]] = [n for n in names if n.isidentifier() and not n.isupper()]
+    return tables
+
+
+_SCHEMA_COLUMNS = _schema_columns()
 
 
 class StoreError(Deep500Error):
@@ -191,21 +226,74 @@ class Database:
         if not create and not os.path.isfile(self.path):
             raise StoreError(f"{self.path}: no results database here; 'deep500 run' "
                              f"creates it (or give another with --db or $DEEP500_DB)")
+        # only reading (runs, compare, history): opened read-only, so that a database
+        # on a read-only file system or in a folder of someone else's can be read
+        self.read_only = not create and self._open_read_only()
+        if not self.read_only:
+            self._open()
+
+    def _open(self) -> None:
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(folder, exist_ok=True)
             self.connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S,
                                               isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"{self.path}: cannot open the results database ({exc})") \
+            why = storage_problem(exc) if isinstance(exc, sqlite3.Error) else exc
+            raise StoreError(f"{self.path}: cannot open the results database ({why})") \
                 from None
         try:
             self._prepare()
         except sqlite3.DatabaseError as exc:
             self.connection.close()
+            if isinstance(exc, sqlite3.OperationalError) and (
+                    "readonly" in str(exc) or "read-only" in str(exc)):
+                raise StoreError(f"{self.path}: {storage_problem(exc)}") from None
             raise StoreError(f"{self.path} is not a usable results database ({exc}); "
                              f"move it away (deep500 starts a new one) or give another "
                              f"with --db") from None
+        except StoreError:
+            self.connection.close()
+            raise
+
+    def _open_read_only(self) -> bool:
+        """Open the database read-only (SQLite's ``mode=ro``; where even that needs a
+        write, its shared-memory file in a read-only folder, ``immutable=1``: nothing
+        can change it there). False, nothing open, when it holds no Deep500 schema yet
+        (it is then prepared as for writing, as before)."""
+        from urllib.parse import quote
+        uri = f"file:{quote(os.path.abspath(self.path))}"
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                self.connection = sqlite3.connect(f"{uri}?{options}", uri=True,
+                                                  timeout=BUSY_TIMEOUT_S,
+                                                  isolation_level=None)
+                version = self.connection.execute("PRAGMA user_version").fetchone()[0]
+                break
+            except sqlite3.OperationalError:
+                with contextlib.suppress(Exception):
+                    self.connection.close()
+            except sqlite3.DatabaseError as exc:
+                self.connection.close()
+                raise StoreError(f"{self.path} is not a usable results database ({exc}); "
+                                 f"move it away (deep500 starts a new one) or give "
+                                 f"another with --db") from None
+        else:
+            return False  # the writable path says what is wrong
+        if version == 0:
+            self.connection.close()
+            return False
+        try:
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}, written by a "
+                                 f"newer Deep500 (this one reads version {SCHEMA_VERSION}); "
+                                 f"upgrade Deep500 or give another database with --db")
+            self.connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._check_tables()
+        except BaseException:
+            self.connection.close()
+            raise
+        return True
 
     def _prepare(self) -> None:
         c = self.connection
@@ -213,6 +301,7 @@ class Database:
         c.execute("PRAGMA foreign_keys = ON")
         version = c.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
+            self._check_tables()
             return
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {version}, written by a newer "
@@ -234,8 +323,22 @@ class Database:
                 c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _check_tables(self) -> None:
+        """Raise StoreError unless the tables and columns of :data:`_SCHEMA` are there:
+        another program's SQLite file may carry the same ``user_version``."""
+        missing = []
+        for table, columns in _SCHEMA_COLUMNS.items():
+            found = {row[1] for row in self.connection.execute(
+                f"PRAGMA table_info({table})")}
+            missing += [f"{table}.{c}" for c in columns if c not in found]
+        if missing:
+            shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+            raise StoreError(f"{self.path} is an SQLite database with schema version "
+                             f"{SCHEMA_VERSION} but not Deep500's (it lacks {shown}); "
+                             f"give another with --db or $DEEP500_DB")
 
     def close(self) -> None:
         self.connection.close()
@@ -301,10 +404,23 @@ class Database:
             for position, record in enumerate(records):
                 self._insert_record(run_id, position, record)
             c.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            raise StoreError(f"{self.path}: the run in {path} was not stored: "
+                             f"{storage_problem(exc)}") from None
         except BaseException:
-            c.execute("ROLLBACK")
+            self._rollback()
             raise
         return run_id
+
+    def _rollback(self) -> None:
+        """Roll the open transaction back; SQLite has already done so when a write
+        failed for want of space (no transaction is left to roll back), and that
+        must not hide the error that ended it."""
+        try:
+            self.connection.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass
 
     def _insert_record(self, run_id: int, position: int, record: dict) -> None:
         configuration = record.get("configuration") or {}
