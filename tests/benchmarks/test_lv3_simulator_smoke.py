@@ -1,15 +1,18 @@
 """benchmarks/lv3_simulator.py runs end to end: ``--smoke``, given the session's quick
-calibration (``--machine``; the lv3_overlap smoke test covers a benchmark calibrating
-itself), profiles the distributed recipe's model, measures it with ``deep500 run
---np 1`` and ``--np 2``, and prints predicted and measured step times per configuration
-with the error line last. The 10% target is not asserted (timings belong to the
-benchmark); that the predicted and measured times are of one order is (a wrong unit or
-a missing phase would be off by far more)."""
+calibration (``--machine``; tests/benchmarks/quick_calibration.py), profiles the
+distributed recipe's model, measures it with ``deep500 run --np 1`` and ``--np 2``, and
+prints predicted and measured step times per configuration with the error line last.
+The 10% target is not asserted (timings belong to the benchmark); that the predicted
+and measured times are of one order is (a wrong unit or a missing phase would be off
+by far more)."""
 import re
 import subprocess
 import sys
 
 import pytest
+
+from tests.benchmarks.quick_calibration import (calibration_command,
+                                                same_as_the_sessions)
 
 LAST = re.compile(r"^simulator step-time error: (\d+\.\d)%$")
 ROW = re.compile(r"^\s*(\d)\s+(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -34,3 +37,8 @@ def test_smoke_prints_every_configuration_and_the_error_last(repo_root, quick_ma
         assert 0.1 < ratio < 10, done.stdout
     last = done.stdout.strip().splitlines()[-1]
     assert LAST.match(last), last
+
+
+def test_smoke_without_a_machine_file_calibrates_as_the_session_does(monkeypatch, tmp_path):
+    command, machine = calibration_command("lv3_simulator", monkeypatch, tmp_path, True)
+    assert same_as_the_sessions(command, machine, tmp_path), command
