@@ -442,11 +442,11 @@ def _arguments():
     parser.add_argument("--system-malloc", action="store_true",
                         help="keep glibc's adaptive mmap/trim thresholds")
     parser.add_argument("--smoke", action="store_true",
-                        help="a quick check that everything runs: 4 batches of 16 per "
+                        help="a quick check that everything runs: 2 batches of 16 per "
                              "epoch, 2 rounds (numbers are not meaningful)")
     args = parser.parse_args()
     if args.smoke:
-        args.samples, args.batch, args.rounds = 64, 16, 2
+        args.samples, args.batch, args.rounds = 32, 16, 2
         args.fixed_cost_steps = 8
         args.round_seconds, args.max_seconds, args.warmup = 0.0, 0.0, 1
         args.adam_models = ["lenet"]
