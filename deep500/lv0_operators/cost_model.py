@@ -12,9 +12,18 @@ modelled. The rules per operator type, forward / backward:
   layers (``backward`` computes ``dx`` and ``dw``). Forward bytes = inputs +
   outputs; backward bytes = dY + every input read, dX + dW written
   (= outputs + 2 x inputs).
-* Relu, Add, Sum, Sub, Mul, Sigmoid, Tanh, Identity, Dropout: 1 FLOP per output
-  element forward and backward; bytes forward = inputs + outputs, backward =
-  dY + inputs read + one gradient per input written.
+* Relu, Add, Sum, Sub, Mul, Div, Max, Sigmoid, Tanh, Erf, Identity, Dropout, Where,
+  Equal, Cast: 1 FLOP per output element forward and backward; bytes forward =
+  inputs + outputs, backward = dY + inputs read + one gradient per input written.
+* Transpose: a copy, no FLOPs; bytes forward = input + output, backward = dY read and
+  dX written.
+* Gather (an embedding lookup): no FLOPs forward, bytes = indices + the rows gathered
+  read + output written (not the whole table); backward scatter-adds dY into a zeroed
+  table: 1 FLOP per output element, bytes = table written + dY + indices read.
+* ReduceSum: 1 FLOP per input element forward; backward broadcasts dY (no FLOPs).
+* LayerNormalization: 7 FLOPs per element forward (mean, centre, variance: square and
+  sum, normalise, scale, shift) and 10 backward (dgamma, dbeta, dx̂, and dX with its
+  two row reductions), bytes as for an elementwise operator plus the parameters.
 * MaxPool, AveragePool: one operation per window element per output, forward
   and backward; GlobalAveragePool: one per input element.
 * BatchNormalization: 4 FLOPs per element forward (subtract, scale, multiply,
@@ -50,12 +59,14 @@ from deep500.utils.errors import Deep500Error
 from deep500.utils.flops import flop_count
 
 _COMPUTE = {"Conv": "conv", "Gemm": "gemm", "MatMul": "gemm"}
-_ELEMENTWISE = {"Relu", "Add", "Sum", "Sub", "Mul", "Sigmoid", "Tanh", "Identity", "Dropout"}
+_ELEMENTWISE = {"Relu", "Add", "Sum", "Sub", "Mul", "Div", "Max", "Sigmoid", "Tanh", "Erf",
+                "Identity", "Dropout", "Where", "Equal", "Cast"}
 _POOL = {"MaxPool", "AveragePool"}
 _SOFTMAX = {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss"}
 _VIEWS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Constant", "Shape"}
 SUPPORTED_OPS = frozenset(set(_COMPUTE) | _ELEMENTWISE | _POOL | _SOFTMAX | _VIEWS
-                          | {"GlobalAveragePool", "BatchNormalization"})
+                          | {"GlobalAveragePool", "BatchNormalization", "LayerNormalization",
+                             "Transpose", "Gather", "ReduceSum"})
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,17 @@ def operator_cost(op_type: str, input_shapes, output_shapes, attributes=None,
         fwd = bwd = in0
     elif op_type == "BatchNormalization":
         fwd, bwd = 4 * in0, 8 * in0
+    elif op_type == "LayerNormalization":
+        fwd, bwd = 7 * in0, 10 * in0
+    elif op_type == "Transpose":
+        fwd, bwd, bwd_bytes = 0, 0, 2 * out0 * itemsize
+    elif op_type == "Gather":
+        indices = _elements(input_shapes[1]) if len(input_shapes) > 1 else 0
+        fwd, bwd = 0, out0
+        fwd_bytes = (2 * out0 + indices) * itemsize
+        bwd_bytes = (in0 + out0 + indices) * itemsize
+    elif op_type == "ReduceSum":
+        fwd, bwd = in0, 0
     elif op_type in _SOFTMAX:
         fwd, bwd = 5 * in0, 2 * in0
     else:  # views

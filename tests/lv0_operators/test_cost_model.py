@@ -45,18 +45,36 @@ def test_roofline_picks_the_bound():
     assert roofline_time(relu, m, overhead_s=1e-6) == pytest.approx(8000 / 10e9 + 1e-6, rel=1e-12)
 
 
+def test_transformer_operators_by_hand():
+    """Gather reads the rows it gathers, not the table; its backward writes the table;
+    Transpose copies; LayerNormalization and ReduceSum count per element."""
+    gather = operator_cost("Gather", [(1000, 16), (2, 8)], [(2, 8, 16)], node="embed")
+    assert (gather.forward_flops, gather.backward_flops) == (0, 256)
+    assert gather.forward_bytes == 4 * (2 * 256 + 16)
+    assert gather.backward_bytes == 4 * (16000 + 256 + 16)
+    transpose = operator_cost("Transpose", [(2, 8, 4, 4)], [(2, 4, 8, 4)])
+    assert (transpose.forward_flops, transpose.backward_flops) == (0, 0)
+    assert transpose.forward_bytes == transpose.backward_bytes == 4 * 2 * 256
+    norm = operator_cost("LayerNormalization", [(2, 8, 16), (16,), (16,)], [(2, 8, 16)])
+    assert (norm.forward_flops, norm.backward_flops) == (7 * 256, 10 * 256)
+    reduce = operator_cost("ReduceSum", [(2, 8, 16)], [(2, 8, 1)])
+    assert (reduce.forward_flops, reduce.backward_flops) == (256, 0)
+    erf = operator_cost("Erf", [(2, 8, 64)], [(2, 8, 64)])
+    assert erf.forward_flops == erf.backward_flops == 1024 and erf.kind == "memory"
+
+
 def test_unknown_op_names_node_and_says_profile():
     with pytest.raises(Deep500Error, match=r"node 'weird'.*LRN.*profile"):
         operator_cost("LRN", [(1, 2)], [(1, 2)], node="weird")
 
 
-@pytest.mark.parametrize("name", ["mlp", "lenet", "resnet20"])
+@pytest.mark.parametrize("name", ["mlp", "lenet", "resnet20", "transformer", "gpt"])
 def test_network_costs_cover_the_shipped_models(name):
     from deep500.networks import create_model
     model = create_model(name, batch_size=2, loss="softmax_cross_entropy")
     costs = network_costs(model)
     assert len(costs) == len(model.graph.node)
-    compute = [c for c in costs if c.op_type in ("Conv", "Gemm")]
+    compute = [c for c in costs if c.op_type in ("Conv", "Gemm", "MatMul")]
     assert compute and all(c.forward_flops > 0 and c.backward_flops == 2 * c.forward_flops
                            for c in compute)
     assert roofline_time(costs[0], FakeMachine()) >= 0.0
