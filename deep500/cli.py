@@ -334,7 +334,7 @@ def _compare(args) -> int:
 def _history(args) -> int:
     from deep500.store.history import history_command
     from deep500.utils.output_paths import check_output_file
-    check_output_file(args.out, "--out")
+    check_output_file(args.out, "--out", missing_folder_ok=True)   # the page makes its folder
     return history_command(args.config, args.out, database=args.db, metric=args.metric,
                            recipe=args.recipe, rank=args.rank)
 
