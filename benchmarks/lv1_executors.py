@@ -547,11 +547,11 @@ def _arguments():
                         help="keep glibc's adaptive mmap/trim thresholds")
     parser.add_argument("--smoke", action="store_true",
                         help="a quick check that everything runs: batch 4, 2 rounds of "
-                             "one call, 2 warm-up calls (numbers are not meaningful)")
+                             "one call, 1 warm-up call (numbers are not meaningful)")
     args = parser.parse_args()
     if args.smoke:
         args.batches, args.rounds, args.round_seconds = [4], 2, 0.0
-        args.max_seconds, args.warmup = 0.0, 2
+        args.max_seconds, args.warmup = 0.0, 1
     return args
 
 
