@@ -63,6 +63,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from deep500.utils.bounded_yaml import BoundedYamlError, YamlBounds, read_bounded_yaml
 from deep500.utils.errors import Deep500Error
 
 
@@ -71,6 +72,11 @@ class MachineError(Deep500Error):
 
 
 _FIX = "fix the machine file, or re-create it with 'deep500 calibrate --out FILE'"
+
+# A calibrated machine file is a few hundred values (tens of KB): bounded like a recipe,
+# but a long integer is read (below Python's 4300-digit printing limit) so that the
+# field's range check names it.
+MACHINE_FILE_BOUNDS = YamlBounds(noun="machine file", max_integer_digits=4000)
 
 
 @dataclass(frozen=True)
@@ -627,12 +633,14 @@ def load_machine(source) -> MachineModel:
         return machine_from_dict(source)
     if isinstance(source, (str, os.PathLike)):
         path = resolve_machine_path(source)
-        import yaml
         try:
-            with open(path) as f:
-                data = yaml.safe_load(f)
-        except yaml.YAMLError as error:
-            raise MachineError(f"machine file {path} is not valid YAML ({error}); {_FIX}") from None
+            data = read_bounded_yaml(path, MACHINE_FILE_BOUNDS,
+                                     name=os.path.basename(path))
+        except OSError as error:
+            raise MachineError(f"machine file {path} cannot be read: "
+                               f"{error.strerror or error}; {_FIX}") from None
+        except BoundedYamlError as error:
+            raise MachineError(f"machine file {path}: {error}; {_FIX}") from None
         return machine_from_dict(data, path=path)
     raise MachineError(f"a machine is a machine file's path, a dict or a MachineModel, not "
                        f"{type(source).__name__}")
