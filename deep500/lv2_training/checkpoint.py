@@ -26,6 +26,7 @@ import numpy as np
 
 from deep500.lv1_network.network import Network
 from deep500.utils.errors import Deep500Error
+from deep500.utils.storage_errors import storage_errors_named
 
 FORMAT = "deep500-training-checkpoint"
 VERSION = 1
@@ -73,17 +74,18 @@ def save_checkpoint(path: str, network: Network, state: dict | None = None) -> s
             "state": _encode(state or {}, arrays, "state")}
     arrays[_META] = np.array(json.dumps(meta))
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     temporary = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(temporary, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    with storage_errors_named(path):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(temporary, "wb") as handle:
+                np.savez(handle, **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
     return path
 
 

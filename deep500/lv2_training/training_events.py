@@ -19,6 +19,7 @@ import time
 from deep500.lv2_training.events import StopTraining, TrainingEvent
 from deep500.lv2_training.training_metrics import accuracy_target
 from deep500.utils.errors import Deep500Error
+from deep500.utils.storage_errors import storage_errors_named
 
 
 class ProgressBar(TrainingEvent):
@@ -141,10 +142,11 @@ class _EpochWriter(TrainingEvent):
 
     def before_training(self, trainer, stats):
         folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
-        with open(self.path, "w", encoding="utf-8", newline="") as handle:
-            handle.write(self._header())
-            self._write(handle, stats.epochs)
+        with storage_errors_named(self.path):
+            os.makedirs(folder, exist_ok=True)
+            with open(self.path, "w", encoding="utf-8", newline="") as handle:
+                handle.write(self._header())
+                self._write(handle, stats.epochs)
         self._written = len(stats.epochs)
 
     def after_epoch(self, trainer, epoch, stats):
@@ -157,7 +159,8 @@ class _EpochWriter(TrainingEvent):
         epochs = stats.epochs[self._written:]
         if not epochs:
             return
-        with open(self.path, "a", encoding="utf-8", newline="") as handle:
+        with storage_errors_named(self.path), \
+                open(self.path, "a", encoding="utf-8", newline="") as handle:
             self._write(handle, epochs)
         self._written = len(stats.epochs)
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from deep500.utils.errors import Deep500Error
 from deep500.utils.metric import to_jsonable
+from deep500.utils.storage_errors import storage_errors_named
 
 
 @dataclass
@@ -162,14 +163,21 @@ class TrainingStatistics:
         return cls.from_dict(json.loads(text))
 
     def save(self, path: str) -> str:
-        """Write the statistics as JSON (atomically: a reader never sees half a file)."""
+        """Write the statistics as JSON (atomically: a reader never sees half a file; a
+        write that fails leaves no temporary file, and a full, read-only or
+        size-limited disk is a StorageError naming ``path``)."""
         path = os.fspath(path)
         folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
         temporary = f"{path}.tmp{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(self.to_json(indent=1))
-        os.replace(temporary, path)
+        with storage_errors_named(path):
+            os.makedirs(folder, exist_ok=True)
+            try:
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    handle.write(self.to_json(indent=1))
+                os.replace(temporary, path)
+            finally:
+                if os.path.exists(temporary):
+                    os.remove(temporary)
         return path
 
     @classmethod

@@ -10,6 +10,7 @@ import os
 from deep500.lv2_training.trajectory import trajectory_divergence
 from deep500.utils.errors import Deep500Error
 from deep500.utils.metric import MetricResult, TestMetric, to_jsonable
+from deep500.utils.storage_errors import storage_errors_named
 
 
 class TrajectoryDivergenceMetric(TestMetric):
@@ -35,9 +36,10 @@ class TrajectoryDivergenceMetric(TestMetric):
     def compare(self, optimizer_a, optimizer_b, batches) -> MetricResult:
         result = trajectory_divergence(optimizer_a, optimizer_b, batches, self.steps)
         if self.path:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            with open(self.path, "w", encoding="utf-8") as handle:
-                json.dump(result.to_dict(), handle)
+            with storage_errors_named(self.path):
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                with open(self.path, "w", encoding="utf-8") as handle:
+                    json.dump(result.to_dict(), handle)
         samples = [{"step": s, "relative_l2": r, "total_l2": l2, "total_linf": linf,
                     "loss_a": la, "loss_b": lb}
                    for s, r, l2, linf, la, lb in zip(result.steps, result.relative_l2,

@@ -10,6 +10,7 @@ from deep500.lv3_distributed.mpi_launch import world_communicator
 from deep500.recipe.conditions import Conditions
 from deep500.recipe.remeasure import measure_watched
 from deep500.utils.errors import Deep500Error
+from deep500.utils.storage_errors import StorageError
 from deep500.utils.threads import usable_cpu_count
 from deep500.utils.wallclock import UnstableMeasurementWarning
 
@@ -67,6 +68,8 @@ def measure_configuration(recipe, configuration: dict, header: dict, output_dir:
                 collective=getattr(kind, "collective", False))
         record.update(watched)
     except Exception as exc:
+        if isinstance(exc, StorageError):
+            raise  # the run folder's disk: no later configuration could be written either
         if is_collective(kind) and size > 1 and not isinstance(exc, Deep500Error):
             raise  # the other ranks may wait in a collective for this one: run_recipe
         # One failing configuration is recorded and the others still run. (A

@@ -45,6 +45,7 @@ from deep500.results.files import RunFolderError, configuration_in_progress
 from deep500.results.run_folder import RunFolder, default_run_path
 from deep500.utils import sysinfo
 from deep500.utils.allocator import fix_allocator_thresholds
+from deep500.utils.storage_errors import StorageError
 
 
 def load_run_recipe(path: str, machine: str | None = None) -> Recipe:
@@ -263,9 +264,17 @@ class _RankRun:
                              for item in records)
 
     def _finish(self, outcome: BaseException | None, database: str | None) -> None:
-        """Rank 0: the final manifest for how the loop ended, and the run stored."""
+        """Rank 0: the final manifest for how the loop ended, and the run stored. A
+        manifest the disk cannot take after the run already failed is said in a line;
+        the failure that ended the run is the one raised."""
         status, *fields = final_status(outcome, self.rank)
-        self.folder.finish(status, **(fields[0] if fields else {}))
+        try:
+            self.folder.finish(status, **(fields[0] if fields else {}))
+        except StorageError as problem:
+            if outcome is None:
+                raise
+            sys.stderr.write(f"deep500: the final manifest could not be written: "
+                             f"{problem}\n")
         if database is not None and self.part is None:
             from deep500.store import store_run_or_warn
             self.stored = store_run_or_warn(self.output_dir, database)

@@ -12,6 +12,7 @@ promise it across hosts.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
@@ -21,6 +22,7 @@ from deep500.results.safe_write import atomic_file
 from deep500.utils.errors import Deep500Error
 from deep500.utils.interrupts import deferred
 from deep500.utils.metric import to_jsonable
+from deep500.utils.storage_errors import StorageError, storage_error, storage_errors_named
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -31,18 +33,32 @@ class RunFolderError(Deep500Error):
     folder, or with a manifest or results that cannot be read."""
 
 
-def _append_line(fd: int, record: dict) -> None:
+def _append_line(fd: int, record: dict, path: str) -> None:
+    """Append ``record``'s line at ``fd`` (the file ``path``); a line the file system
+    could not take whole is cut off again, so the file ends with the last whole record,
+    and a StorageError names ``path`` and the cause."""
     data = (json.dumps(to_jsonable(record)) + "\n").encode("utf-8")
-    written = os.write(fd, data)
-    while written < len(data):  # a regular file writes whole unless the disk is full
-        written += os.write(fd, data[written:])
-    os.fsync(fd)
+    end = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # a regular file writes whole unless the disk is full
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    except OSError as exc:
+        named = storage_error(exc, path)
+        if named is None:
+            raise
+        with contextlib.suppress(OSError):  # a shorter file needs no space
+            if os.fstat(fd).st_size > end:
+                os.ftruncate(fd, end)
+        raise named from None
 
 
 def _open_for_append(output_dir: str) -> int:
+    path = os.path.join(output_dir, RESULTS_FILE)
     # O_NOFOLLOW: a link planted at the name is refused (ELOOP), never appended through
-    return os.open(os.path.join(output_dir, RESULTS_FILE),
-                   os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    with storage_errors_named(path):
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
 
 
 class ResultsWriter:
@@ -54,7 +70,7 @@ class ResultsWriter:
 
     def write(self, record: dict) -> None:
         with deferred():  # a signal does not cut a line in two
-            _append_line(self._fd, record)
+            _append_line(self._fd, record, self.path)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -67,7 +83,7 @@ def append_record(output_dir: str, record: dict) -> None:
     rank, a watchdog thread); see the module docstring."""
     fd = _open_for_append(output_dir)
     try:
-        _append_line(fd, record)
+        _append_line(fd, record, os.path.join(output_dir, RESULTS_FILE))
     finally:
         os.close(fd)
 
@@ -99,11 +115,49 @@ def read_results(output_dir: str) -> list[dict]:
 def write_manifest(output_dir: str, manifest: dict) -> str:
     """Write ``manifest.json`` atomically (a reader never sees half a file), through a
     temporary file of its own (another rank may write it too) and never through a
-    link planted at its name (:mod:`deep500.results.safe_write`)."""
+    link planted at its name (:mod:`deep500.results.safe_write`). On a file system out
+    of space, the manifest is rewritten in place where its blocks hold the new text
+    (:func:`_rewrite_in_place`), so a run that fills the disk still ends with a final
+    manifest; StorageError otherwise."""
     path = os.path.join(output_dir, MANIFEST_FILE)
-    with deferred(), atomic_file(path) as handle:
-        json.dump(to_jsonable(manifest), handle, indent=2)
+    text = json.dumps(to_jsonable(manifest), indent=2)
+    with deferred():
+        try:
+            with atomic_file(path) as handle:
+                handle.write(text)
+        except StorageError as exc:
+            if not (exc.no_space and _rewrite_in_place(path, text.encode("utf-8"))):
+                raise
     return path
+
+
+def _rewrite_in_place(path: str, data: bytes) -> bool:
+    """Overwrite the file ``path`` with ``data`` when its allocated blocks hold them
+    (a file system out of space still lets a file be rewritten within its blocks);
+    whether it was. On a failure the old content is put back (it fit those blocks). A
+    reader may see the file half-written meanwhile: the last resort of a full disk."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if len(data) > info.st_blocks * 512 or info.st_size > 1 << 24:
+            return False
+        old = os.pread(fd, info.st_size, 0)
+        try:
+            if os.pwrite(fd, data, 0) != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+            return True
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, old, 0)
+                os.ftruncate(fd, len(old))
+            return False
+    finally:
+        os.close(fd)
 
 
 def read_manifest(output_dir: str) -> dict:

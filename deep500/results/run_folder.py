@@ -18,6 +18,7 @@ import time
 from deep500.results.folder_claims import (LOCK_FILE, check_claimable, in_use_message,
                                            new_run_folder, run_name_component)
 from deep500.utils.interrupts import deferred
+from deep500.utils.storage_errors import storage_errors_named
 from deep500.results.files import (JOB_ENDED_BY, RunFolderError, ResultsWriter,
                                     manifest_lock,
                                     read_manifest, read_results, record_counts,
@@ -79,7 +80,8 @@ class RunFolder:
         except Timeout:
             raise RunFolderError(in_use_message(path)) from None
         try:
-            with open(lock_path, "w", encoding="utf-8") as handle:
+            with storage_errors_named(lock_path), \
+                    open(lock_path, "w", encoding="utf-8") as handle:
                 json.dump(process_identity(), handle)
             check_claimable(path, append, held=True)  # a run may have begun meanwhile
             entries = [e for e in os.listdir(path) if e != LOCK_FILE]

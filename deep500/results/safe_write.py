@@ -20,6 +20,7 @@ import os
 import tempfile
 
 from deep500.utils.errors import Deep500Error
+from deep500.utils.storage_errors import storage_errors_named
 
 
 class UnsafePathError(Deep500Error):
@@ -53,22 +54,25 @@ def atomic_file(path: str, mode: str = "w"):
     """A new file to write (``mode`` ``"w"``: text in UTF-8, ``"wb"``: bytes) that
     becomes ``path`` when the block ends without an exception, replacing whatever was
     there, a link included, never its target; on an exception it is removed and
-    ``path`` is left as it was."""
+    ``path`` is left as it was. A full, read-only or size-limited file system raises
+    :class:`deep500.utils.storage_errors.StorageError` naming ``path``."""
     if os.path.isdir(path) and not os.path.islink(path):
         raise UnsafePathError(f"{path} is a folder where Deep500 writes a file; move it "
                               f"away and try again")
     folder = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                     suffix=".tmp")  # O_CREAT | O_EXCL: no link followed
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide reports from the group
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
-            yield handle
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with storage_errors_named(path):
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                         suffix=".tmp")  # O_CREAT | O_EXCL: no link followed
+        try:
+            os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide reports from the group
+            with os.fdopen(fd, mode,
+                           **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+                yield handle
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
 
 def write_atomically(path: str, content: str | bytes) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 from deep500.utils.errors import require
 from deep500.utils.metric import MetricResult, TestMetric
 from deep500.utils.norm_metrics import _as_list
+from deep500.utils.storage_errors import storage_errors_named
 
 
 def _as_matrix(values: np.ndarray) -> np.ndarray:
@@ -36,9 +37,12 @@ def write_heatmap(matrix: np.ndarray, path: str, title: str, colorbar_label: str
     axes.set_xlabel("last axis")
     axes.set_ylabel("leading axes (flattened)")
     figure.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:
+        with storage_errors_named(path):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
     return path
 
 
