@@ -8,6 +8,9 @@ chunks of at most ``CHUNK_BYTES``, so memory stays within the limit plus one chu
 whatever the file holds. A tar archive whose member headers stop before its
 end-of-archive marker (POSIX ustar, IEEE Std 1003.1: two zero blocks) was cut or
 damaged; ``tar_end_problem`` says which, where Python's ``tarfile`` silently stops.
+Python's ``tarfile`` reads a GNU long-name/long-link or pax extended header whole, as
+large as its header claims, before a loader sees the member: archives are opened with
+:class:`BoundedTarInfo`, which refuses one above :data:`MAX_TAR_EXTENDED_HEADER`.
 """
 from __future__ import annotations
 
@@ -15,11 +18,14 @@ import bz2
 import contextlib
 import gzip
 import lzma
+import tarfile
 
 from deep500.utils.errors import Deep500Error
 
 CHUNK_BYTES = 1 << 20
 TAR_BLOCK = 512
+# A long name is at most PATH_MAX (4 KiB); a pax header holds a few such records.
+MAX_TAR_EXTENDED_HEADER = 1 << 20
 # Magic bytes of the compressions a dataset file may use, and the reader of each.
 COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.GzipFile), (b"BZh", "bzip2", bz2.BZ2File),
                 (b"\xfd7zXZ\x00", "xz", lzma.LZMAFile))
@@ -94,3 +100,24 @@ def tar_end_problem(fileobj, offset: int) -> str | None:
                 f"(only {len(tail)} of its {TAR_BLOCK} bytes are there); it is truncated")
     return (f"the member header at byte {offset:,} is damaged (not a valid tar header); the "
             f"members after it cannot be read")
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """``tarfile.TarInfo`` (give it as ``tarfile.open(..., tarinfo=BoundedTarInfo)``)
+    that refuses, with a Deep500Error naming the archive and the byte offset, a GNU
+    long-name/long-link or pax extended header announcing more than
+    :data:`MAX_TAR_EXTENDED_HEADER` bytes, before ``tarfile`` reads it whole (from a
+    compressed archive, a few bytes could announce gigabytes)."""
+
+    def _proc_gnulong(self, tarfile):
+        self._check_extended(tarfile, "GNU long-name header")
+        return super()._proc_gnulong(tarfile)
+
+    def _proc_pax(self, tarfile):
+        self._check_extended(tarfile, "pax extended header")
+        return super()._proc_pax(tarfile)
+
+    def _check_extended(self, archive, what: str) -> None:
+        source = f"{archive.name or 'the archive'}: the {what} at byte {self.offset:,}"
+        check_size(self.size, MAX_TAR_EXTENDED_HEADER, source, "its tar header",
+                   "Re-create the archive with 'tar cf', or download it again.")

@@ -19,7 +19,8 @@ import zlib
 
 import numpy as np
 
-from deep500.datasets.bounded_reads import check_size, read_exactly, tar_end_problem
+from deep500.datasets.bounded_reads import (BoundedTarInfo, check_size, read_exactly,
+                                            tar_end_problem)
 from deep500.datasets.byte_images import ByteImageDataset
 from deep500.datasets.download import Resource, cache_dir, fetch
 from deep500.utils.errors import Deep500Error
@@ -132,7 +133,7 @@ class _Source:
         try:
             # Random access over the decompressing reader only ever seeks forward, so it
             # streams like "r|*" but keeps the offset where the headers stopped.
-            with tarfile.open(self.location, "r:*") as archive:
+            with tarfile.open(self.location, "r:*", tarinfo=BoundedTarInfo) as archive:
                 for member in archive:
                     if member.name in members and member.isfile():
                         filename = members[member.name]

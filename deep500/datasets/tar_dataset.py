@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from deep500.datasets.bounded_reads import tar_end_problem
+from deep500.datasets.bounded_reads import BoundedTarInfo, tar_end_problem
 from deep500.datasets.images import decode_image, stack_samples
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error
@@ -48,7 +48,7 @@ def build_tar_index(archive: str, extensions: Sequence[str] = IMAGE_EXTENSIONS) 
     extensions = tuple(e.lower() for e in extensions)
     names, offsets, sizes = [], [], []
     try:
-        with tarfile.open(archive, "r:") as tar:
+        with tarfile.open(archive, "r:", tarinfo=BoundedTarInfo) as tar:
             for member in tar:
                 if not member.isfile() or not member.name.lower().endswith(extensions):
                     continue

@@ -195,3 +195,32 @@ def test_whole_archives_still_read(tmp_path):
     assert (len(train), len(test)) == (10, 2)
     np.testing.assert_array_equal(read_idx(write_mnist(tmp_path, mnist_arrays())[
         "t10k-labels-idx1-ubyte"]), mnist_arrays()["t10k-labels-idx1-ubyte"])
+
+
+@pytest.mark.parametrize("kind, what", [(tarfile.GNUTYPE_LONGNAME, "GNU long-name header"),
+                                        (tarfile.XHDTYPE, "pax extended header")])
+def test_an_extended_tar_header_claiming_a_huge_size_is_refused_before_it_is_read(
+        tmp_path, kind, what):
+    """tarfile reads a long-name or pax header whole, as large as it claims: from a
+    small .tar.gz, 64 MiB here, before any per-member check."""
+    from deep500.datasets.bounded_reads import MAX_TAR_EXTENDED_HEADER
+    size = 64 << 20
+    archive = tmp_path / "cifar-10-binary.tar.gz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as out:
+        info = tarfile.TarInfo("././@LongLink")
+        info.type, info.size = kind, size
+        out.addfile(info, _Zeros(size))
+    assert os.path.getsize(archive) < 1 << 20
+    error, peak = _peak_bytes(lambda: load_cifar10(path=os.fspath(archive)))
+    assert str(error).startswith(f"{archive}: the {what} at byte 0: its tar header "
+                                 f"announces {size:,} bytes, more than the limit of "
+                                 f"{MAX_TAR_EXTENDED_HEADER:,} bytes")
+    assert peak < 8 << 20
+    plain = tmp_path / "train.tar"  # an indexed (uncompressed) tar says the same
+    with tarfile.open(plain, "w") as out:
+        info = tarfile.TarInfo("././@LongLink")
+        info.type, info.size = kind, 2 * MAX_TAR_EXTENDED_HEADER
+        out.addfile(info, _Zeros(info.size))
+    with pytest.raises(Deep500Error, match=rf"^{plain}: the {what} at byte 0: its tar "
+                                           rf"header announces"):
+        build_tar_index(os.fspath(plain))
