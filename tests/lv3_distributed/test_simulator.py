@@ -331,14 +331,13 @@ def test_a_node_without_a_cost_rule_is_named():
     import onnx
     from onnx import TensorProto, helper
     graph = helper.make_graph(
-        [helper.make_node("Erf", ["x"], ["y"], name="the_erf")], "g",
+        [helper.make_node("HardSwish", ["x"], ["y"], name="the_hardswish")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
-    with pytest.raises(Deep500Error, match="the_erf"):
+    with pytest.raises(Deep500Error, match="the_hardswish.*HardSwish"):
         d5.modelled_step_profile(model, MACHINE)
-    assert np.isfinite(ALPHA)
 
 
 def test_a_profile_survives_json():
