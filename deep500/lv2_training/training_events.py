@@ -7,6 +7,7 @@ or ``d5.test_training(..., events=[...])``.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import io
@@ -19,7 +20,7 @@ import time
 from deep500.lv2_training.events import StopTraining, TrainingEvent
 from deep500.lv2_training.training_metrics import accuracy_target
 from deep500.utils.errors import Deep500Error
-from deep500.utils.storage_errors import storage_errors_named
+from deep500.utils.storage_errors import StorageError, storage_errors_named
 
 
 class ProgressBar(TrainingEvent):
@@ -159,9 +160,15 @@ class _EpochWriter(TrainingEvent):
         epochs = stats.epochs[self._written:]
         if not epochs:
             return
-        with storage_errors_named(self.path), \
-                open(self.path, "a", encoding="utf-8", newline="") as handle:
-            self._write(handle, epochs)
+        end = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        try:
+            with storage_errors_named(self.path), \
+                    open(self.path, "a", encoding="utf-8", newline="") as handle:
+                self._write(handle, epochs)
+        except StorageError:
+            with contextlib.suppress(OSError):  # the epochs written before, whole
+                os.truncate(self.path, end)
+            raise
         self._written = len(stats.epochs)
 
     def _write(self, handle, epochs) -> None:

@@ -163,3 +163,23 @@ def test_a_manifest_on_a_full_disk_is_rewritten_within_its_blocks(tmp_path, monk
     with pytest.raises(StorageError, match="is full"):
         files.write_manifest(str(tmp_path), too_big)
     assert read_manifest(str(tmp_path))["status"] == "failed"  # left as it was
+
+
+def test_an_epoch_row_the_disk_took_in_part_is_cut_off_again(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from deep500.lv2_training.training_events import CSVWriter
+    path = tmp_path / "epochs.csv"
+    writer = CSVWriter(str(path))
+    writer.before_training(None, SimpleNamespace(epochs=[]))
+    header = path.read_bytes()
+
+    def half_then_full(handle, epochs):
+        handle.write("1,2,3")
+        handle.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writer, "_write", half_then_full)
+    with pytest.raises(StorageError, match=rf"^cannot write {path}: the disk holding"):
+        writer.after_training(None, SimpleNamespace(epochs=[object()]))
+    assert path.read_bytes() == header
