@@ -13,19 +13,12 @@ is the same idea inside MPI, but it polls without pause and takes a core from co
 This thread sleeps ``interval`` seconds between calls of ``progress`` and waits on an
 event (no polling) while nothing is in flight. NumPy's kernels and sleeping release
 Python's GIL, so the calls slip in while backprop runs; each costs a few microseconds
-(one ``MPI_Test``). Between NumPy calls, though, the computing thread holds the GIL,
-and a waiting thread gets it only when the holder is asked to drop it, after the
-interpreter's switch interval (``sys.setswitchinterval``, 5 ms by default; D. Beazley,
-"Understanding the Python GIL", PyCon 2010): a rendezvous message that needs a few
-progress calls on each rank would then take a few times 5 ms. While collectives are in
-flight the switch interval is therefore lowered to ``interval`` and restored once
-nothing is (``switch_interval=False`` leaves it alone). The caller serialises ``progress`` against its own MPI calls with
+(one ``MPI_Test``). The caller serialises ``progress`` against its own MPI calls with
 :attr:`ProgressThread.lock` (mpi4py initialises MPI with ``MPI_THREAD_MULTIPLE``, and the
 non-blocking ring's state is not thread-safe).
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
@@ -58,12 +51,10 @@ class ProgressThread:
     cost estimate).
     """
 
-    def __init__(self, progress, interval: float = DEFAULT_PROGRESS_INTERVAL,
-                 switch_interval: bool = True):
+    def __init__(self, progress, interval: float = DEFAULT_PROGRESS_INTERVAL):
         if not interval > 0:
             raise Deep500Error(f"ProgressThread: interval={interval!r}: give seconds > 0")
         self._progress, self._interval = progress, float(interval)
-        self._switch = _SwitchInterval(self._interval) if switch_interval else None
         self.lock = threading.Lock()
         self.calls = 0
         self._wanted = threading.Event()
@@ -73,21 +64,15 @@ class ProgressThread:
         self._thread.start()
 
     def resume(self) -> None:
-        if self._switch is not None:
-            self._switch.lower()
         self._wanted.set()
 
     def pause(self) -> None:
         self._wanted.clear()
-        if self._switch is not None:
-            self._switch.restore()
 
     def close(self) -> None:
         self._closed = True
         self._wanted.set()
         self._thread.join()
-        if self._switch is not None:
-            self._switch.restore()
 
     def _run(self) -> None:
         while True:
@@ -102,28 +87,4 @@ class ProgressThread:
                     continue
                 self.calls += 1
                 if not self._progress():
-                    self.pause()
-
-
-class _SwitchInterval:
-    """The interpreter's switch interval lowered to ``seconds`` and put back (the
-    value found when lowered, unless someone changed it meanwhile)."""
-
-    def __init__(self, seconds: float):
-        self._seconds = seconds
-        self._saved = self._set = None
-        self._lock = threading.Lock()
-
-    def lower(self) -> None:
-        with self._lock:
-            if self._saved is None:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._saved, self._seconds))
-                self._set = sys.getswitchinterval()   # as the interpreter rounded it
-
-    def restore(self) -> None:
-        with self._lock:
-            if self._saved is not None:
-                if sys.getswitchinterval() == self._set:
-                    sys.setswitchinterval(self._saved)
-                self._saved = None
+                    self._wanted.clear()

@@ -214,46 +214,6 @@ def test_the_progress_thread_tests_in_flight_buckets_until_they_complete():
     assert not buckets.progress_thread._thread.is_alive()
 
 
-def test_the_switch_interval_is_lowered_only_while_collectives_are_in_flight():
-    """While resumed, the interpreter hands the GIL over after the progress interval
-    (not after 5 ms), so the thread's MPI_Test calls slip in between NumPy calls; once
-    nothing is in flight (the thread pauses itself, or the caller pauses or closes it)
-    the switch interval is back, and ``switch_interval=False`` never touches it."""
-    import sys
-    from deep500.lv3_distributed.progress_thread import ProgressThread
-    default = sys.getswitchinterval()
-    seen, left = [], [3]
-
-    def progress():
-        seen.append(sys.getswitchinterval())
-        left[0] -= 1
-        return left[0] > 0
-
-    thread = ProgressThread(progress, interval=2e-4)
-    try:
-        thread.resume()
-        assert sys.getswitchinterval() == pytest.approx(min(default, 2e-4))
-        deadline = time.monotonic() + 10
-        while len(seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        with thread.lock:   # the third call returned False: paused, interval restored
-            assert seen == [pytest.approx(min(default, 2e-4))] * 3
-            assert sys.getswitchinterval() == default
-        thread.resume()
-        thread.pause()
-        assert sys.getswitchinterval() == default
-        thread.resume()
-    finally:
-        thread.close()
-    assert sys.getswitchinterval() == default
-    untouched = ProgressThread(lambda: False, interval=2e-4, switch_interval=False)
-    try:
-        untouched.resume()
-        assert sys.getswitchinterval() == default
-    finally:
-        untouched.close()
-
-
 def test_a_bad_progress_mode_is_named():
     with pytest.raises(Deep500Error, match="progress='poll'.*'calls'.*'thread'"):
         d5ref.ConsistentDecentralized.check_options(overlap=True, algorithm="mpi",
