@@ -56,6 +56,25 @@ def test_link_bound_fit_floors_a_faster_than_the_link_segment_at_the_last_beta()
                                    link_bound=True)[0].get("beta_floored") is None
 
 
+def test_link_bound_exchange_segments_take_the_ping_pongs_floor():
+    """The exchange's segments are floored at the ping-pong's large-message β (each
+    direction has its own link at that rate), even its own last segment, whose fit on
+    two streams at once can come out faster than the link; without ``link_bound`` the
+    fits are left alone."""
+    sizes = [2 ** k for k in range(10, 25)]
+    link = 8e-9
+    pingpong = {n: [2e-5 + link * n] for n in sizes}
+    exchange = {n: [3e-5 + 0.7 * link * n] for n in sizes}   # "faster" than the link
+    bound = calibration.network_section(pingpong, exchange, link_bound=True)
+    assert all(s["beta_s_per_byte"] == pytest.approx(link, rel=1e-6)
+               for s in bound["exchange_segments"])
+    assert all(s.get("beta_floored") for s in bound["exchange_segments"])
+    assert "link-bound" in bound["method"]
+    plain = calibration.network_section(pingpong, exchange)
+    assert plain["exchange_segments"][-1]["beta_s_per_byte"] == pytest.approx(0.7 * link,
+                                                                              rel=1e-6)
+
+
 def test_protocol_switch_found_and_both_lines_recovered():
     sizes = [2 ** k for k in range(0, 27)]
     # eager below 64 KB, rendezvous (higher α, lower β) from it

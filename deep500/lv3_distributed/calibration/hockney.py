@@ -11,11 +11,14 @@ from the eager to the rendezvous protocol, and shared memory's switch between co
 paths. CIs of α and β: 2.5 and 97.5 percentiles of a bootstrap over the segment's sizes.
 
 On a link-bound network (``link_bound``: an emulated cluster's token-bucket links) no
-segment's β may be below the last segment's, the rate of the largest messages: a
-token bucket lets a message that follows an idle gap through faster than the line rate
-(its refill during a ping-pong's turnaround), which a NIC never does and which calls
-that follow each other closely (an allreduce's steps) do not get. Such a segment keeps
-the last β and refits its α alone.
+segment's β may be below the ping-pong's last segment's, the rate of the largest
+messages: a token bucket lets a message that follows an idle gap through faster than
+the line rate (its refill during a ping-pong's turnaround), which a NIC never does and
+which calls that follow each other closely (an allreduce's steps) do not get. Such a
+segment keeps that β and refits its α alone. The exchange's segments get the same floor
+(each direction of a ``Sendrecv`` has a link of its own, at the same rate), not one of
+their own: two streams at once on two cores make their large-message fit the less
+certain one.
 """
 from __future__ import annotations
 
@@ -74,12 +77,13 @@ def _split(sizes, times, segments_left):
     return left + [(a + best_k, b + best_k) for a, b in right]
 
 
-def fit_hockney(sizes, medians, seed: int = 0, link_bound: bool = False) -> list[dict]:
+def fit_hockney(sizes, medians, seed: int = 0, link_bound: bool = False,
+                beta_floor: float | None = None) -> list[dict]:
     """Piecewise Hockney fit (rule in the module docstring): one dict per segment with
     min_bytes, max_bytes (None for the last), alpha_s, beta_s_per_byte, their bootstrap
     CIs, the largest relative residual and the sizes it was fitted on. ``link_bound``:
-    no β below the last segment's (module docstring; such a segment says
-    ``beta_floored``)."""
+    no β below ``beta_floor``, by default the last segment's (module docstring; such a
+    segment says ``beta_floored``)."""
     order = np.argsort(sizes)
     sizes = np.asarray(sizes, dtype=np.float64)[order]
     medians = np.asarray(medians, dtype=np.float64)[order]
@@ -109,14 +113,14 @@ def fit_hockney(sizes, medians, seed: int = 0, link_bound: bool = False) -> list
             "fitted_sizes": [int(x) for x in s],
         })
     if link_bound:
-        _floor_betas(segments, sizes, medians)
+        _floor_betas(segments, sizes, medians,
+                     segments[-1]["beta_s_per_byte"] if beta_floor is None else beta_floor)
     return segments
 
 
-def _floor_betas(segments, sizes, medians) -> None:
-    """Raise every β below the last segment's to it, refitting that segment's α."""
-    floor = segments[-1]["beta_s_per_byte"]
-    for segment in segments[:-1]:
+def _floor_betas(segments, sizes, medians, floor: float) -> None:
+    """Raise every β below ``floor`` to it, refitting that segment's α."""
+    for segment in segments:
         if segment["beta_s_per_byte"] >= floor:
             continue
         fitted = np.isin(sizes, segment["fitted_sizes"])
@@ -154,6 +158,6 @@ def network_section(pingpong_samples: dict, exchange_samples: dict | None = None
         sizes = sorted(exchange_samples)
         section["exchange_segments"] = fit_hockney(
             sizes, [float(np.median(exchange_samples[n])) for n in sizes],
-            link_bound=link_bound)
+            link_bound=link_bound, beta_floor=segments[-1]["beta_s_per_byte"])
         section["exchange_measurements"] = _measurements(exchange_samples)
     return section
