@@ -174,11 +174,8 @@ def profile_worker(out: str, batches, reruns: int, context_repeats: int) -> int:
         world.Barrier()
         profiles[batch] = profile(settings, batch, reruns, sync=world.Barrier).to_dict()
     from deep500.lv3_distributed.calibration.software import measure_allreduce_in_context
-    # float32 only: this sweep sends no narrowed wire
-    in_context = measure_allreduce_in_context(world, context_repeats, progress=False,
-                                              wires=())
+    in_context = measure_allreduce_in_context(world, context_repeats, progress=False)
     if world.Get_rank() == 0:
-        in_context = in_context["float32"]
         with open(out, "w") as f:
             json.dump({"profiles": profiles, "in_context": in_context}, f)
     return 0

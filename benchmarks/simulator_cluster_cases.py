@@ -34,8 +34,8 @@ algorithm per mode, the one the simulator is given too:
   backprop (it narrows each chunk to the wire type itself). Not ``mpi``: MPICH reduces
   a narrowed buffer with a user-defined operation, a Python callback, and an 8.7 MB
   bfloat16 allreduce then took 105 ms against 80 ms in float32 and 40 ms for the same
-  bytes with a built-in operation (2 nodes, 1 Gbit/s); the simulator prices what
-  narrowing costs from the calibration's narrowed in-context ratios;
+  bytes with a built-in operation (2 nodes, 1 Gbit/s), a cost the simulator prices
+  only as two casts (docs/performance_models.md says why);
 * overlapped: ``algorithm="mpi"``, one ``MPI_Iallreduce`` per bucket during backprop (the
   one non-blocking algorithm that narrows: Deep500's non-blocking ring sends full-width
   values only), ``progress="thread"``: a background thread tests every 0.5 ms so that

@@ -27,12 +27,9 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   progress thread on an idle core, an offloading NIC); on a machine whose cores are
   all busy computing it underestimates;
 * **communication dtype**: ``float16``/``bfloat16`` put 2 bytes per element on the
-  wire instead of 4 (the α-β terms and γ priced on the wire bytes). What narrowing
-  costs besides comes from the machine file's narrowed in-context ratio where it has
-  one (``deep500 calibrate`` times each algorithm with each 16-bit wire between
-  compute bursts: the casts, and for ``mpi`` the Python user operation MPICH calls per
-  reduction); else the casts are priced, to the wire type before and back after (6
-  bytes per element moved each way, at the machine's memory bandwidth);
+  wire instead of 4 (the α-β terms and γ priced on the wire bytes) and add the casts,
+  to the wire type before and back after (6 bytes per element moved each way, at the
+  machine's memory bandwidth);
 * **wait for the slowest rank**: a synchronous step ends when the slowest rank's does.
   With ``step_samples`` in the profile, the typical (median) step of ``ranks`` ranks
   with independent noise is the median of the maximum of ``ranks`` draws: the
@@ -121,32 +118,20 @@ def _check(ranks, comm_dtype, bucket_bytes):
 class _Allreduces:
     """The price of allreducing a given number of float32 gradient bytes: one call of
     the algorithm (α-β-γ model plus the per-call overhead o, with the in-context factor
-    when asked) on the bytes the wire carries. A narrower wire adds what narrowing
-    costs: in context, the machine file's measured ratio for that wire and algorithm
-    (``MachineModel.narrowed_context_factor``: casts, and MPI's user operation);
-    otherwise, or where the file has none, the casts to and from the wire type (6 bytes
-    per element moved each way, at the memory bandwidth) on top of the float32 factor."""
+    when asked) on the bytes the wire carries, plus the casts to and from a narrower
+    wire type (6 bytes per element moved each way, at the memory bandwidth)."""
 
     def __init__(self, algorithm, machine, ranks, comm_dtype, segment_bytes, in_context):
         self.algorithm, self.machine, self.ranks = algorithm, machine, ranks
         self.segment_bytes, self.in_context = segment_bytes, in_context
-        self.comm_dtype = comm_dtype
         wire = wire_type(comm_dtype)
         self.wire = (4 if wire is None else wire.itemsize) / 4.0
-        self.narrowed = wire is not None
         self.cast_s_per_fp32_byte = (0.0 if wire is None
                                      else 2 * 6 / 4 / machine.memory_bandwidth)
 
     def __call__(self, fp32_bytes) -> float:
         if self.ranks == 1 or fp32_bytes <= 0:
             return 0.0
-        measured = (self.machine.narrowed_context_factor(
-            self.algorithm.name, self.comm_dtype, fp32_bytes)
-            if self.narrowed and self.in_context else None)
-        if measured is not None:
-            return measured * self.algorithm.call_cost(
-                self.machine, fp32_bytes * self.wire, self.ranks, False,
-                segment_bytes=self.segment_bytes)
         return (self.algorithm.call_cost(self.machine, fp32_bytes * self.wire, self.ranks,
                                          self.in_context, segment_bytes=self.segment_bytes)
                 + self.cast_s_per_fp32_byte * fp32_bytes)

@@ -38,9 +38,6 @@ A machine file holds, with units in every key name::
         ranks: 2
         algorithms:                # ratio = measured / (alpha-beta-gamma model + o)
           ring: [{nbytes: 65536, measured_median_s: 3.8e-5, predicted_s: 2.3e-5, ratio: 1.6}]
-        narrowed:                  # optional: the same with 16 bits on the wire; ratio =
-          bfloat16:                # measured / (model + o of the wire's bytes)
-            ring: [{nbytes: 65536, measured_median_s: 4.1e-5, predicted_s: 1.6e-5, ratio: 2.6}]
     samples_file: machine.samples.jsonl   # raw samples, optional, beside the YAML
 
 A machine file may also be named by the name of a file shipped in
@@ -110,7 +107,6 @@ class MachineModel:
     allreduce_overheads: Mapping[str, float] = field(default_factory=dict)  # algorithm -> s
     fusion_copy: tuple | None = None     # (per_tensor_s, s_per_byte) of FusedBuffer.pack
     allreduce_context: Mapping[str, tuple] = field(default_factory=dict)  # algorithm -> ((nbytes, ratio), ...)
-    narrowed_context: Mapping[str, Mapping[str, tuple]] = field(default_factory=dict)  # comm_dtype -> algorithm -> ((nbytes, ratio), ...)
     shared_sum_curve: tuple = ()         # of (buffer_bytes, s/byte): δ_sum
     shared_receive_curve: tuple = ()     # of (buffer_bytes, s/byte): δ_receive
 
@@ -139,16 +135,6 @@ class MachineModel:
         if not points:
             return 1.0
         return _log_interpolate(points, nbytes)
-
-    def narrowed_context_factor(self, algorithm: str, comm_dtype: str,
-                                nbytes: float) -> float | None:
-        """The in-context ratio of ``algorithm``'s allreduce of a float32 buffer of
-        ``nbytes`` sent as ``comm_dtype`` (16 bits) to the model and o of the bytes on
-        the wire (``software.allreduce_in_context.narrowed``): what narrowing costs
-        beyond the smaller message, the casts included. Interpolated as
-        ``allreduce_context_factor``; None when the file has none for them."""
-        points = self.narrowed_context.get(comm_dtype, {}).get(algorithm)
-        return _log_interpolate(points, nbytes) if points else None
 
     def allreduce_overhead(self, algorithm: str) -> float:
         """Deep500's per-call software overhead o (s) of ``CommunicationNetwork.allreduce``
@@ -367,14 +353,13 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
                         "memory.bandwidth_bytes_per_s", path, unit="bytes/s")
     peak = _peak(data.get("compute") or {}, path)
-    overheads, fusion, context, narrowed = _software(data.get("software"), path)
+    overheads, fusion, context = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth,
                         peak=peak, raw=dict(data), path=path, exchange_segments=exchange,
                         gamma_curve=tuple(curve), allreduce_overheads=overheads,
                         fusion_copy=fusion, allreduce_context=context,
-                        narrowed_context=narrowed,
                         shared_sum_curve=shared_sum, shared_receive_curve=shared_receive)
 
 
@@ -518,13 +503,12 @@ def _coherence(section, path) -> tuple:
     return tuple(curves)
 
 
-def _software(section, path) -> tuple[dict, tuple | None, dict, dict]:
+def _software(section, path) -> tuple[dict, tuple | None, dict]:
     """The optional ``software`` section: ``{algorithm: o}``, the fusion copy's
-    (per_tensor_s, s_per_byte), validated (non-negative numbers), the in-context
-    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers) and the narrowed
-    wires' ``{comm_dtype: {algorithm: ((nbytes, ratio), ...)}}``."""
+    (per_tensor_s, s_per_byte), validated (non-negative numbers), and the in-context
+    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers)."""
     if section is None:
-        return {}, None, {}, {}
+        return {}, None, {}
     if not isinstance(section, Mapping):
         raise MachineError(f"{_where(path)}: field 'software' must be a mapping, not "
                            f"{type(section).__name__}; {_FIX}")
@@ -544,15 +528,7 @@ def _software(section, path) -> tuple[dict, tuple | None, dict, dict]:
         fusion = tuple(_number(_get(copy, key, prefix, path), prefix + key, path,
                                allow_zero=True, unit=unit)
                        for key, unit in (("per_tensor_s", "s"), ("s_per_byte", "s/byte")))
-    context = section.get("allreduce_in_context")
-    narrowed = context.get("narrowed") if isinstance(context, Mapping) else None
-    if narrowed is not None and not isinstance(narrowed, Mapping):
-        raise MachineError(f"{_where(path)}: field 'software.allreduce_in_context.narrowed' "
-                           f"must map wire dtypes to tables of algorithms; {_FIX}")
-    return overheads, fusion, _in_context(context, path), {
-        str(dtype): _ratio_table(table, path,
-                                 f"software.allreduce_in_context.narrowed.{dtype}")
-        for dtype, table in (narrowed or {}).items()}
+    return overheads, fusion, _in_context(section.get("allreduce_in_context"), path)
 
 
 def _in_context(section, path) -> dict:
@@ -560,19 +536,14 @@ def _in_context(section, path) -> dict:
     by size."""
     if section is None:
         return {}
+    prefix = "software.allreduce_in_context"
     table = section.get("algorithms") if isinstance(section, Mapping) else None
-    return _ratio_table(table, path, "software.allreduce_in_context.algorithms")
-
-
-def _ratio_table(table, path, prefix) -> dict:
-    """A table ``{algorithm: [{nbytes, ratio}, ...]}`` at ``prefix`` as
-    ``{algorithm: ((nbytes, ratio), ...)}`` sorted by size."""
     if not isinstance(table, Mapping):
-        raise MachineError(f"{_where(path)}: field '{prefix}' must map allreduce "
+        raise MachineError(f"{_where(path)}: field '{prefix}.algorithms' must map allreduce "
                            f"algorithms to lists of {{nbytes, ratio}}; {_FIX}")
     context = {}
     for algorithm, rows in table.items():
-        fname = f"{prefix}.{algorithm}"
+        fname = f"{prefix}.algorithms.{algorithm}"
         if not isinstance(rows, (list, tuple)) or not rows:
             raise MachineError(f"{_where(path)}: field '{fname}' must be a non-empty list of "
                                f"{{nbytes, ratio}}; {_FIX}")
@@ -689,12 +660,7 @@ def machine_to_dict(machine: MachineModel) -> dict:
                if machine.fusion_copy is not None else {}),
             **({"allreduce_in_context": {"algorithms": {
                 name: [{"nbytes": n, "ratio": r} for n, r in points]
-                for name, points in machine.allreduce_context.items()},
-                **({"narrowed": {dtype: {
-                    name: [{"nbytes": n, "ratio": r} for n, r in points]
-                    for name, points in table.items()}
-                    for dtype, table in machine.narrowed_context.items()}}
-                   if machine.narrowed_context else {})}}
+                for name, points in machine.allreduce_context.items()}}}
                if machine.allreduce_context else {})}}
            if machine.allreduce_overheads or machine.fusion_copy is not None
            or machine.allreduce_context else {}),

@@ -147,29 +147,9 @@ def test_two_ranks_quick_calibration(quick_machine):
     # every modelled algorithm in context: its samples, and ratio = median / (model + o)
     context = machine.raw["software"]["allreduce_in_context"]
     assert context["ranks"] == 2 and sorted(context["algorithms"]) == sorted(modelled)
-    every = [r for r in records if r["phase"] == "allreduce_in_context"]
-    lines = [r for r in every if r["comm_dtype"] == "float32"]
+    lines = [r for r in records if r["phase"] == "allreduce_in_context"]
     assert {(r["algorithm"], r["nbytes"]) for r in lines} == {
         (a, n) for a in allreduce_names() for n in calibration_software.CONTEXT_SIZES}
-    # the same calls with each 16-bit wire, for every algorithm that narrows: the ratio
-    # is to the model and o of the wire's bytes (half the float32 buffer's)
-    from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
-    narrowing = [a for a in allreduce_names() if allreduce_algorithm(a).narrows_on_wire]
-    assert narrowing and sorted(context["narrowed"]) == sorted(
-        calibration_software.CONTEXT_WIRES)
-    for dtype, table in context["narrowed"].items():
-        assert sorted(table) == sorted(narrowing)
-        for name, rows in table.items():
-            assert [row["nbytes"] for row in rows] == list(calibration_software.CONTEXT_SIZES)
-            for row in rows:
-                seconds = next(r["seconds"] for r in every if r["algorithm"] == name
-                               and r["comm_dtype"] == dtype and r["nbytes"] == row["nbytes"])
-                assert row["measured_median_s"] == pytest.approx(float(np.median(seconds)))
-                model = d5.predict_allreduce_call(name, row["nbytes"] / 2, 2, machine)
-                assert row["ratio"] == pytest.approx(row["measured_median_s"] / model,
-                                                     rel=1e-9)
-                assert machine.narrowed_context_factor(name, dtype, row["nbytes"]) == \
-                    pytest.approx(row["ratio"], rel=1e-9)
     for name in modelled:
         for row in context["algorithms"][name]:
             seconds = next(r["seconds"] for r in lines
@@ -228,28 +208,21 @@ def test_in_context_samples_of_a_killed_calibration_come_from_its_rounds(tmp_pat
     the samples are read back per (algorithm, size), in round order; a line the kill
     cut is passed over."""
     path = tmp_path / "m.samples.jsonl"
-    configurations = [["ring", 4], ["ring", 1024], ["mpi", 4], ["ring", 4, "bfloat16"]]
+    configurations = [["ring", 4], ["ring", 1024], ["mpi", 4]]
     with open(path, "w") as f:
-        for i, seconds in enumerate([[1e-5, 2e-5, 3e-5, 8e-5], [4e-5, 5e-5, 6e-5, 9e-5]]):
+        for i, seconds in enumerate([[1e-5, 2e-5, 3e-5], [4e-5, 5e-5, 6e-5]]):
             f.write(json.dumps({"phase": "allreduce_in_context_round", "round": i,
                                 "ranks": 2, "burst_s": 5e-4,
                                 "configurations": configurations,
                                 "seconds": seconds}) + "\n")
         f.write('{"phase": "allreduce_in_context_round", "round": 2, "sec')
     samples = calibration_software.read_in_context_samples(str(path))
-    assert samples == {"float32": {"ring": {4: [1e-5, 4e-5], 1024: [2e-5, 5e-5]},
-                                   "mpi": {4: [3e-5, 6e-5]}},
-                       "bfloat16": {"ring": {4: [8e-5, 9e-5]}}}
+    assert samples == {"ring": {4: [1e-5, 4e-5], 1024: [2e-5, 5e-5]}, "mpi": {4: [3e-5, 6e-5]}}
     # summary lines, where present, are what counts
     with open(path, "a") as f:
         f.write("\n" + json.dumps({"phase": "allreduce_in_context", "algorithm": "ring",
                                    "ranks": 2, "nbytes": 4, "seconds": [7e-5]}) + "\n")
-        f.write(json.dumps({"phase": "allreduce_in_context", "algorithm": "mpi",
-                            "comm_dtype": "float16", "ranks": 2, "nbytes": 4,
-                            "seconds": [6e-5]}) + "\n")
-    # a summary line without comm_dtype (an older file) is float32's
-    assert calibration_software.read_in_context_samples(str(path)) == {
-        "float32": {"ring": {4: [7e-5]}}, "float16": {"mpi": {4: [6e-5]}}}
+    assert calibration_software.read_in_context_samples(str(path)) == {"ring": {4: [7e-5]}}
 
 
 def test_coherence_samples_of_a_killed_calibration_are_read_back(tmp_path):

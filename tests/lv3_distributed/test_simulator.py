@@ -105,31 +105,6 @@ def test_half_precision_on_the_wire_halves_the_bytes_and_adds_the_casts():
                                                          rel=1e-12)
 
 
-def test_a_measured_narrowed_ratio_prices_the_wire_instead_of_the_casts():
-    """In context, the machine file's ratio for the wire and algorithm scales the model
-    and o of the wire's bytes, and no cast is added; float32 keeps its own factor, and
-    out of context (or for another wire) the casts come back."""
-    profile = synthetic_profile()
-    machine = {**MACHINE, "software": {"allreduce_in_context": {
-        "ranks": 2, "algorithms": {"ring": [{"nbytes": 4, "ratio": 1.25}]},
-        "narrowed": {"bfloat16": {"ring": [{"nbytes": 4, "ratio": 3.0},
-                                           {"nbytes": 1 << 30, "ratio": 3.0}]}}}}}
-    narrowed = d5.simulate_training(profile, machine, 4, comm_dtype="bfloat16")
-    assert narrowed.exposed_communication_s == pytest.approx(
-        0.4e-3 + 3.0 * ring(2_000_000, 4), rel=1e-12)
-    full = d5.simulate_training(profile, machine, 4)
-    assert full.exposed_communication_s == pytest.approx(
-        0.4e-3 + 1.25 * ring(4_000_000, 4), rel=1e-12)
-    casts = 2 * 6 * (4_000_000 / 4) / BANDWIDTH
-    other = d5.simulate_training(profile, machine, 4, comm_dtype="float16")
-    assert other.exposed_communication_s == pytest.approx(
-        0.4e-3 + 1.25 * ring(2_000_000, 4) + casts, rel=1e-12)
-    outside = d5.simulate_training(profile, machine, 4, comm_dtype="bfloat16",
-                                   in_context=False)
-    assert outside.exposed_communication_s == pytest.approx(
-        0.4e-3 + ring(2_000_000, 4) + casts, rel=1e-12)
-
-
 def test_median_of_the_maximum_of_p_draws():
     samples = np.arange(1.0, 102.0)            # 1 ... 101: quantile q is 1 + 100 q
     assert median_of_maximum(samples, 1) == pytest.approx(51.0)

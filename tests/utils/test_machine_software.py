@@ -138,34 +138,3 @@ def test_in_context_round_trips(tmp_path):
     rebuilt = load_machine({k: v for k, v in machine_to_dict(
         type(m)(**{**m.__dict__, "raw": {}})).items()})
     assert rebuilt.allreduce_context == m.allreduce_context
-
-
-def test_narrowed_in_context_factor_per_wire_and_algorithm(tmp_path):
-    """``allreduce_in_context.narrowed``: a ratio per wire dtype and algorithm,
-    interpolated as the float32 one; None where the file has none; it survives a save
-    and a rebuild from the model."""
-    context = _context([{"nbytes": 4, "ratio": 1.2}])
-    context["allreduce_in_context"]["narrowed"] = {"bfloat16": {"mpi": [
-        {"nbytes": 1024, "ratio": 4.0}, {"nbytes": 1 << 20, "ratio": 2.0}]}}
-    m = load_machine(save_machine(_data(context), str(tmp_path / "m.yaml")))
-    assert m.narrowed_context_factor("mpi", "bfloat16", 32 << 10) == \
-        pytest.approx(3.0, rel=1e-12)
-    assert m.narrowed_context_factor("mpi", "bfloat16", 1 << 30) == 2.0
-    assert m.narrowed_context_factor("ring", "bfloat16", 1024) is None
-    assert m.narrowed_context_factor("mpi", "float16", 1024) is None
-    assert m.allreduce_context_factor("mpi", 1024) == 1.0   # float32's own table
-    rebuilt = load_machine(machine_to_dict(type(m)(**{**m.__dict__, "raw": {}})))
-    assert rebuilt.narrowed_context == m.narrowed_context
-
-
-@pytest.mark.parametrize("narrowed, field", [
-    ({"bfloat16": {"mpi": [{"nbytes": 4, "ratio": 0}]}},
-     "software.allreduce_in_context.narrowed.bfloat16.mpi[0].ratio"),
-    ({"bfloat16": [1, 2]}, "software.allreduce_in_context.narrowed.bfloat16"),
-    ([1], "software.allreduce_in_context.narrowed"),
-])
-def test_bad_narrowed_rows_name_the_field(narrowed, field):
-    context = _context([{"nbytes": 4, "ratio": 1.2}])
-    context["allreduce_in_context"]["narrowed"] = narrowed
-    with pytest.raises(MachineError, match=field.replace("[", r"\[").replace("]", r"\]")):
-        load_machine(_data(context))

@@ -23,7 +23,7 @@ class NetworkSamples:
     coherence: dict | None = None
     allreduce: dict | None = None        # {algorithm: seconds} of 4-byte calls
     allreduce_ranks: int | None = None   # the ranks they ran on
-    in_context: dict | None = None       # {comm_dtype: {algorithm: {nbytes: seconds}}}
+    in_context: dict | None = None       # {algorithm: {nbytes: seconds}}
 
 
 def measure_network(comm, plan: Plan, log: SampleLog | None,

@@ -28,11 +28,6 @@ call, which no α-β-γ term holds (see ``deep500.utils.machine``).
   for every algorithm at ``CONTEXT_SIZES``; the file keeps the medians and their
   ratio to ``predict_allreduce_call`` (model + o), which the simulator applies to
   the model (log-interpolated in size, flat beyond the ends).
-  The same calls with 16-bit values on the wire (``CONTEXT_WIRES``, every algorithm
-  that narrows) go to ``allreduce_in_context.narrowed``: their ratio is to the model
-  and o of the wire's bytes, so it holds what narrowing costs on top of the smaller
-  message (the casts, and for ``mpi`` MPICH calling a Python user operation per
-  reduction), which no α-β-γ term has.
 """
 from __future__ import annotations
 
@@ -48,7 +43,6 @@ from deep500.lv3_distributed.collective_models import (predict_allreduce,
 from deep500.lv3_distributed.collectives.registry import allreduce_names
 from deep500.lv3_distributed.communication import CommunicationNetwork
 from deep500.lv3_distributed.distributed_optimizer import FusedBuffer
-from deep500.lv3_distributed.wire_dtype import wire_type
 from deep500.utils.machine import machine_from_dict, machine_to_dict
 from deep500.utils.statistics import median_ci
 
@@ -63,8 +57,6 @@ CONTEXT_SIZES = (4, 1 << 12, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 CONTEXT_BURST_S = 5e-4
 #: Bytes the burst sweeps: above a core's L2, as a layer's activations are.
 CONTEXT_SWEEP_BYTES = 4 << 20
-#: The wires measured in context besides float32 (every algorithm that narrows).
-CONTEXT_WIRES = ("bfloat16", "float16")
 
 
 def measure_allreduce_calls(comm, budget_s: float, min_repeats: int, max_repeats: int,
@@ -144,35 +136,22 @@ class ComputeBurst:
         np.add(self.sweep, 1.0, out=self.sweep)
 
 
-def _context_configurations(sizes, wires) -> list:
-    """(algorithm, comm_dtype, element count) of every in-context call: each algorithm
-    at each size in float32, and each one that narrows with each of ``wires``."""
-    from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
-    configurations = []
-    for name in allreduce_names():
-        narrows = allreduce_algorithm(name).narrows_on_wire
-        for dtype in ("float32",) + (tuple(wires) if narrows else ()):
-            configurations += [(name, dtype, max(1, int(nbytes) // 4)) for nbytes in sizes]
-    return configurations
-
-
 def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
                                  burst_s: float = CONTEXT_BURST_S, log=None,
-                                 progress: bool = True,
-                                 wires=CONTEXT_WIRES) -> dict | None:
+                                 progress: bool = True) -> dict | None:
     """Time every algorithm's allreduce between compute bursts, without barriers (the
-    rule in the module docstring), in float32 and with each of ``wires`` on the wire.
-    Rank 0 returns ``{comm_dtype: {algorithm: {nbytes: seconds samples}}}`` (nbytes
-    of the float32 buffer; each sample the smallest time over the ranks of one call)
-    and writes one samples line per configuration; the other ranks return None."""
+    rule in the module docstring). Rank 0 returns ``{algorithm: {nbytes: seconds
+    samples}}`` (each sample the smallest time over the ranks of one call) and writes
+    one samples line per (algorithm, size); the other ranks return None."""
     from mpi4py import MPI
     net = CommunicationNetwork(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     # Every rank runs the same burst: rank 0's trial sets its length for all.
     burst = ComputeBurst(burst_s, gemms=comm.bcast(ComputeBurst(burst_s).gemms
                                                    if rank == 0 else None))
-    configurations = _context_configurations(sizes, wires)
-    sources = {count: np.zeros(count, dtype=np.float32) for _, _, count in configurations}
+    configurations = [(name, max(1, int(nbytes) // 4)) for name in allreduce_names()
+                      for nbytes in sizes]
+    sources = {count: np.zeros(count, dtype=np.float32) for _, count in configurations}
     buffers = {count: np.empty_like(source) for count, source in sources.items()}
     spent = np.empty((int(repeats), len(configurations)))
     last_arrival = np.empty_like(spent)
@@ -184,12 +163,11 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
         # process, memory reclaim) touches every configuration a little rather than
         # one configuration wholly. Two warm-up rounds.
         for i in range(-2, int(repeats)):
-            for j, (name, dtype, count) in enumerate(configurations):
+            for j, (name, count) in enumerate(configurations):
                 burst()
                 np.copyto(buffers[count], sources[count])   # 0 + 0 stays 0
                 start = clock()
-                net.allreduce(buffers[count], out=buffers[count], algorithm=name,
-                              wire_dtype=None if dtype == "float32" else dtype)
+                net.allreduce(buffers[count], out=buffers[count], algorithm=name)
                 if i >= 0:
                     spent[i, j] = clock() - start
             if i >= 0:
@@ -199,8 +177,7 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
                 if rank == 0 and log is not None:
                     log.write({"phase": "allreduce_in_context_round", "round": i,
                                "ranks": size, "burst_s": burst_s,
-                               "configurations": [[n, c * 4, d]
-                                                  for n, d, c in configurations],
+                               "configurations": [[n, c * 4] for n, c in configurations],
                                "seconds": last_arrival[i].tolist()})
                 bar.update(1)
     finally:
@@ -208,45 +185,37 @@ def measure_allreduce_in_context(comm, repeats: int, sizes=CONTEXT_SIZES,
         net.close()
     results = {}
     if rank == 0:
-        for j, (name, dtype, count) in enumerate(configurations):
+        for j, (name, count) in enumerate(configurations):
             seconds = last_arrival[:, j].tolist()
-            results.setdefault(dtype, {}).setdefault(name, {})[count * 4] = seconds
+            results.setdefault(name, {})[count * 4] = seconds
             if log is not None:
                 log.write({"phase": "allreduce_in_context", "algorithm": name,
-                           "comm_dtype": dtype, "ranks": size, "nbytes": count * 4,
-                           "burst_s": burst_s, "seconds": seconds})
+                           "ranks": size, "nbytes": count * 4, "burst_s": burst_s,
+                           "seconds": seconds})
     return results if rank == 0 else None
 
 
 def read_in_context_samples(path: str) -> dict:
-    """``{comm_dtype: {algorithm: {nbytes: samples}}}`` from the
-    ``allreduce_in_context`` lines of a samples file (float32 where a line names no
-    wire, as before wires were measured); from its per-round lines where a killed
-    calibration wrote no summary lines."""
+    """``{algorithm: {nbytes: samples}}`` from the ``allreduce_in_context`` lines of a
+    samples file; from its per-round lines where a killed calibration wrote no summary
+    lines."""
     samples = {}
     for record in read_sample_records(path, "allreduce_in_context"):
-        dtype = record.get("comm_dtype", "float32")
-        samples.setdefault(dtype, {}).setdefault(record["algorithm"], {})[
-            int(record["nbytes"])] = record["seconds"]
+        samples.setdefault(record["algorithm"], {})[int(record["nbytes"])] = \
+            record["seconds"]
     if samples:
         return samples
     for record in read_sample_records(path, "allreduce_in_context_round"):
-        for configuration, seconds in zip(record["configurations"], record["seconds"]):
-            name, nbytes, dtype = (list(configuration) + ["float32"])[:3]
-            samples.setdefault(dtype, {}).setdefault(name, {}).setdefault(
-                int(nbytes), []).append(seconds)
+        for (name, nbytes), seconds in zip(record["configurations"], record["seconds"]):
+            samples.setdefault(name, {}).setdefault(int(nbytes), []).append(seconds)
     return samples
 
 
-def in_context_table(samples: dict, ranks: int, machine,
-                     comm_dtype: str = "float32") -> dict:
+def in_context_table(samples: dict, ranks: int, machine) -> dict:
     """``{algorithm: [{nbytes, measured_median_s, ci, predicted_s, ratio, n}]}``: the
     in-context medians and their ratio to ``predict_allreduce_call`` (model + o) on
-    ``machine`` of the bytes ``comm_dtype`` puts on the wire (``nbytes`` is the float32
-    buffer's); names no registered algorithm has (an older samples file) are left
+    ``machine``; names no registered algorithm has (an older samples file) are left
     out."""
-    wire = wire_type(comm_dtype)
-    on_wire = 1.0 if wire is None else wire.itemsize / 4.0
     table = {}
     for name, by_size in samples.items():
         if name not in allreduce_names():
@@ -254,7 +223,7 @@ def in_context_table(samples: dict, ranks: int, machine,
         rows = []
         for nbytes in sorted(by_size, key=int):
             seconds = by_size[nbytes]
-            predicted = predict_allreduce_call(name, int(nbytes) * on_wire, ranks, machine)
+            predicted = predict_allreduce_call(name, int(nbytes), ranks, machine)
             low, high, _ = median_ci(seconds)
             median = float(np.median(seconds))
             rows.append({"nbytes": int(nbytes), "measured_median_s": median,
@@ -342,8 +311,7 @@ def measure_fusion_copy(repeats: int, log=None) -> dict:
 
 def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
                      fusion: dict | None, in_context_samples: dict | None = None) -> dict:
-    """The machine file's ``software`` section (``in_context_samples`` as
-    ``measure_allreduce_in_context`` returns them)."""
+    """The machine file's ``software`` section."""
     section = {}
     if allreduce_samples:
         section["allreduce_call_overhead_s"] = allreduce_overheads(allreduce_samples,
@@ -365,13 +333,7 @@ def software_section(allreduce_samples: dict | None, ranks: int | None, machine,
                        f"call's time is the last-arriving rank's (the minimum over ranks); "
                        f"ratio = median / (alpha-beta-gamma model + o)"),
             "ranks": int(ranks),
-            "algorithms": in_context_table(in_context_samples.get("float32", {}), ranks,
-                                           with_o)}
-        narrowed = {dtype: in_context_table(by_algorithm, ranks, with_o, dtype)
-                    for dtype, by_algorithm in in_context_samples.items()
-                    if dtype != "float32"}
-        if narrowed:
-            section["allreduce_in_context"]["narrowed"] = narrowed
+            "algorithms": in_context_table(in_context_samples, ranks, with_o)}
     if fusion:
         section["fusion_copy"] = fusion
     return section
