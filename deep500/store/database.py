@@ -117,6 +117,18 @@ def storage_problem(exc: sqlite3.Error) -> str:
     return text
 
 
+def _not_writable(path: str) -> bool:
+    """Whether the existing database ``path`` or its folder cannot be written: a
+    read-only file system, or permissions."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        read_only_mount = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+    return os.path.exists(path) and (read_only_mount or not os.access(path, os.W_OK)
+                                     or not os.access(folder, os.W_OK))
+
+
 def _schema_columns() -> dict[str, list[str]]:
     """``{table: [column, ...]}`` of :data:`_SCHEMA`."""
     tables: dict[str, list[str]] = {}
@@ -249,6 +261,13 @@ class Database:
             if isinstance(exc, sqlite3.OperationalError) and (
                     "readonly" in str(exc) or "read-only" in str(exc)):
                 raise StoreError(f"{self.path}: {storage_problem(exc)}") from None
+            if isinstance(exc, sqlite3.OperationalError) and _not_writable(self.path):
+                # SQLite says only "unable to open database file" when it cannot make
+                # its journal beside a database on a read-only file system
+                raise StoreError(f"{self.path}: the database or its folder is read-only "
+                                 f"({exc}), so nothing can be stored into it; it can "
+                                 f"still be read (deep500 runs, compare, history); give a "
+                                 f"writable database with --db or $DEEP500_DB") from None
             raise StoreError(f"{self.path} is not a usable results database ({exc}); "
                              f"move it away (deep500 starts a new one) or give another "
                              f"with --db") from None

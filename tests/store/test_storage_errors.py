@@ -61,3 +61,47 @@ def test_reading_commands_open_the_database_read_only(tmp_path, run_folder, caps
     assert main(["runs", "--db", path]) == 0
     assert str(run_folder) in capsys.readouterr().out
     assert main(["compare", "1", "1", "--db", path]) == 0
+
+
+@pytest.fixture
+def read_only_copy(tmp_path, run_folder):
+    """A stored database on a real read-only file system: a tmpfs (root may mount one)
+    holding it, remounted read-only (even root gets EROFS there); unmounted after."""
+    import shutil
+    import subprocess
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (not root, or no mount permission "
+                    f"in this container): {done.stderr.strip()}")
+    try:
+        source = tmp_path / "d.db"
+        assert main(["runs", "--db", str(source), "--add", str(run_folder)]) == 0
+        shutil.copy(source, mount / "d.db")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        yield mount / "d.db"
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_database_on_a_read_only_file_system_is_read_and_not_written(
+        read_only_copy, run_folder, capsys):
+    """runs, compare and history read it (no journal or shared-memory file can be made
+    beside it, so SQLite's immutable mode is what opens it); runs --add says why it
+    cannot store."""
+    import errno
+    import os
+    with pytest.raises(OSError) as caught:   # the file system really is read-only
+        open(read_only_copy.parent / "probe", "w")
+    assert caught.value.errno == errno.EROFS
+    capsys.readouterr()
+    assert main(["runs", "--db", str(read_only_copy)]) == 0
+    assert str(run_folder) in capsys.readouterr().out
+    assert main(["compare", "1", "1", "--db", str(read_only_copy)]) == 0
+    capsys.readouterr()
+    assert main(["runs", "--db", str(read_only_copy), "--add", str(run_folder)]) == 2
+    error = capsys.readouterr().err
+    assert "read-only" in error and str(read_only_copy) in error, error
+    assert sorted(os.listdir(read_only_copy.parent)) == ["d.db"]
