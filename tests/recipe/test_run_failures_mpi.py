@@ -13,24 +13,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from deep500.lv3_distributed import mpirun_executable
 from deep500.results.files import read_manifest, read_results
-from tests.recipe.test_run_endings_mpi import finished_stored_and_reported
+from tests.recipe.test_run_endings_mpi import FAULTS, OPERATORS, finished_stored_and_reported
 from tests.lv3_distributed.mpi_helpers import REPO, _environment, run_program
-
-FAULTS = Path(__file__).parent / "scripts" / "run_with_faults.py"
-
-OPERATORS = textwrap.dedent("""
-    name: ops
-    fixed: {framework: reference, threads: 1}
-    mutable:
-      operator: [{op: Relu, shape: [8, 8]}, %s, {op: Sigmoid, shape: [8, 8]}]
-    metrics: {WallclockTime: {reruns: 5, warmup: 0}}
-""")
 
 DISTRIBUTED = textwrap.dedent("""
     name: dist

@@ -5,13 +5,13 @@ where the disk still takes it) and no temporary file is left behind."""
 import errno
 import json
 import os
-import subprocess
 import textwrap
 
 import pytest
 
 from deep500.results.files import read_manifest, read_results
 from deep500.utils.storage_errors import StorageError, storage_error
+from tests.mounts import tmpfs
 from tests.recipe.test_run import python_m_deep500
 
 
@@ -99,17 +99,8 @@ def test_each_cause_is_named_with_the_path(tmp_path, number, words):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 256 KiB tmpfs at tmp_path/small (root may mount one), unmounted afterwards."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"a small tmpfs cannot be mounted here (not root, or no mount "
-                    f"permission in this container): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "small", "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("operators", [120, 40])  # records fill it; the report does

@@ -69,21 +69,13 @@ def read_only_copy(tmp_path, run_folder):
     holding it, remounted read-only (even root gets EROFS there); unmounted after."""
     import shutil
     import subprocess
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"a tmpfs cannot be mounted here (not root, or no mount permission "
-                    f"in this container): {done.stderr.strip()}")
-    try:
+    from tests.mounts import tmpfs
+    with tmpfs(tmp_path / "ro", "4m") as mount:
         source = tmp_path / "d.db"
         assert main(["runs", "--db", str(source), "--add", str(run_folder)]) == 0
         shutil.copy(source, mount / "d.db")
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         yield mount / "d.db"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_database_on_a_read_only_file_system_is_read_and_not_written(
