@@ -2,13 +2,13 @@
 aliases inside their anchors, deep nesting, huge files and huge numbers are refused
 with a RecipeError naming the file and the place; a recipe that uses a few aliases
 still loads."""
-import time
 
 import pytest
 
 from deep500.recipe import load_recipe
 from deep500.recipe.recipe_yaml import MAX_BYTES, MAX_NESTING, MAX_VALUES
 from deep500.utils.errors import RecipeError
+from tests.yaml_bombs import alias_bomb, refused_in_time
 
 RECIPE = """\
 name: aliases
@@ -28,21 +28,12 @@ LIMIT_S = 5.0  # generous under load; the bounded reader answers in milliseconds
 
 
 def _bomb(levels: int, width: int) -> str:
-    lines = ["name: bomb", "laugh0: &laugh0 [lol, lol]"]
-    lines += [f"laugh{i}: &laugh{i} [{', '.join([f'*laugh{i - 1}'] * width)}]"
-              for i in range(1, levels + 1)]
-    return "\n".join(lines) + f"\nfixed: {{dtype: *laugh{levels}}}\n"
+    return alias_bomb(levels, width, "fixed: {{dtype: {top}}}")
 
 
 def _refused(tmp_path, text: str, match: str) -> str:
-    path = tmp_path / "hostile.yaml"
-    path.write_text(text, encoding="utf-8")
-    started = time.perf_counter()
-    with pytest.raises(RecipeError, match=match) as error:
-        load_recipe(str(path))
-    took = time.perf_counter() - started
-    assert took < LIMIT_S, f"refused after {took:.1f} s"
-    return str(error.value)
+    return refused_in_time(tmp_path / "hostile.yaml", text, load_recipe, RecipeError,
+                           match, LIMIT_S)
 
 
 def test_a_recipe_with_a_few_aliases_and_a_merge_key_loads(tmp_path):

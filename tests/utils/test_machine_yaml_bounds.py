@@ -1,32 +1,25 @@
 """A machine file is read in bounded time and memory (deep500.utils.bounded_yaml, the
 reader recipes use too): an alias bomb, an alias loop, a huge file or a key given twice
 is a MachineError naming the file, in milliseconds."""
-import time
 
 import pytest
 
 from deep500.utils.machine import MACHINE_FILE_BOUNDS, MachineError, load_machine
+from tests.yaml_bombs import alias_bomb, refused_in_time
 
 LIMIT_S = 2.0  # generous under load; the bounded reader answers in milliseconds
 
 
 def _bomb(levels: int, width: int) -> str:
-    lines = ["name: bomb", "laugh0: &laugh0 [lol, lol]"]
-    lines += [f"laugh{i}: &laugh{i} [{', '.join([f'*laugh{i - 1}'] * width)}]"
-              for i in range(1, levels + 1)]
-    return "\n".join(lines) + f"\nnetwork: {{alpha_s: *laugh{levels}}}\n"
+    return alias_bomb(levels, width, "network: {{alpha_s: {top}}}")
 
 
 def _refused(tmp_path, text: str, match: str) -> str:
     path = tmp_path / "hostile.yaml"
-    path.write_text(text, encoding="utf-8")
-    started = time.perf_counter()
-    with pytest.raises(MachineError, match=match) as error:
-        load_machine(str(path))
-    took = time.perf_counter() - started
-    assert took < LIMIT_S, f"refused after {took:.2f} s"
-    assert str(path) in str(error.value)
-    return str(error.value)
+    message = refused_in_time(path, text, load_machine, MachineError, match, LIMIT_S,
+                              digits=2)
+    assert str(path) in message
+    return message
 
 
 @pytest.mark.parametrize("levels, width", [(9, 9), (12, 10)])
