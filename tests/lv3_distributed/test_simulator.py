@@ -255,10 +255,10 @@ def test_a_disturbance_of_one_round_does_not_move_the_profile():
     from deep500.recipe.experiments.networks import make_inputs
     model = _mlp()
     inputs = make_inputs(model, 16, 0, 10)
-    extra = 5e-3
+    extra = 20e-3
 
     class Disturbed:
-        """The optimizer's two parts, 5 ms slower until the first whole step."""
+        """The optimizer's two parts, 20 ms slower until the first whole step."""
         def __init__(self, optimizer):
             self.optimizer, self.disturbed = optimizer, True
 
@@ -283,10 +283,12 @@ def test_a_disturbance_of_one_round_does_not_move_the_profile():
         profile = d5.measure_step_profile(model, executor, optimizer, inputs, reruns=9,
                                           warmup=2, step=optimizer.step, rounds=rounds)
         other[rounds] = profile.other_compute_s
-    # a step of this MLP is about 1 ms here (a loaded machine may double it): the one
-    # round profile carries the 5 ms, the three round one none of it
-    assert other[1] > 0.8 * extra, other
-    assert other[3] < 0.4 * extra, other
+    # a step of this MLP is about 1 ms here; a loaded machine may stretch the per-node
+    # runs that are subtracted by a few ms (a CI run under load had the one round
+    # profile at 0.80 of a 5 ms disturbance), so the disturbance is 20 ms: the one
+    # round profile carries most of it, the three round one little of it
+    assert other[1] > 0.6 * extra, other
+    assert other[3] < 0.25 * extra, other
     with pytest.raises(Deep500Error, match="rounds must be at least 1"):
         d5.measure_step_profile(model, executor, optimizer, inputs, rounds=0)
 
