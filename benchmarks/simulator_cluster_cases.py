@@ -27,19 +27,23 @@ transformer can be profiled too (``lv0_operators.cost_model`` has rules for its
 operators since 2026-11-28) but is not a case yet: it trains on the generated
 token-order task, whose 27k parameters would need a slower link than these to matter.
 
-Communication, ``ConsistentDecentralized`` with float32 or bfloat16 on the wire, and one
-algorithm per mode, the one the simulator is given too:
+Communication, ``ConsistentDecentralized`` with float32 or bfloat16 on the wire and
+Deep500's ring allreduce in both modes (the simulator is given the same algorithm):
 
-* blocking: ``algorithm="ring"``, Deep500's ring allreduce of the fused gradients after
-  backprop (it narrows each chunk to the wire type itself). Not ``mpi``: MPICH reduces
-  a narrowed buffer with a user-defined operation, a Python callback, and an 8.7 MB
-  bfloat16 allreduce then took 105 ms against 80 ms in float32 and 40 ms for the same
-  bytes with a built-in operation (2 nodes, 1 Gbit/s), a cost the simulator prices
-  only as two casts (docs/performance_models.md says why);
-* overlapped: ``algorithm="mpi"``, one ``MPI_Iallreduce`` per bucket during backprop (the
-  one non-blocking algorithm that narrows: Deep500's non-blocking ring sends full-width
-  values only), ``progress="thread"``: a background thread tests every 0.5 ms so that
-  the link keeps moving while a node computes.
+* blocking: one ring allreduce of the fused gradients after backprop (it narrows each
+  chunk to the wire type itself);
+* overlapped: Deep500's non-blocking ring per bucket during backprop
+  (``collectives/ring_request.py``; it narrows as the blocking ring does),
+  ``progress="thread"``: a background thread tests every 0.5 ms so that the link keeps
+  moving while a node computes.
+
+Not ``mpi``: MPICH reduces a narrowed buffer with a user-defined operation, a Python
+callback, and an 8.7 MB bfloat16 allreduce then took 105 ms against 80 ms in float32
+and 40 ms for the same bytes with a built-in operation (2 nodes, 1 Gbit/s), a cost the
+simulator prices only as two casts (docs/performance_models.md says why). Until
+2026-11-29 the overlapped rows ran ``MPI_Iallreduce`` (the non-blocking ring could not
+narrow then), and their bf16 rows were the sweep's worst (0.67–0.75 of the measured
+step).
 """
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ from dataclasses import dataclass
 
 from deep500.lv3_distributed.cluster.spec import cluster_from_mapping
 
-ALGORITHMS = {"blocking": "ring", "overlapped": "mpi"}   # measured and simulated
+ALGORITHMS = {"blocking": "ring", "overlapped": "ring"}   # measured and simulated
 SCHEME = "ConsistentDecentralized"
 MODES = (("blocking", "float32"), ("blocking", "bfloat16"),
          ("overlapped", "float32"), ("overlapped", "bfloat16"))

@@ -434,10 +434,11 @@ class CommunicationNetwork:
         returns the result (and divides by the size for ``"average"``); ``test()``
         advances it. ``algorithm``: ``"mpi"`` (``MPI_Iallreduce``; volume modelled as
         the ring) or ``"ring"`` (Deep500's ring, ``collectives.ring_request``: the
-        blocking ring's result bit for bit, bytes counted exactly; full width only).
-        ``wire_dtype`` (``"float16"``, ``"bfloat16"``, with ``"mpi"``): the values travel
-        in 16 bits and are reduced at the array's precision by a user-defined MPI
-        operation (``compressed_allreduce``)."""
+        blocking ring's result bit for bit, bytes counted exactly).
+        ``wire_dtype`` (``"float16"``, ``"bfloat16"``): the values travel in 16 bits and
+        are reduced at the array's precision: by a user-defined MPI operation with
+        ``"mpi"`` (``compressed_allreduce``), by the ring itself with ``"ring"`` (bit
+        for bit the blocking ring's ``run_narrowed``)."""
         ufunc, mpi_op = self._reduction(array, op, "iallreduce")
         wire = self._wire(array, wire_dtype, "iallreduce")
         out = self._output(array, out, "iallreduce")
@@ -448,11 +449,7 @@ class CommunicationNetwork:
                 f"algorithms that have one are "
                 f"{', '.join(collectives.allreduce_names(non_blocking=True))}")
         if chosen.name == "ring":
-            if wire is not None:
-                raise UnsupportedError(
-                    f"iallreduce: the non-blocking ring sends full-width values; give "
-                    f"wire_dtype={wire.name!r} with algorithm='mpi', or no wire_dtype")
-            return self._ring_iallreduce(array, out, ufunc, op == "average")
+            return self._ring_iallreduce(array, out, ufunc, op == "average", wire)
         if wire is not None:
             return self._wire_iallreduce(array, out, ufunc, op == "average", wire)
         request = self.comm.Iallreduce(self._MPI.IN_PLACE if out is array else array, out,
@@ -466,17 +463,24 @@ class CommunicationNetwork:
             np.true_divide(out, size, out=out)
         return Request(request, out, average if op == "average" else None)
 
-    def _ring_iallreduce(self, array, out, ufunc, average):
-        from deep500.lv3_distributed.collectives.ring_request import RingRequest
+    def _ring_iallreduce(self, array, out, ufunc, average, wire):
+        from deep500.lv3_distributed.collectives.ring_request import (NarrowedRingRequest,
+                                                                      RingRequest)
         if out is not array:
             np.copyto(out, array)
+        name = "ring" if wire is None else f"ring/{wire.name}"
         if self.size == 1:
-            self.volume.record("iallreduce", "ring", EXACT, 0, 0, 0, 0)
+            self.volume.record("iallreduce", name, EXACT, 0, 0, 0, 0)
             return Request(_DoneRequest(), out)
         sequence, self._ring_requests = self._ring_requests, self._ring_requests + 1
-        request = RingRequest(self, out.reshape(-1), out, ufunc, average, sequence)
-        self.volume.record_traffic("iallreduce", "ring", EXACT,
-                                   ring_allreduce_traffic(array.size, array.itemsize,
+        if wire is None:
+            request = RingRequest(self, out.reshape(-1), out, ufunc, average, sequence)
+        else:
+            request = NarrowedRingRequest(self, out.reshape(-1), out, ufunc, average,
+                                          sequence, wire)
+        itemsize = array.itemsize if wire is None else wire.itemsize
+        self.volume.record_traffic("iallreduce", name, EXACT,
+                                   ring_allreduce_traffic(array.size, itemsize,
                                                           self.size, self.rank))
         return request
 

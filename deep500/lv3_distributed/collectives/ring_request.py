@@ -7,7 +7,11 @@ backpropagation can hide it, as with ``MPI_Iallreduce``. Its traffic is the ring
 closed form (``CommunicationNetwork.iallreduce`` records it when the request starts).
 
 The result is bit for bit that of the blocking ring (each sum is this rank's values plus
-what arrived, in the same order). Several requests may be outstanding: each takes the
+what arrived, in the same order). ``NarrowedRingRequest`` does the same with 16 bits on
+the wire, bit for bit ``Ring.run_narrowed``: each reduce-scatter step narrows the chunk
+it sends and widens the one it receives before adding it, the owner of a reduced chunk
+narrows it once, the allgather passes narrowed chunks, and the whole result is widened
+at the end. Several requests may be outstanding: each takes the
 next of ``NONBLOCKING_RING_TAGS`` tags, in the order the ranks start them (MPI matches by source, tag and
 communicator, MPI-4.0 section 3.5).
 """
@@ -31,9 +35,13 @@ class RingRequest:
         p, r = net.size, net.rank
         self._bounds = chunk_bounds(target.size, p)
         self._right, self._left = (r + 1) % p, (r - 1) % p
-        self._scratch = np.empty(self._bounds[1] - self._bounds[0], target.dtype)
+        self._allocate(self._bounds[1] - self._bounds[0])
         self._steps, self._step, self._requests = 2 * (p - 1), 0, None
         self._post()
+
+    def _allocate(self, largest: int) -> None:
+        """The receive buffer of a reduce-scatter step (the largest chunk)."""
+        self._scratch = np.empty(largest, self._target.dtype)
 
     @property
     def done(self) -> bool:
@@ -88,3 +96,50 @@ class RingRequest:
             MPI.Request.Waitall(self._requests)
             self._finish_step()
         return self._result
+
+
+class NarrowedRingRequest(RingRequest):
+    """``RingRequest`` with ``wire`` (a ``WireType``) on the wire (module docstring)."""
+
+    def __init__(self, net, target: np.ndarray, result: np.ndarray, ufunc, average: bool,
+                 sequence: int, wire):
+        self._wire = wire
+        super().__init__(net, target, result, ufunc, average, sequence)
+
+    def _allocate(self, largest: int) -> None:
+        self._narrowed = self._wire.empty(self._target.size)   # the buffer as it travels
+        self._incoming = self._wire.empty(largest)
+        self._widened = np.empty(largest, self._target.dtype)
+
+    def _wire_slice(self, chunk: int) -> np.ndarray:
+        return self._narrowed[self._bounds[chunk]:self._bounds[chunk + 1]]
+
+    def _post(self) -> None:
+        sent, received = self._chunks()
+        if self._step < self._net.size - 1:
+            outgoing = self._wire.encode(self._slice(sent), self._wire_slice(sent))
+            incoming = self._incoming[:self._slice(received).size]
+        else:
+            outgoing, incoming = self._wire_slice(sent), self._wire_slice(received)
+        comm = self._net._own
+        self._requests = [comm.Irecv(incoming, self._left, self._tag),
+                          comm.Isend(outgoing, self._right, self._tag)]
+
+    def _finish_step(self) -> None:
+        p = self._net.size
+        if self._step < p - 1:
+            _, received = self._chunks()
+            chunk = self._slice(received)
+            widened = self._wire.decode(self._incoming[:chunk.size],
+                                        self._widened[:chunk.size])
+            self._ufunc(chunk, widened, out=chunk)
+        self._step += 1
+        if self._step == p - 1:
+            owned = (self._net.rank + 1) % p
+            if self._average:
+                np.true_divide(self._slice(owned), p, out=self._slice(owned))
+            self._wire.encode(self._slice(owned), self._wire_slice(owned))
+        if self.done:
+            self._wire.decode(self._narrowed, self._target)
+        else:
+            self._post()

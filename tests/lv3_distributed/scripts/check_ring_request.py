@@ -1,7 +1,8 @@
 """Run by tests/lv3_distributed/test_collectives.py under ``mpirun -np N``: Deep500's
 non-blocking ring (``iallreduce(algorithm="ring")``) against the blocking ring, bit for
 bit, with several requests outstanding at once and advanced by ``test()``; its traffic
-recorded exactly. Any difference raises (and ``guarded_main`` ends the job non-zero);
+recorded exactly. With ``wire_dtype`` float16 and bfloat16 it is likewise bit for bit the
+blocking ring's narrowed allreduce, with 2 bytes per value counted. Any difference raises (and ``guarded_main`` ends the job non-zero);
 rank 0 prints ``ring request ok`` at the end."""
 import numpy as np
 
@@ -35,6 +36,25 @@ def main():
         if sent != sum(t.bytes_sent for t in expected):
             raise AssertionError(f"rank {net.rank}: {sent} bytes counted, "
                                  f"{sum(t.bytes_sent for t in expected)} expected")
+    for wire in ("float16", "bfloat16"):
+        arrays = [rng.standard_normal(count).astype(np.float32) for count in COUNTS]
+        blocking = [net.allreduce(a, op="average", algorithm="ring", wire_dtype=wire)
+                    for a in arrays]
+        before = net.volume.total()
+        requests = [net.iallreduce(a, op="average", out=np.empty_like(a),
+                                   algorithm="ring", wire_dtype=wire) for a in arrays]
+        while not all(r.test() for r in requests):
+            pass
+        for count, got, want in zip(COUNTS, [r.wait() for r in requests], blocking):
+            if not np.array_equal(got, want):
+                raise AssertionError(f"rank {net.rank}: {wire} average of {count}: the "
+                                     f"non-blocking ring differs from the blocking ring")
+        sent = net.volume.total()["bytes_sent"] - before["bytes_sent"]
+        expected = sum(ring_allreduce_traffic(c, 2, net.size, net.rank).bytes_sent
+                       for c in COUNTS)
+        if sent != expected:
+            raise AssertionError(f"rank {net.rank}: {wire}: {sent} bytes counted, "
+                                 f"{expected} expected")
     in_place = rng.standard_normal(513).astype(np.float32)
     want = net.allreduce(in_place, op="average", algorithm="ring")
     if not np.array_equal(net.iallreduce(in_place, op="average", out=in_place,

@@ -80,12 +80,6 @@ class ConsistentDecentralized(DistributedOptimizer):
                 f"ConsistentDecentralized: overlap=True starts a non-blocking allreduce "
                 f"per gradient bucket, but algorithm={chosen.name!r} has no non-blocking "
                 f"form; set {able} or overlap=False")
-        if overlapped and chosen.name == "ring" and comm_dtype != "float32":
-            raise Deep500Error(
-                f"ConsistentDecentralized: overlap=True with algorithm='ring' runs the "
-                f"non-blocking ring, which sends full-width values; comm_dtype="
-                f"{comm_dtype!r} needs algorithm='mpi' when overlapping (or "
-                f"comm_dtype='float32', or overlap=False)")
         return chosen
 
     @property
