@@ -36,15 +36,17 @@ def _launch(tmp_path, fault, fault_rank=1, extra=""):
     out, database = tmp_path / "out", tmp_path / "runs.db"
     command = [sys.executable, str(FAULTS), "run", "--np", "2", str(path), "--out",
                str(out), "--quiet", "--db", str(database)]
-    previous = os.environ.get("FAULT_RANK")
-    os.environ["FAULT_RANK"] = str(fault_rank)
+    settings = {"FAULT_RANK": str(fault_rank), "FAULT_AFTER_RECORDS": str(out)}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         status, output, _ = run_program(command, timeout=180)
     finally:
-        if previous is None:
-            os.environ.pop("FAULT_RANK")
-        else:
-            os.environ["FAULT_RANK"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
     return status, output, out, database
 
 
