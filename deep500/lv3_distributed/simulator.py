@@ -27,9 +27,13 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   progress thread on an idle core, an offloading NIC); on a machine whose cores are
   all busy computing it underestimates;
 * **communication dtype**: ``float16``/``bfloat16`` put 2 bytes per element on the
-  wire instead of 4 (the α-β terms and γ priced on the wire bytes) and add the casts,
-  to the wire type before and back after (6 bytes per element moved each way, at the
-  machine's memory bandwidth);
+  wire instead of 4 (the α-β terms and γ priced on the wire bytes) and add the casts
+  of the narrowed ring: every element is narrowed once (its first send, or by its
+  chunk's owner) and widened (2p - 1)/p times (each chunk received in the
+  reduce-scatter, then the whole result), at the seconds per element ``deep500
+  calibrate`` measured for ``WireType.encode``/``decode`` (``software.wire_casts``);
+  a file without them prices each cast as 6 bytes per element moved at the memory
+  bandwidth, which on the 2-vCPU VM was a third of the measured cost for bfloat16;
 * **wait for the slowest rank**: a synchronous step ends when the slowest rank's does.
   With ``step_samples`` in the profile, the typical (median) step of ``ranks`` ranks
   with independent noise is the median of the maximum of ``ranks`` draws: the
@@ -115,19 +119,33 @@ def _check(ranks, comm_dtype, bucket_bytes):
                            f"positive number of bytes")
 
 
+def cast_seconds_per_fp32_byte(machine, comm_dtype: str, ranks: int) -> float:
+    """The casts of a narrowed allreduce per float32 byte of the buffer (module
+    docstring): one narrowing and (2p - 1)/p widenings per element, at the machine
+    file's measured seconds per element, else 6 bytes moved per cast at the memory
+    bandwidth; 0.0 for float32."""
+    if wire_type(comm_dtype) is None:
+        return 0.0
+    measured = machine.wire_cast_seconds(comm_dtype)
+    if measured is None:
+        return 2 * 6 / 4 / machine.memory_bandwidth
+    encode, decode = measured
+    p = int(ranks)
+    return (encode + decode * (2 * p - 1) / p) / 4
+
+
 class _Allreduces:
     """The price of allreducing a given number of float32 gradient bytes: one call of
     the algorithm (α-β-γ model plus the per-call overhead o, with the in-context factor
     when asked) on the bytes the wire carries, plus the casts to and from a narrower
-    wire type (6 bytes per element moved each way, at the memory bandwidth)."""
+    wire type (``cast_seconds_per_fp32_byte``)."""
 
     def __init__(self, algorithm, machine, ranks, comm_dtype, segment_bytes, in_context):
         self.algorithm, self.machine, self.ranks = algorithm, machine, ranks
         self.segment_bytes, self.in_context = segment_bytes, in_context
         wire = wire_type(comm_dtype)
         self.wire = (4 if wire is None else wire.itemsize) / 4.0
-        self.cast_s_per_fp32_byte = (0.0 if wire is None
-                                     else 2 * 6 / 4 / machine.memory_bandwidth)
+        self.cast_s_per_fp32_byte = cast_seconds_per_fp32_byte(machine, comm_dtype, ranks)
 
     def __call__(self, fp32_bytes) -> float:
         if self.ranks == 1 or fp32_bytes <= 0:

@@ -34,6 +34,8 @@ A machine file holds, with units in every key name::
       fusion_copy:                 # optional: FusedBuffer.pack, t = per_tensor_s·k + s_per_byte·n
         per_tensor_s: {value: 1.5e-6, ci: [...]}
         s_per_byte: {value: 1.0e-10, ci: [...]}
+      wire_casts:                  # optional: narrowing to / widening from a 16-bit wire
+        bfloat16: {encode_s_per_element: {value: 4.6e-9}, decode_s_per_element: {value: 9e-10}}
       allreduce_in_context:        # optional: allreduce between compute bursts
         ranks: 2
         algorithms:                # ratio = measured / (alpha-beta-gamma model + o)
@@ -109,6 +111,13 @@ class MachineModel:
     allreduce_context: Mapping[str, tuple] = field(default_factory=dict)  # algorithm -> ((nbytes, ratio), ...)
     shared_sum_curve: tuple = ()         # of (buffer_bytes, s/byte): δ_sum
     shared_receive_curve: tuple = ()     # of (buffer_bytes, s/byte): δ_receive
+    wire_casts: Mapping[str, tuple] = field(default_factory=dict)  # dtype -> (encode, decode) s/element
+
+    def wire_cast_seconds(self, comm_dtype: str) -> tuple | None:
+        """(encode, decode) seconds per element of narrowing float32 values to
+        ``comm_dtype`` on the wire and widening them back, as ``deep500 calibrate``
+        measured them (``software.wire_casts``); None when the file has none."""
+        return self.wire_casts.get(comm_dtype)
 
     def shared_sum(self, nbytes: float) -> float:
         """δ_sum (s/byte): how much more summing into a buffer of ``nbytes`` costs when a
@@ -354,13 +363,16 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                         "memory.bandwidth_bytes_per_s", path, unit="bytes/s")
     peak = _peak(data.get("compute") or {}, path)
     overheads, fusion, context = _software(data.get("software"), path)
+    casts = _wire_casts((data.get("software") or {}).get("wire_casts")
+                        if isinstance(data.get("software"), Mapping) else None, path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth,
                         peak=peak, raw=dict(data), path=path, exchange_segments=exchange,
                         gamma_curve=tuple(curve), allreduce_overheads=overheads,
                         fusion_copy=fusion, allreduce_context=context,
-                        shared_sum_curve=shared_sum, shared_receive_curve=shared_receive)
+                        shared_sum_curve=shared_sum, shared_receive_curve=shared_receive,
+                        wire_casts=casts)
 
 
 def _hockney_segments(network, path) -> tuple:
@@ -531,6 +543,26 @@ def _software(section, path) -> tuple[dict, tuple | None, dict]:
     return overheads, fusion, _in_context(section.get("allreduce_in_context"), path)
 
 
+def _wire_casts(section, path) -> dict:
+    """``software.wire_casts``: ``{dtype: (encode, decode)}`` seconds per element
+    (non-negative numbers), for the narrow wire types it names."""
+    if section is None:
+        return {}
+    prefix = "software.wire_casts"
+    if not isinstance(section, Mapping):
+        raise MachineError(f"{_where(path)}: field '{prefix}' must map wire types to "
+                           f"their cast costs; {_FIX}")
+    casts = {}
+    for name in ("float16", "bfloat16"):
+        if name in section:
+            entry = section[name]
+            casts[name] = tuple(
+                _number(_get(entry, key, f"{prefix}.{name}.", path),
+                        f"{prefix}.{name}.{key}", path, allow_zero=True, unit="s")
+                for key in ("encode_s_per_element", "decode_s_per_element"))
+    return casts
+
+
 def _in_context(section, path) -> dict:
     """``software.allreduce_in_context``: ``{algorithm: ((nbytes, ratio), ...)}`` sorted
     by size."""
@@ -661,9 +693,13 @@ def machine_to_dict(machine: MachineModel) -> dict:
             **({"allreduce_in_context": {"algorithms": {
                 name: [{"nbytes": n, "ratio": r} for n, r in points]
                 for name, points in machine.allreduce_context.items()}}}
-               if machine.allreduce_context else {})}}
+               if machine.allreduce_context else {}),
+            **({"wire_casts": {name: {"encode_s_per_element": encode,
+                                      "decode_s_per_element": decode}
+                               for name, (encode, decode) in machine.wire_casts.items()}}
+               if machine.wire_casts else {})}}
            if machine.allreduce_overheads or machine.fusion_copy is not None
-           or machine.allreduce_context else {}),
+           or machine.allreduce_context or machine.wire_casts else {}),
     })
 
 

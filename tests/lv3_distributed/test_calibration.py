@@ -108,6 +108,13 @@ def test_no_network_calibration_writes_a_loadable_file(tmp_path):
     assert phases[:gammas + 1] == ["gamma"] * gammas + ["triad"]
     assert "gemm" in phases and "conv" in phases
     assert [n for n, _ in machine.gamma_curve] == calibration.Plan.make(quick=True).gamma_sizes
+    # the casts of both 16-bit wires, measured: a cast touches at least 6 bytes per
+    # element, so it cannot beat the triad's bandwidth; and it is not slower than 1 µs
+    for wire in ("float16", "bfloat16"):
+        encode, decode = machine.wire_cast_seconds(wire)
+        for cost in (encode, decode):
+            assert 6 / machine.memory_bandwidth / 4 < cost < 1e-6, (wire, cost)
+    assert phases.count("wire_casts") == 2
 
 
 def test_one_rank_is_refused_with_what_to_do(tmp_path):

@@ -105,6 +105,21 @@ def test_half_precision_on_the_wire_halves_the_bytes_and_adds_the_casts():
                                                          rel=1e-12)
 
 
+def test_measured_wire_casts_price_one_narrowing_and_2p_1_over_p_widenings():
+    encode, decode = 4e-9, 1e-9
+    machine = {**MACHINE, "software": {"wire_casts": {"bfloat16": {
+        "encode_s_per_element": {"value": encode}, "decode_s_per_element": decode}}}}
+    profile = synthetic_profile()
+    half = d5.simulate_training(profile, machine, 4, comm_dtype="bfloat16")
+    casts = (4_000_000 / 4) * (encode + decode * 7 / 4)
+    assert half.exposed_communication_s == pytest.approx(0.4e-3 + ring(2_000_000, 4) + casts,
+                                                         rel=1e-12)
+    # float16 has no entry in this file: the memory-bandwidth rule prices it
+    fp16 = d5.simulate_training(profile, machine, 4, comm_dtype="float16")
+    assert fp16.exposed_communication_s == pytest.approx(
+        0.4e-3 + ring(2_000_000, 4) + 2 * 6 * (4_000_000 / 4) / BANDWIDTH, rel=1e-12)
+
+
 def test_median_of_the_maximum_of_p_draws():
     samples = np.arange(1.0, 102.0)            # 1 ... 101: quantile q is 1 + 100 q
     assert median_of_maximum(samples, 1) == pytest.approx(51.0)

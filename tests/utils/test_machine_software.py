@@ -37,6 +37,25 @@ def test_fusion_copy_time():
     assert m.fusion_copy_time(1000, tensors=3) == pytest.approx(3e-6 + 1e-7)
 
 
+def test_wire_casts_load_round_trip_and_name_a_bad_field(tmp_path):
+    casts = {"bfloat16": {"encode_s_per_element": {"value": 4e-9, "ci": [3e-9, 5e-9]},
+                          "decode_s_per_element": 1e-9}}
+    m = load_machine(_data({"wire_casts": casts}))
+    assert m.wire_cast_seconds("bfloat16") == (4e-9, 1e-9)
+    assert m.wire_cast_seconds("float16") is None
+    assert load_machine(_data()).wire_cast_seconds("bfloat16") is None
+    path = str(tmp_path / "m.yaml")
+    save_machine(machine_to_dict(m), path)
+    assert load_machine(path).wire_cast_seconds("bfloat16") == (4e-9, 1e-9)
+    bad = {"bfloat16": {"encode_s_per_element": -1e-9, "decode_s_per_element": 1e-9}}
+    with pytest.raises(MachineError, match="software.wire_casts.bfloat16."
+                                           "encode_s_per_element' is -1e-09"):
+        load_machine(_data({"wire_casts": bad}))
+    with pytest.raises(MachineError, match="software.wire_casts.float16.decode_s_per_"
+                                           "element' is missing"):
+        load_machine(_data({"wire_casts": {"float16": {"encode_s_per_element": 1e-9}}}))
+
+
 @pytest.mark.parametrize("algorithm", allreduce_names())
 def test_predict_allreduce_call_adds_o(algorithm):
     o = {"ring": 3e-6, "mpi": 1e-6, "segmented_ring": 9e-6}.get(algorithm, 5e-6)

@@ -20,6 +20,7 @@ from deep500.lv3_distributed.calibration.network_phases import (NetworkSamples,
 from deep500.lv3_distributed.calibration.plan import Plan
 from deep500.lv3_distributed.calibration.progress import progress_bar
 from deep500.lv3_distributed.calibration.samples import SampleLog, samples_path_for
+from deep500.lv3_distributed.calibration.wire_casts import measure_wire_casts
 from deep500.utils.machine import machine_from_dict, save_machine
 
 NO_NETWORK = {"skipped": "calibrated with --no-network: no ping-pong; re-run "
@@ -54,16 +55,20 @@ def _network(measured: NetworkSamples) -> dict:
 
 def _software(data: dict, out: str, plan: Plan, log: SampleLog, progress: bool,
               measured: NetworkSamples | None) -> dict:
-    """The ``software`` section: the fusion copy, and with the network phases the
+    """The ``software`` section: the fusion copy, the wire casts, and with the network
+    phases the
     per-call overheads o and the in-context ratios, priced on the machine so far."""
     bar = progress_bar(1, "fusion copy", progress)
     fusion = software.measure_fusion_copy(plan.repeats, log)
     bar.close()
-    return software.software_section(
+    bar = progress_bar(1, "wire casts", progress)
+    casts = measure_wire_casts(plan.repeats, log)
+    bar.close()
+    return {**software.software_section(
         measured.allreduce if measured else None,
         measured.allreduce_ranks if measured else None,
         machine_from_dict(data, path=out), fusion,
-        measured.in_context if measured else None)
+        measured.in_context if measured else None), "wire_casts": casts}
 
 
 def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,
