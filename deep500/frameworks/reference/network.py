@@ -2,7 +2,6 @@
 NumPy operators that compute them and a store of parameters, constants and results."""
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 
 from deep500.frameworks.reference.visitor import ReferenceVisitor
@@ -34,6 +33,7 @@ class ReferenceNetwork(Network):
 
     def __init__(self, name: str):
         super().__init__(name)
+        import networkx as nx  # here: an operator-only run never pays its 0.2-0.9 s import
         self.graph = nx.DiGraph()
         self.inputs: list[str] = []            # tensors a caller feeds
         self._persistent: dict[str, np.ndarray] = {}   # parameters and constants
@@ -179,6 +179,7 @@ class ReferenceNetwork(Network):
         """Operation names in a topological order; among the orders possible, the one
         closest to the order in which they were added (the model's, when built from
         ONNX)."""
+        import networkx as nx
         order = self._order
 
         def key(node):
