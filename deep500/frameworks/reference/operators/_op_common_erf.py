@@ -52,10 +52,19 @@ def _taylor_table() -> np.ndarray:
 _TABLE = _taylor_table()
 _COLUMNS = [np.ascontiguousarray(_TABLE[:, n]) for n in range(_DEGREE + 1)]
 _CENTRES = (np.arange(_TABLE.shape[0]) + 0.5) * _STEP
-try:
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # SciPy is optional: the Taylor form serves without it
-    _scipy_erf = None
+_scipy_erf = False   # not looked up yet: SciPy's import costs 0.2-0.4 s, paid at first use
+
+
+def _scipy():
+    """SciPy's erf, or None without SciPy (optional: the Taylor form serves then)."""
+    global _scipy_erf
+    if _scipy_erf is False:
+        try:
+            from scipy.special import erf as found
+        except ImportError:
+            found = None
+        _scipy_erf = found
+    return _scipy_erf
 _MACLAURIN = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8)]
 
 # erf(x) ≈ tanh(x·P(x²)/Q(x²)) on |x| <= _LIMIT_32, lowest degree first (module docstring)
@@ -71,8 +80,9 @@ def erf(x) -> np.ndarray:
     about 3x faster) when SciPy is installed, else the piecewise Taylor form below. Both
     are within 2 ulp of ``math.erf``."""
     x = np.asarray(x, dtype=np.float64)
-    if _scipy_erf is not None:
-        return _scipy_erf(x)
+    scipy_erf = _scipy()
+    if scipy_erf is not None:
+        return scipy_erf(x)
     return _taylor_erf(x)
 
 
