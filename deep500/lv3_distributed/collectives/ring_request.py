@@ -60,27 +60,42 @@ class RingRequest:
     def _slice(self, chunk: int) -> np.ndarray:
         return self._target[self._bounds[chunk]:self._bounds[chunk + 1]]
 
+    def _buffers(self, sent: int, received: int) -> tuple:
+        """(outgoing, incoming) buffers of the current step."""
+        if self._step < self._net.size - 1:
+            return self._slice(sent), self._scratch[:self._slice(received).size]
+        return self._slice(sent), self._slice(received)
+
     def _post(self) -> None:
-        sent, received = self._chunks()
-        outgoing = self._slice(sent)
-        reducing = self._step < self._net.size - 1
-        incoming = self._scratch[:self._slice(received).size] if reducing else \
-            self._slice(received)
+        outgoing, incoming = self._buffers(*self._chunks())
         comm = self._net._own
         self._requests = [comm.Irecv(incoming, self._left, self._tag),
                           comm.Isend(outgoing, self._right, self._tag)]
+
+    def _arrived(self, count: int) -> np.ndarray:
+        """The values a reduce-scatter step received, at the buffer's precision."""
+        return self._scratch[:count]
+
+    def _owned_reduced(self, owned: int) -> None:
+        """The chunk this rank owns is fully reduced (averaged here, on n/p values)."""
+        if self._average:
+            np.true_divide(self._slice(owned), self._net.size, out=self._slice(owned))
+
+    def _finished(self) -> None:
+        """Every step is done."""
 
     def _finish_step(self) -> None:
         p = self._net.size
         if self._step < p - 1:
             _, received = self._chunks()
             chunk = self._slice(received)
-            self._ufunc(chunk, self._scratch[:chunk.size], out=chunk)
+            self._ufunc(chunk, self._arrived(chunk.size), out=chunk)
         self._step += 1
-        if self._step == p - 1 and self._average:
-            owned = self._slice((self._net.rank + 1) % p)
-            np.true_divide(owned, p, out=owned)
-        if not self.done:
+        if self._step == p - 1:
+            self._owned_reduced((self._net.rank + 1) % p)
+        if self.done:
+            self._finished()
+        else:
             self._post()
 
     def test(self) -> bool:
@@ -114,32 +129,18 @@ class NarrowedRingRequest(RingRequest):
     def _wire_slice(self, chunk: int) -> np.ndarray:
         return self._narrowed[self._bounds[chunk]:self._bounds[chunk + 1]]
 
-    def _post(self) -> None:
-        sent, received = self._chunks()
+    def _buffers(self, sent: int, received: int) -> tuple:
         if self._step < self._net.size - 1:
             outgoing = self._wire.encode(self._slice(sent), self._wire_slice(sent))
-            incoming = self._incoming[:self._slice(received).size]
-        else:
-            outgoing, incoming = self._wire_slice(sent), self._wire_slice(received)
-        comm = self._net._own
-        self._requests = [comm.Irecv(incoming, self._left, self._tag),
-                          comm.Isend(outgoing, self._right, self._tag)]
+            return outgoing, self._incoming[:self._slice(received).size]
+        return self._wire_slice(sent), self._wire_slice(received)
 
-    def _finish_step(self) -> None:
-        p = self._net.size
-        if self._step < p - 1:
-            _, received = self._chunks()
-            chunk = self._slice(received)
-            widened = self._wire.decode(self._incoming[:chunk.size],
-                                        self._widened[:chunk.size])
-            self._ufunc(chunk, widened, out=chunk)
-        self._step += 1
-        if self._step == p - 1:
-            owned = (self._net.rank + 1) % p
-            if self._average:
-                np.true_divide(self._slice(owned), p, out=self._slice(owned))
-            self._wire.encode(self._slice(owned), self._wire_slice(owned))
-        if self.done:
-            self._wire.decode(self._narrowed, self._target)
-        else:
-            self._post()
+    def _arrived(self, count: int) -> np.ndarray:
+        return self._wire.decode(self._incoming[:count], self._widened[:count])
+
+    def _owned_reduced(self, owned: int) -> None:
+        super()._owned_reduced(owned)
+        self._wire.encode(self._slice(owned), self._wire_slice(owned))
+
+    def _finished(self) -> None:
+        self._wire.decode(self._narrowed, self._target)
