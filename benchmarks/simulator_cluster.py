@@ -22,9 +22,8 @@ on the wire} of ``simulator_cluster_cases`` (one rank per node).
 4. **Predicted**: ``d5.simulate_training(profile, machine, N, algorithm=...,
    overlap=..., comm_dtype=..., bucket_bytes=...)`` with the algorithm that ran
    (Deep500's ring in both modes, the non-blocking one when overlapped): the ranks'
-   compute from the N-rank profile,
-   the allreduce from the N-node machine file with the o and in-context factor the
-   calibration measured for that algorithm.
+   compute from the N-rank profile, the allreduce from the N-node machine file with the
+   o and in-context factor the calibration measured for that algorithm.
 5. **Rounds**: 2–4 are repeated ``--rounds`` times; a configuration's error is the median
    over rounds of each round's predicted / measured (Hoefler & Belli, SC 2015).
 

@@ -362,9 +362,7 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
                         "memory.bandwidth_bytes_per_s", path, unit="bytes/s")
     peak = _peak(data.get("compute") or {}, path)
-    overheads, fusion, context = _software(data.get("software"), path)
-    casts = _wire_casts((data.get("software") or {}).get("wire_casts")
-                        if isinstance(data.get("software"), Mapping) else None, path)
+    overheads, fusion, context, casts = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth,
@@ -515,12 +513,13 @@ def _coherence(section, path) -> tuple:
     return tuple(curves)
 
 
-def _software(section, path) -> tuple[dict, tuple | None, dict]:
+def _software(section, path) -> tuple[dict, tuple | None, dict, dict]:
     """The optional ``software`` section: ``{algorithm: o}``, the fusion copy's
-    (per_tensor_s, s_per_byte), validated (non-negative numbers), and the in-context
-    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers)."""
+    (per_tensor_s, s_per_byte), validated (non-negative numbers), the in-context
+    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers) and the wire
+    casts ``{dtype: (encode, decode)}``."""
     if section is None:
-        return {}, None, {}
+        return {}, None, {}, {}
     if not isinstance(section, Mapping):
         raise MachineError(f"{_where(path)}: field 'software' must be a mapping, not "
                            f"{type(section).__name__}; {_FIX}")
@@ -540,7 +539,8 @@ def _software(section, path) -> tuple[dict, tuple | None, dict]:
         fusion = tuple(_number(_get(copy, key, prefix, path), prefix + key, path,
                                allow_zero=True, unit=unit)
                        for key, unit in (("per_tensor_s", "s"), ("s_per_byte", "s/byte")))
-    return overheads, fusion, _in_context(section.get("allreduce_in_context"), path)
+    return (overheads, fusion, _in_context(section.get("allreduce_in_context"), path),
+            _wire_casts(section.get("wire_casts"), path))
 
 
 def _wire_casts(section, path) -> dict:

@@ -56,8 +56,8 @@ def _network(measured: NetworkSamples) -> dict:
 def _software(data: dict, out: str, plan: Plan, log: SampleLog, progress: bool,
               measured: NetworkSamples | None) -> dict:
     """The ``software`` section: the fusion copy, the wire casts, and with the network
-    phases the
-    per-call overheads o and the in-context ratios, priced on the machine so far."""
+    phases the per-call overheads o and the in-context ratios, priced on the machine so
+    far."""
     bar = progress_bar(1, "fusion copy", progress)
     fusion = software.measure_fusion_copy(plan.repeats, log)
     bar.close()

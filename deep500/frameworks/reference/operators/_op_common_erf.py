@@ -65,6 +65,8 @@ def _scipy():
             found = None
         _scipy_erf = found
     return _scipy_erf
+
+
 _MACLAURIN = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8)]
 
 # erf(x) ≈ tanh(x·P(x²)/Q(x²)) on |x| <= _LIMIT_32, lowest degree first (module docstring)
