@@ -649,8 +649,10 @@ def _add_predict(commands) -> None:
     model.add_argument("--machine", required=True, metavar="FILE", help="machine file "
                        "(from 'deep500 calibrate') or a shipped one by name, e.g. "
                        "infiniband-hdr or infiniband-edr")
-    model.add_argument("--ranks", help="rank counts (default 1,2,4,8,16,32,64,128,256,"
-                       "512,1024); with --sweep, the one rank count of every point")
+    model.add_argument("--ranks", help="rank counts: a list (1,4,8) or a progression "
+                       "to its last term (1,2,4,...,1024: powers of two, the default; "
+                       "1,2,3,...,8: every count); with --sweep, the one rank count of "
+                       "every point")
     model.add_argument("--sweep", action="append", metavar="AXIS=SPEC", help="what-if "
                        "grid instead of scaling curves (repeatable): axes link_bandwidth "
                        "(bit/s, or tc units: 5gbit), compute_speed (x profiled), gamma "

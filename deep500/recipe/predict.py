@@ -36,15 +36,103 @@ from deep500.utils.threads import resolve_threads, thread_counts
 DEFAULT_RANKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
+MAX_RANK_COUNTS = 10_000   # the most rank counts a progression may expand to
+_ELLIPSIS = ("...", "\u2026")
+_RANKS_HINT = ("e.g. 1,2,4,8 (a list), 1,2,4,...,1024 (powers of two) or 1,2,3,...,8 "
+               "(every count)")
+
+
 def parse_ranks(text: str) -> list[int]:
+    """The rank counts of ``--ranks``, sorted and without repeats: a comma list
+    (``1,2,4,8``), or a progression written with ``...`` and its last term. The terms
+    before ``...`` decide which progression: equal differences are arithmetic
+    (``1,2,3,...,8``, ``4,8,12,...,64``), equal whole-number ratios geometric
+    (``1,2,4,...,1024``, ``1,4,16,...,4096``). The term after ``...`` is the last
+    rank count, and one of the progression's terms.
+
+    Two terms fit both when the first divides the second (``1,2,...,8``: 1..8 or
+    1,2,4,8?), a progression that never equals its last term (``1,2,4,...,1000``),
+    ``...`` without two terms before it or one after it, and more than one ``...``
+    are Deep500Errors that say so."""
+    shown = f"--ranks {_short(str(text))}"
+    terms = [t.strip() for t in str(text).split(",")]
+    if not any(terms):
+        raise Deep500Error(f"{shown}: give rank counts separated by commas, {_RANKS_HINT}")
+    dots = [i for i, t in enumerate(terms) if t in _ELLIPSIS]
+    if len(dots) > 1:
+        raise Deep500Error(f"{shown}: one '...' at most; {_RANKS_HINT}")
+    if any(not t for t in terms):
+        raise Deep500Error(f"{shown}: an empty term (two commas in a row, or a comma at "
+                           f"an end); {_RANKS_HINT}")
+    numbers = [_rank_count(t, shown) for t in terms if t not in _ELLIPSIS]
+    if not dots:
+        return sorted(set(numbers))
+    at = dots[0]
+    listed, last = numbers[:at], numbers[at:]
+    if len(listed) < 2:
+        raise Deep500Error(f"{shown}: '...' continues a progression, so give at least "
+                           f"two terms before it (three where the first divides the "
+                           f"second), {_RANKS_HINT}")
+    if len(last) != 1:
+        raise Deep500Error(f"{shown}: '...' is followed by exactly one term, the last "
+                           f"rank count (e.g. ...,1024)" if not last else
+                           f"{shown}: '...' is followed by the last rank count alone, "
+                           f"got {len(last)} terms after it")
+    return _progression(listed, last[0], shown)
+
+
+def _short(text: str, most: int = 60) -> str:
+    return repr(text if len(text) <= most else text[:most] + "...")
+
+
+def _rank_count(term: str, shown: str) -> int:
     try:
-        ranks = sorted({int(t) for t in str(text).split(",") if t.strip()})
+        value = int(term)
     except ValueError:
-        raise Deep500Error(f"--ranks {text!r}: give rank counts separated by commas, "
-                           f"e.g. 1,2,4,8") from None
-    if not ranks or ranks[0] < 1:
-        raise Deep500Error(f"--ranks {text!r}: rank counts are integers >= 1")
-    return ranks
+        raise Deep500Error(f"{shown}: {_short(term)} is not a rank count; give rank counts "
+                           f"separated by commas, {_RANKS_HINT}") from None
+    if value < 1:
+        raise Deep500Error(f"{shown}: rank counts are integers >= 1, got {value}")
+    return value
+
+
+def _progression(listed: list[int], last: int, shown: str) -> list[int]:
+    """Expand ``listed, ..., last`` (see :func:`parse_ranks`)."""
+    if any(b <= a for a, b in zip(listed, listed[1:])):
+        raise Deep500Error(f"{shown}: the terms before '...' must increase, got "
+                           f"{listed}")
+    differences = {b - a for a, b in zip(listed, listed[1:])}
+    arithmetic = len(differences) == 1
+    ratios = {b // a if b % a == 0 else None for a, b in zip(listed, listed[1:])}
+    geometric = len(ratios) == 1 and None not in ratios
+    if arithmetic and geometric:
+        a, b = listed
+        raise Deep500Error(f"{shown}: {a},{b},... fits both a difference of {b - a} and a "
+                           f"ratio of {b // a}; give a third term: {a},{b},{2 * b - a},..."
+                           f" (arithmetic) or {a},{b},{b * (b // a)},... (geometric)")
+    if not arithmetic and not geometric:
+        raise Deep500Error(f"{shown}: the terms before '...' ({listed}) have neither one "
+                           f"difference nor one whole-number ratio, so they continue no "
+                           f"progression; {_RANKS_HINT}")
+    step = differences.pop() if arithmetic else ratios.pop()
+    if last < listed[-1]:
+        raise Deep500Error(f"{shown}: the last rank count, {last}, is below the terms "
+                           f"before '...' ({listed})")
+    values, value = list(listed), listed[-1]
+    while value < last:
+        value = value + step if arithmetic else value * step
+        values.append(value)
+        if len(values) > MAX_RANK_COUNTS:
+            raise Deep500Error(f"{shown}: more than {MAX_RANK_COUNTS} rank counts; take "
+                               f"a larger step")
+    if value != last:
+        kind = (f"adding {step}" if arithmetic else f"multiplying by {step}")
+        below = values[-2] if len(values) >= 2 and values[-2] < last else None
+        near = (f"it goes {below}, {value}" if below is not None and value > last
+                else f"its terms pass {last}")
+        raise Deep500Error(f"{shown}: the progression ({kind}) never reaches {last}: "
+                           f"{near}; end it on one of its terms")
+    return values
 
 
 def workloads(recipe, algorithm: str | None = None, threads: int | None = None) -> list:
