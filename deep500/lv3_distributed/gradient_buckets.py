@@ -125,6 +125,16 @@ class GradientBuckets(ExecutorEvent):
         self._lock = (self.progress_thread.lock if self.progress_thread is not None
                       else contextlib.nullcontext())
 
+    @property
+    def started_buckets(self) -> int:
+        """Buckets whose allreduce started in the current step."""
+        return len(self._started)
+
+    @property
+    def buckets_in_flight(self) -> int:
+        """Started buckets not yet seen complete by a progress call."""
+        return len(self._started) - self._untested
+
     def close(self) -> None:
         """End the progress thread (if any)."""
         if self.progress_thread is not None:

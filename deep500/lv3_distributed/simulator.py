@@ -17,15 +17,18 @@ SGD), priced as PyDTNN's simulator and Catalán's thesis (chapter 4) price it:
   default on): the slow-down ``deep500 calibrate`` measured for calls between compute bursts rather
   than back to back (cold caches, ranks arriving apart; 1.0 when the file has none);
 * **communication**, *overlapped* (PyDTNN's non-blocking per-layer allreduce; Horovod's
-  and PyTorch DDP's gradient buckets): as the backward pass completes a layer's
-  gradients they join a bucket; a bucket of at least ``bucket_bytes`` (and the last
-  one) starts its allreduce as soon as both the bucket is full and the previous
-  allreduce has finished (one collective in flight at a time, in order, as on one MPI
-  communicator); the step waits for the last one before the update. The exposed
-  communication is the time from the end of the backward pass to the end of the last
-  allreduce. The model assumes communication does not slow the compute down (a
-  progress thread on an idle core, an offloading NIC); on a machine whose cores are
-  all busy computing it underestimates;
+  and PyTorch DDP's gradient buckets; ``overlap_timeline``): as the backward pass
+  completes a layer's gradients they join a bucket; a bucket of at least
+  ``bucket_bytes`` (and the last one) starts its allreduce as soon as both the bucket
+  is full and the previous allreduce has finished (one collective in flight at a time,
+  in order, as on one MPI communicator); the step waits for the last one before the
+  update. The exposed communication is the time from the end of the backward pass to
+  the end of the last allreduce. On cores that both compute and communicate, the two
+  slow each other down: by the machine file's overlap stretches κ and η
+  (``software.overlap``, measured by ``deep500 calibrate``), a backward node computes
+  at 1/(1 + κ) of its speed while an allreduce is in flight and an allreduce runs at
+  1/η of its speed beside the backward pass; a file without them leaves overlap free
+  (a progress thread on an idle core, an offloading NIC);
 * **communication dtype**: ``float16``/``bfloat16`` put 2 bytes per element on the
   wire instead of 4 (the α-β terms and γ priced on the wire bytes) and add the casts
   of the narrowed ring: every element is narrowed once (its first send, or by its
@@ -60,6 +63,7 @@ import numpy as np
 
 from deep500.lv3_distributed.collectives.registry import allreduce_algorithm
 from deep500.lv3_distributed.gradient_buckets import DEFAULT_BUCKET_BYTES
+from deep500.lv3_distributed.overlap_timeline import overlapped_backward
 from deep500.lv3_distributed.step_profile import StepProfile
 from deep500.lv3_distributed.wire_dtype import check_comm_dtype, wire_type
 from deep500.utils.errors import Deep500Error
@@ -185,30 +189,6 @@ def _blocking(step, t, fusion, allreduce, timeline) -> tuple:
     return t, t + communication, communication, buckets
 
 
-def _overlapped(step, t, fusion, allreduce, bucket_bytes, timeline) -> tuple:
-    """The backward pass with a bucket's allreduce started once the bucket is full and
-    the previous allreduce has finished (module docstring). Returns (backward end,
-    communication end, communication seconds, buckets)."""
-    total = step.gradient_bytes
-    comm_free, bucket, communication, buckets = t, 0, 0.0, 0
-    last_with_gradients = next((i for i, layer in enumerate(step.layers)
-                                if layer.gradient_bytes), None)
-    for i in range(len(step.layers) - 1, -1, -1):
-        layer = step.layers[i]
-        t = _backward_layer(layer, t, timeline)
-        bucket += layer.gradient_bytes
-        if bucket and (bucket >= bucket_bytes or i == last_with_gradients):
-            duration = fusion * bucket / total + allreduce(bucket)
-            start = max(t, comm_free)
-            comm_free = start + duration
-            communication += duration
-            buckets += 1
-            timeline.append(("communication", f"allreduce bucket {buckets} ({bucket} B)",
-                             start, comm_free))
-            bucket = 0
-    return t, max(t, comm_free), communication, buckets
-
-
 def _straggler_wait(step, ranks, straggler) -> float:
     """The typical wait for the slowest of ``ranks`` ranks (module docstring)."""
     if not (straggler and ranks > 1 and step.step_samples):
@@ -222,7 +202,8 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
                       algorithm: str = "ring", overlap: bool = False,
                       comm_dtype: str = "float32", bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                       segment_bytes: float | None = None,
-                      straggler: bool = True, in_context: bool = True) -> SimulatedStep:
+                      straggler: bool = True, in_context: bool = True,
+                      busy_cores: bool = True) -> SimulatedStep:
     """Predict one synchronous data-parallel training step (see the module docstring).
 
     Args:
@@ -240,6 +221,9 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         straggler: add the expected wait for the slowest rank.
         in_context: price each allreduce with the machine file's in-context factor
             (calls between compute phases; see ``predict_allreduce_call``).
+        busy_cores: overlapped, slow the compute and the allreduce beside each other
+            by the machine file's overlap stretches (``software.overlap``; none when
+            it has none for the algorithm).
     """
     if not isinstance(profile, StepProfile):
         raise Deep500Error(f"simulate_training: profile must be a StepProfile (from "
@@ -259,8 +243,9 @@ def simulate_training(profile: StepProfile, machine, ranks: int = 1, *,
         backward_end, comm_end, communication, buckets = _blocking(
             step, t, fusion, allreduce, timeline)
     else:
-        backward_end, comm_end, communication, buckets = _overlapped(
-            step, t, fusion, allreduce, bucket_bytes, timeline)
+        kappa, eta = ((busy_cores and machine.overlap_stretch(chosen.name)) or (0.0, 1.0))
+        backward_end, comm_end, communication, buckets = overlapped_backward(
+            step, t, fusion, allreduce, bucket_bytes, timeline, kappa, eta)
     wait = _straggler_wait(step, p, straggler)
     if wait > 0:
         timeline.append(("wait", "slowest rank", comm_end, comm_end + wait))

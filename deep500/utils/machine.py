@@ -36,6 +36,9 @@ A machine file holds, with units in every key name::
         s_per_byte: {value: 1.0e-10, ci: [...]}
       wire_casts:                  # optional: narrowing to / widening from a 16-bit wire
         bfloat16: {encode_s_per_element: {value: 4.6e-9}, decode_s_per_element: {value: 9e-10}}
+      overlap:                     # optional: a bucketed non-blocking allreduce beside compute
+        algorithms:                # kappa: compute lost per s in flight; eta: its slow-down
+          ring: {compute_stretch: {value: 0.3}, communication_stretch: {value: 2.5}}
       allreduce_in_context:        # optional: allreduce between compute bursts
         ranks: 2
         algorithms:                # ratio = measured / (alpha-beta-gamma model + o)
@@ -112,12 +115,21 @@ class MachineModel:
     shared_sum_curve: tuple = ()         # of (buffer_bytes, s/byte): δ_sum
     shared_receive_curve: tuple = ()     # of (buffer_bytes, s/byte): δ_receive
     wire_casts: Mapping[str, tuple] = field(default_factory=dict)  # dtype -> (encode, decode) s/element
+    overlap: Mapping[str, tuple] = field(default_factory=dict)  # algorithm -> (kappa, eta)
 
     def wire_cast_seconds(self, comm_dtype: str) -> tuple | None:
         """(encode, decode) seconds per element of narrowing float32 values to
         ``comm_dtype`` on the wire and widening them back, as ``deep500 calibrate``
         measured them (``software.wire_casts``); None when the file has none."""
         return self.wire_casts.get(comm_dtype)
+
+    def overlap_stretch(self, algorithm: str) -> tuple | None:
+        """(κ, η) of a bucketed non-blocking ``algorithm`` beside compute on this
+        machine's busy cores (``software.overlap``,
+        ``deep500.lv3_distributed.calibration.overlap``): seconds of compute lost per
+        second of communication in flight beside it, and the communication's slow-down
+        factor while the compute runs; None when the file has none for it."""
+        return self.overlap.get(algorithm)
 
     def shared_sum(self, nbytes: float) -> float:
         """δ_sum (s/byte): how much more summing into a buffer of ``nbytes`` costs when a
@@ -362,7 +374,7 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
     bandwidth = _number(_get(memory, "bandwidth_bytes_per_s", "memory.", path),
                         "memory.bandwidth_bytes_per_s", path, unit="bytes/s")
     peak = _peak(data.get("compute") or {}, path)
-    overheads, fusion, context, casts = _software(data.get("software"), path)
+    overheads, fusion, context, casts, overlap = _software(data.get("software"), path)
     return MachineModel(name=name, source=source, alpha=alpha, segments=tuple(segments),
                         gamma_cache=g_cache, gamma_memory=g_mem, gamma_cache_bytes=g_cache_bytes,
                         gamma_memory_bytes=g_mem_bytes, memory_bandwidth=bandwidth,
@@ -370,7 +382,7 @@ def machine_from_dict(data: Mapping, path: str | None = None) -> MachineModel:
                         gamma_curve=tuple(curve), allreduce_overheads=overheads,
                         fusion_copy=fusion, allreduce_context=context,
                         shared_sum_curve=shared_sum, shared_receive_curve=shared_receive,
-                        wire_casts=casts)
+                        wire_casts=casts, overlap=overlap)
 
 
 def _hockney_segments(network, path) -> tuple:
@@ -513,13 +525,14 @@ def _coherence(section, path) -> tuple:
     return tuple(curves)
 
 
-def _software(section, path) -> tuple[dict, tuple | None, dict, dict]:
+def _software(section, path) -> tuple[dict, tuple | None, dict, dict, dict]:
     """The optional ``software`` section: ``{algorithm: o}``, the fusion copy's
     (per_tensor_s, s_per_byte), validated (non-negative numbers), the in-context
-    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers) and the wire
-    casts ``{dtype: (encode, decode)}``."""
+    ratios ``{algorithm: ((nbytes, ratio), ...)}`` (positive numbers), the wire
+    casts ``{dtype: (encode, decode)}`` and the overlap stretches ``{algorithm:
+    (κ, η)}``."""
     if section is None:
-        return {}, None, {}, {}
+        return {}, None, {}, {}, {}
     if not isinstance(section, Mapping):
         raise MachineError(f"{_where(path)}: field 'software' must be a mapping, not "
                            f"{type(section).__name__}; {_FIX}")
@@ -540,7 +553,32 @@ def _software(section, path) -> tuple[dict, tuple | None, dict, dict]:
                                allow_zero=True, unit=unit)
                        for key, unit in (("per_tensor_s", "s"), ("s_per_byte", "s/byte")))
     return (overheads, fusion, _in_context(section.get("allreduce_in_context"), path),
-            _wire_casts(section.get("wire_casts"), path))
+            _wire_casts(section.get("wire_casts"), path),
+            _overlap(section.get("overlap"), path))
+
+
+def _overlap(section, path) -> dict:
+    """``software.overlap``: ``{algorithm: (κ, η)}``, κ ≥ 0 and η ≥ 1."""
+    if section is None:
+        return {}
+    prefix = "software.overlap.algorithms"
+    table = section.get("algorithms") if isinstance(section, Mapping) else None
+    if not isinstance(table, Mapping):
+        raise MachineError(f"{_where(path)}: field '{prefix}' must map non-blocking "
+                           f"allreduce algorithms to {{compute_stretch, "
+                           f"communication_stretch}}; {_FIX}")
+    stretches = {}
+    for algorithm, entry in table.items():
+        where = f"{prefix}.{algorithm}."
+        kappa = _number(_get(entry, "compute_stretch", where, path),
+                        where + "compute_stretch", path, allow_zero=True, unit="s/s")
+        eta = _number(_get(entry, "communication_stretch", where, path),
+                      where + "communication_stretch", path, unit="factor")
+        if eta < 1:
+            raise MachineError(f"{_where(path)}: field '{where}communication_stretch' is "
+                               f"{eta}; a slow-down factor is at least 1; {_FIX}")
+        stretches[str(algorithm)] = (kappa, eta)
+    return stretches
 
 
 def _wire_casts(section, path) -> dict:
@@ -697,9 +735,13 @@ def machine_to_dict(machine: MachineModel) -> dict:
             **({"wire_casts": {name: {"encode_s_per_element": encode,
                                       "decode_s_per_element": decode}
                                for name, (encode, decode) in machine.wire_casts.items()}}
-               if machine.wire_casts else {})}}
+               if machine.wire_casts else {}),
+            **({"overlap": {"algorithms": {
+                name: {"compute_stretch": kappa, "communication_stretch": eta}
+                for name, (kappa, eta) in machine.overlap.items()}}}
+               if machine.overlap else {})}}
            if machine.allreduce_overheads or machine.fusion_copy is not None
-           or machine.allreduce_context or machine.wire_casts else {}),
+           or machine.allreduce_context or machine.wire_casts or machine.overlap else {}),
     })
 
 

@@ -183,6 +183,18 @@ def test_two_ranks_quick_calibration(quick_machine):
             assert value == pytest.approx(max(0.0, float(np.median(samples[kind][n]))))
             # a penalty of under 100 ns per byte (6 us per line: none is that slow)
             assert 0.0 <= value < 1e-7
+    # overlap beside compute, per non-blocking algorithm: κ >= 0, η >= 1, the medians
+    # of the samples on disk (two ranks' rows per repeat)
+    from deep500.lv3_distributed.calibration import overlap
+    stretches = overlap.read_overlap_samples(calibration.samples_path_for(str(out)))
+    assert sorted(stretches) == sorted(overlap.OVERLAP_ALGORITHMS)
+    for name, entry in stretches.items():
+        kappa, eta = machine.overlap_stretch(name)
+        assert kappa == pytest.approx(float(np.median(entry["compute_stretch"])))
+        assert eta == pytest.approx(float(np.median(entry["communication_stretch"])))
+        assert kappa >= 0.0 and eta >= 1.0
+        assert 0 < len(entry["compute_stretch"]) <= 2 * calibration.Plan.make(
+            quick=True).overlap_repeats
     # the fusion copy: a per-tensor cost and a per-byte cost below 1 ns/B (> 1 GB/s)
     assert machine.fusion_copy is not None
     per_tensor, per_byte = machine.fusion_copy

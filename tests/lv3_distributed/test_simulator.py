@@ -90,6 +90,41 @@ def test_overlap_hides_what_the_remaining_backward_covers():
     assert step.step_s < blocking.step_s
 
 
+def test_busy_cores_stretch_the_compute_and_the_allreduce_beside_each_other():
+    # κ = 0.5, η = 2 (software.overlap). Backward c (6 ms) with the lane idle; c's
+    # allreduce C then runs at 1/2 speed beside b (4 ms at 2/3 speed: 6 ms), which
+    # ends first; C's rest (at 1/2 speed) ends inside a, whose rest runs alone; a's
+    # allreduce A runs at full speed after the backward pass.
+    kappa, eta = 0.5, 2.0
+    machine = {**MACHINE, "software": {"overlap": {"algorithms": {"ring": {
+        "compute_stretch": kappa, "communication_stretch": eta}}}}}
+    profile = synthetic_profile()
+    step = d5.simulate_training(profile, machine, 2, algorithm="ring", overlap=True,
+                                bucket_bytes=1)
+    c = 0.4e-3 * 3 / 4 + ring(3_000_000, 2)
+    a = 0.4e-3 * 1 / 4 + ring(1_000_000, 2)
+    t = 0.5e-3 + 6e-3 + 6e-3                      # end of c's backward
+    t += 4e-3 * (1 + kappa)                        # b, stretched all along
+    c_left = c - 4e-3 * (1 + kappa) / eta
+    assert 0 < c_left * eta < 2e-3 * (1 + kappa)   # C ends during a
+    t += c_left * eta
+    t += 2e-3 - c_left * eta / (1 + kappa)         # a's rest, alone
+    assert step.step_s - step.update_s == pytest.approx(t + a, rel=1e-12)
+    assert step.exposed_communication_s == pytest.approx(a, rel=1e-12)
+    assert step.communication_s == pytest.approx(a + c, rel=1e-12)
+    # busy_cores=False, or an algorithm the file has no stretches for: overlap is free
+    free = d5.simulate_training(profile, MACHINE, 2, algorithm="ring", overlap=True,
+                                bucket_bytes=1)
+    assert d5.simulate_training(profile, machine, 2, algorithm="ring", overlap=True,
+                                bucket_bytes=1, busy_cores=False).step_s == free.step_s
+    assert free.step_s < step.step_s
+    events = [e for e in step.timeline if e[0] == "communication"]
+    assert [e[1].split(" (")[0] for e in events] == ["allreduce bucket 1",
+                                                     "allreduce bucket 2"]
+    assert events[0][3] == pytest.approx(t - (2e-3 - c_left * eta / (1 + kappa)),
+                                         rel=1e-12)
+
+
 def test_overlap_with_one_big_bucket_is_the_blocking_step():
     profile = synthetic_profile()
     overlapped = d5.simulate_training(profile, MACHINE, 3, overlap=True, bucket_bytes=1e12)

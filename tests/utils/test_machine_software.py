@@ -56,6 +56,28 @@ def test_wire_casts_load_round_trip_and_name_a_bad_field(tmp_path):
         load_machine(_data({"wire_casts": {"float16": {"encode_s_per_element": 1e-9}}}))
 
 
+def test_overlap_stretches_load_round_trip_and_name_a_bad_field(tmp_path):
+    overlap = {"method": "m", "ranks": 2, "algorithms": {
+        "ring": {"compute_stretch": {"value": 0.3, "ci": [0.2, 0.4]},
+                 "communication_stretch": {"value": 2.5, "ci": [2.0, 3.0]}}}}
+    m = load_machine(_data({"overlap": overlap}))
+    assert m.overlap_stretch("ring") == (0.3, 2.5) and m.overlap_stretch("mpi") is None
+    assert load_machine(_data()).overlap_stretch("ring") is None
+    path = str(tmp_path / "m.yaml")
+    save_machine(machine_to_dict(m), path)
+    assert load_machine(path).overlap_stretch("ring") == (0.3, 2.5)
+    bad = {"algorithms": {"ring": {"compute_stretch": 0.3, "communication_stretch": 0.5}}}
+    with pytest.raises(MachineError, match="software.overlap.algorithms.ring."
+                                           "communication_stretch' is 0.5"):
+        load_machine(_data({"overlap": bad}))
+    with pytest.raises(MachineError, match="software.overlap.algorithms.mpi."
+                                           "compute_stretch' is missing"):
+        load_machine(_data({"overlap": {"algorithms": {"mpi": {
+            "communication_stretch": 2.0}}}}))
+    with pytest.raises(MachineError, match="software.overlap.algorithms' must map"):
+        load_machine(_data({"overlap": {"ring": 1}}))
+
+
 @pytest.mark.parametrize("algorithm", allreduce_names())
 def test_predict_allreduce_call_adds_o(algorithm):
     o = {"ring": 3e-6, "mpi": 1e-6, "segmented_ring": 9e-6}.get(algorithm, 5e-6)

@@ -12,6 +12,7 @@ import os
 import socket
 
 from deep500.lv3_distributed.calibration import coherence, software
+from deep500.lv3_distributed.calibration.overlap import overlap_section
 from deep500.lv3_distributed.calibration.compute import (compute_phase, memory_phase,
                                                          reduction_phase)
 from deep500.lv3_distributed.calibration.hockney import network_section
@@ -56,19 +57,24 @@ def _network(measured: NetworkSamples) -> dict:
 def _software(data: dict, out: str, plan: Plan, log: SampleLog, progress: bool,
               measured: NetworkSamples | None) -> dict:
     """The ``software`` section: the fusion copy, the wire casts, and with the network
-    phases the per-call overheads o and the in-context ratios, priced on the machine so
-    far."""
+    phases the per-call overheads o, the in-context ratios, priced on the machine so
+    far, and the overlap stretches."""
     bar = progress_bar(1, "fusion copy", progress)
     fusion = software.measure_fusion_copy(plan.repeats, log)
     bar.close()
     bar = progress_bar(1, "wire casts", progress)
     casts = measure_wire_casts(plan.repeats, log)
     bar.close()
-    return {**software.software_section(
+    section = {**software.software_section(
         measured.allreduce if measured else None,
         measured.allreduce_ranks if measured else None,
         machine_from_dict(data, path=out), fusion,
         measured.in_context if measured else None), "wire_casts": casts}
+    overlap = (overlap_section(measured.overlap, measured.allreduce_ranks)
+               if measured and measured.overlap and measured.allreduce_ranks else None)
+    if overlap:
+        section["overlap"] = overlap
+    return section
 
 
 def calibrate(out: str, comm=None, network: bool = True, quick: bool = False,

@@ -1,6 +1,7 @@
 """The phases of a calibration that need two ranks or more, run in one MPI world: the
-ping-pong and the exchange (``point_to_point``), δ (``coherence``), and every allreduce
-algorithm's 4-byte calls and calls in context (``software``). Rank 0 keeps what they
+ping-pong and the exchange (``point_to_point``), δ (``coherence``), every allreduce
+algorithm's 4-byte calls and calls in context (``software``), and the non-blocking
+allreduces beside compute (``overlap``). Rank 0 keeps what they
 measured; every sample is also in the samples file, from which ``read_network_samples``
 reads them back (``deep500 calibrate --np N`` measures them under an ``mpirun`` of its
 own and builds the machine file from that file).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deep500.lv3_distributed.calibration import coherence, software
+from deep500.lv3_distributed.calibration import coherence, overlap, software
 from deep500.lv3_distributed.calibration.plan import Plan
 from deep500.lv3_distributed.calibration.point_to_point import pingpong
 from deep500.lv3_distributed.calibration.samples import SampleLog, read_pingpong_samples
@@ -24,6 +25,7 @@ class NetworkSamples:
     allreduce: dict | None = None        # {algorithm: seconds} of 4-byte calls
     allreduce_ranks: int | None = None   # the ranks they ran on
     in_context: dict | None = None       # {algorithm: {nbytes: seconds}}
+    overlap: dict | None = None          # {algorithm: {compute_stretch, communication_stretch}}
 
 
 def measure_network(comm, plan: Plan, log: SampleLog | None,
@@ -40,7 +42,8 @@ def measure_network(comm, plan: Plan, log: SampleLog | None,
             plan.allreduce_max_repeats, log, progress),
         allreduce_ranks=comm.Get_size(),
         in_context=software.measure_allreduce_in_context(comm, plan.context_repeats,
-                                                         log=log, progress=progress))
+                                                         log=log, progress=progress),
+        overlap=overlap.measure_overlap(comm, plan.overlap_repeats, log, progress))
 
 
 def read_network_samples(path: str) -> NetworkSamples:
@@ -50,4 +53,5 @@ def read_network_samples(path: str) -> NetworkSamples:
                           exchange=read_pingpong_samples(path, "exchange"),
                           coherence=coherence.read_coherence_samples(path),
                           allreduce=allreduce, allreduce_ranks=ranks,
-                          in_context=software.read_in_context_samples(path))
+                          in_context=software.read_in_context_samples(path),
+                          overlap=overlap.read_overlap_samples(path))

@@ -27,6 +27,7 @@ class Plan:
     allreduce_max_repeats: int = 5000
     context_repeats: int = 100         # per algorithm and size, allreduce in context
     coherence_sizes: tuple = ()        # buffer sizes of δ_sum and δ_receive
+    overlap_repeats: int = 20          # per non-blocking algorithm, overlap beside compute
 
     @classmethod
     def make(cls, quick: bool = False) -> "Plan":
@@ -34,7 +35,7 @@ class Plan:
         if quick:
             return cls([4 ** k for k in range(0, 11)], 0.02, 5, 50,
                        [64 << 10, 1 << 20, 4 << 20], 1 << 18, 192, (2, 16, 16, 16, 16), 5,
-                       min(cpus, 2), 0.02, 20, 500, 30, COHERENCE_SIZES_QUICK)
+                       min(cpus, 2), 0.02, 20, 500, 30, COHERENCE_SIZES_QUICK, 8)
         return cls([2 ** k for k in range(0, 27)], 0.25, 10, 1000,
                    [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
                    1 << 23, 1024, (8, 64, 32, 32, 64), 10, cpus,
