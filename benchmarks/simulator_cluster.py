@@ -50,6 +50,7 @@ import tempfile
 import time
 
 import numpy as np
+import psutil
 import yaml
 
 import deep500 as d5
@@ -151,8 +152,24 @@ def profile_worker(out: str, keys, nodes: int, steps: int, reruns: int) -> int:
     return 0
 
 
-def measure(folder: str, case, nodes: int, steps: int, extra: dict, tag: str) -> dict:
-    """{(mode, dtype): median step seconds} of one ``deep500 run`` of a model."""
+def cpu_times() -> tuple:
+    """(steal, total) CPU seconds of the host since boot (``psutil.cpu_times``; guest
+    time is inside user time on Linux and not added twice)."""
+    times = psutil.cpu_times()
+    total = sum(v for k, v in times._asdict().items() if k not in ("guest", "guest_nice"))
+    return getattr(times, "steal", 0.0), total
+
+
+def steal_share(before: tuple, after: tuple) -> float:
+    """The share of the CPU time between two ``cpu_times`` that the hypervisor gave
+    to other guests (steal): the virtual cores were ready and did not run."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
+def measure(folder: str, case, nodes: int, steps: int, extra: dict, tag: str) -> tuple:
+    """({(mode, dtype): median step seconds}, steal share) of one ``deep500 run`` of a
+    model."""
     path = os.path.join(folder, f"{case.key}-np{nodes}{tag}.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(recipe(case, nodes, steps), f)
@@ -160,20 +177,22 @@ def measure(folder: str, case, nodes: int, steps: int, extra: dict, tag: str) ->
     cluster = (["--cluster", cluster_spec(nodes, case.rate, extra).text()]
                if nodes > 1 else [])
     env = dict(os.environ, DEEP500_DB=os.path.join(folder, "results.db"))
+    before = cpu_times()
     done = subprocess.run([sys.executable, "-m", "deep500", "run", "--np", str(nodes),
                            *cluster, path, "--out", out, "--quiet"], env=env,
                           stdout=subprocess.DEVNULL)
+    steal = steal_share(before, cpu_times())
     if done.returncode != 0:   # what was measured is still read; the rest is missing
         print(f"# deep500 run of {path} exited with status {done.returncode}", flush=True)
         if not os.path.isdir(out):
-            return {}
+            return {}, steal
     measured = {}
     for record in read_results(out):
         details = (record.get("result") or {}).get("details", {}).get("distributed")
         if details:
             steps_s = synchronous_step_times(details["ranks"])
             measured[mode_of(record["configuration"]["scheme"])] = float(np.median(steps_s))
-    return measured
+    return measured, steal
 
 
 def predict(profile, machine, nodes: int, case, mode: str, dtype: str):
@@ -270,7 +289,7 @@ def sweep(folder: str, o: dict, cases: dict, extra: dict, machines: dict) -> lis
                   f"{time.perf_counter() - started:.0f} s", flush=True)
             for key, case in cases.items():
                 started = time.perf_counter()
-                measured = measure(folder, case, nodes, o["steps"], extra, f"-r{r}")
+                measured, steal = measure(folder, case, nodes, o["steps"], extra, f"-r{r}")
                 for mode, dtype in configurations(nodes):
                     # One node has no link: any machine file prices its (local) step.
                     steps = {kind: predict(profiles[key], machines.get(
@@ -283,9 +302,10 @@ def sweep(folder: str, o: dict, cases: dict, extra: dict, machines: dict) -> lis
                         "measured_s": measured.get((mode, dtype)),
                         "predicted": steps[kinds[0]].to_dict(),
                         "predicted_by_calibration": {k: s.step_s for k, s in steps.items()},
-                        "waiting_cpu": polling})
+                        "waiting_cpu": polling, "steal": steal})
                 print(f"# round {r + 1}: {nodes} node(s), {key}: measured (ms) " + ", ".join(
                     f"{m}/{WIRE[d]} {measured[(m, d)] * 1e3:.1f}" if (m, d) in measured
                     else f"{m}/{WIRE[d]} missing" for m, d in configurations(nodes))
-                    + f" (launch {time.perf_counter() - started:.0f} s)", flush=True)
+                    + f" (launch {time.perf_counter() - started:.0f} s, steal "
+                      f"{steal:.1%})", flush=True)
     return list(rows.values())

@@ -8,6 +8,16 @@ between the predicted and the measured step times, i.e. how well the simulator o
 the configurations. Rows with more ranks than cores are oversubscribed: the ranks
 share the cores, and the last line leaves them out when they distort (their median
 error above the 5% target).
+
+Two figures say how far the host lets a model be checked. **Repeatability**: how much
+a configuration's measured step moves between rounds (|round / median over rounds − 1|,
+its median and worst over configurations); a model cannot be judged more finely than
+the measurement repeats. **Steal**: the share of the host's CPU time the hypervisor
+gave to other guests while a round's runs measured (``/proc/stat``'s steal, through
+psutil); a round above ``STEAL_LIMIT`` ran on a disturbed host, and where every
+configuration keeps a round below it, the statistics and the last line are over those
+rounds only (the project's rule: an interfered number is not a result), with the line
+over all rounds printed before it.
 """
 from __future__ import annotations
 
@@ -17,11 +27,20 @@ import numpy as np
 from scipy.stats import kendalltau
 
 MEDIAN_TARGET, WORST_TARGET, TAU_TARGET = 0.05, 0.10, 0.9
+#: A round whose runs lost more of the host's CPU time than this to steal is disturbed.
+STEAL_LIMIT = 0.05
 
 
-def summarise(row: dict, cores: int) -> dict | None:
-    """One configuration's medians over its measured rounds; None if none measured."""
+def _quiet(rounds: list) -> list:
+    return [r for r in rounds if (r.get("steal") or 0.0) <= STEAL_LIMIT]
+
+
+def summarise(row: dict, cores: int, quiet_only: bool = False) -> dict | None:
+    """One configuration's medians over its measured rounds (``quiet_only``: over its
+    rounds under ``STEAL_LIMIT`` when it has any); None if none measured."""
     rounds = [r for r in row["rounds"] if r["measured_s"]]
+    if quiet_only and _quiet(rounds):
+        rounds = _quiet(rounds)
     if not rounds:
         return None
     predicted = np.array([r["predicted"]["step_s"] for r in rounds])
@@ -31,7 +50,10 @@ def summarise(row: dict, cores: int) -> dict | None:
     parts = sorted((r["predicted"] for r in rounds),
                    key=lambda p: p["step_s"])[(len(rounds) - 1) // 2]
     waiting = [r["waiting_cpu"] for r in rounds if r.get("waiting_cpu") is not None]
+    spread = np.abs(measured / np.median(measured) - 1.0)
     return {**row, "parts": parts, "predicted_s": float(np.median(predicted)),
+            "spread": float(np.median(spread)), "worst_spread": float(spread.max()),
+            "steal": max((r.get("steal") or 0.0) for r in rounds),
             "waiting_cpu": float(np.median(waiting)) if waiting else None,
             "measured_s": float(np.median(measured)), "ratio": ratio,
             "error": abs(ratio - 1), "oversubscribed": row["nodes"] > cores,
@@ -98,6 +120,38 @@ def _line(label: str, rows: list) -> tuple:
     return median, worst, tau
 
 
+def _host(raw_rows: list, rows: list, cores: int, chosen: tuple, over: list) -> tuple:
+    """Print repeatability and steal (module docstring); the statistics of the last
+    line: over the rounds under ``STEAL_LIMIT`` where every configuration has one."""
+    several = [r for r in rows if r["measured_rounds"] > 1]
+    if several:
+        print(f"# repeatability: a configuration's measured step moved between rounds "
+              f"by median {np.median([r['spread'] for r in several]):.1%} (worst "
+              f"{max(r['worst_spread'] for r in several):.1%}) from its median over "
+              f"rounds")
+    steals = [r.get("steal") or 0.0 for row in raw_rows for r in row["rounds"]
+              if r["measured_s"]]
+    if not steals:
+        return chosen
+    disturbed = sum(s > STEAL_LIMIT for s in steals)
+    print(f"# steal (CPU time the hypervisor gave other guests) during the runs: median "
+          f"{np.median(steals):.1%}, most {max(steals):.1%}; {disturbed} of {len(steals)} "
+          f"measurements above {STEAL_LIMIT:.0%}")
+    if not disturbed:
+        return chosen
+    every = all(_quiet([r for r in row["rounds"] if r["measured_s"]])
+                for row in raw_rows if any(r["measured_s"] for r in row["rounds"]))
+    if not every:
+        print("# some configuration has no round under the steal limit: the last line "
+              "is over all rounds")
+        return chosen
+    quiet = [s for s in (summarise(r, cores, quiet_only=True) for r in raw_rows)
+             if s is not None]
+    if over and statistics([r for r in quiet if r["oversubscribed"]])[0] > MEDIAN_TARGET:
+        quiet = [r for r in quiet if not r["oversubscribed"]]
+    return _line("over the rounds under the steal limit (the last line)", quiet)
+
+
 def _by_calibration(raw_rows: list, kind: str) -> list:
     """The rows with each round's predicted step from the ``kind`` calibration."""
     return [{**row, "rounds": [{**r, "predicted": {
@@ -136,6 +190,7 @@ def report(raw_rows: list, cores: int, calibrations=("quick",)) -> int:
         else:
             print(f"# the oversubscribed rows do not distort (their median error "
                   f"{over_median:.1%}): the last line is over all rows")
+    chosen = _host(raw_rows, rows, cores, chosen, over)
     for kind in calibrations[1:]:
         other = [s for s in (summarise(r, cores) for r in _by_calibration(raw_rows, kind))
                  if s is not None]
