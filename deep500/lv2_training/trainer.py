@@ -243,6 +243,7 @@ class Trainer:
         loss_name, output_name = self.optimizer.loss, self.network_output
         input_node, label_node = sampler.dataset.input_node, sampler.dataset.label_node
         losses, times = record.step_losses, record.step_times
+        step_correct, step_counted = record.step_correct, record.step_counted
         clock, count_nonzero = _clock, np.count_nonzero
         data_time = step_time = loss_sum = 0.0
         samples = correct = counted = 0
@@ -275,8 +276,14 @@ class Trainer:
                 if logits is not None and labels is not None:
                     if type(logits) is not np.ndarray:
                         logits = np.asarray(logits)
-                    correct += count_nonzero(logits.argmax(1) == labels)
+                    hits = int(count_nonzero(logits.argmax(1) == labels))
+                    correct += hits
                     counted += labels.size
+                    step_correct.append(hits)
+                    step_counted.append(int(labels.size))
+                else:
+                    step_correct.append(0)
+                    step_counted.append(0)
                 for hook in after:
                     hook(self, step, batch, outputs)
         finally:

@@ -9,6 +9,8 @@ model first reaches a target test accuracy.
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 from deep500.lv2_training.training_statistics import TrainingStatistics
 from deep500.utils.errors import Deep500Error
 from deep500.utils.metric import MetricResult, TestMetric
@@ -56,12 +58,73 @@ def _accuracy_result(name: str, values: list, what: str) -> MetricResult:
 class TrainingAccuracy(TrainingMetric):
     """Training accuracy per epoch, counted on the fly from the training steps' outputs
     (so it lags the parameters at the end of the epoch). Summary: ``final``, ``best``,
-    ``best_epoch`` (0-based); samples: one value per epoch."""
+    ``best_epoch`` (0-based); samples: one value per epoch.
 
-    fields = ("final", "best", "best_epoch", "epochs")  # the summary's keys
+    ``every=k`` also samples it every k training steps, as the Deep500 paper does
+    (Ben-Nun et al., IPDPS 2019): sample j is the accuracy over the predictions of
+    steps (j-1)k+1 .. jk of the run (counted over all epochs, so a window may span the
+    end of one; a run whose step count k does not divide ends with a shorter window).
+    The samples are then ``{"step", "epoch", "accuracy", "steps"}``: the steps taken
+    at the sample, the (0-based) epoch of its last step, the accuracy (``None`` for a
+    window without labels) and the steps in the window; the summary adds ``every``,
+    ``sampled`` (samples taken), ``last_window`` (the accuracy of the last one) and
+    ``per_epoch`` (the per-epoch values that are the samples without ``every``).
+    """
+
+    fields = ("final", "best", "best_epoch", "epochs", "every", "sampled", "last_window",
+              "per_epoch")  # the summary's keys (the last four with every=k)
+
+    def __init__(self, every: int | None = None):
+        if every is not None and (isinstance(every, bool) or
+                                  not isinstance(every, Integral) or every < 1):
+            raise Deep500Error(f"TrainingAccuracy(every=...) is a number of training "
+                               f"steps >= 1, got {every!r}")
+        self.every = None if every is None else int(every)
 
     def measure_training(self, statistics):
-        return _accuracy_result(self.name, statistics.train_accuracies, "training")
+        result = _accuracy_result(self.name, statistics.train_accuracies, "training")
+        if self.every is None:
+            return result
+        samples = step_accuracy_samples(statistics, self.every)
+        result.summary.update(every=self.every, sampled=len(samples),
+                              last_window=samples[-1]["accuracy"] if samples else None,
+                              per_epoch=list(result.samples))
+        result.samples = samples
+        result.conditions = {**result.conditions, "every": self.every}
+        if statistics.steps and not samples:
+            result.warnings.append(f"no per-step accuracy was recorded (statistics "
+                                   f"written before step_correct existed), so none is "
+                                   f"sampled every {self.every} steps")
+        return result
+
+
+def step_accuracy_samples(statistics: TrainingStatistics, every: int) -> list[dict]:
+    """The training accuracy over each window of ``every`` consecutive steps of the run
+    (see :class:`TrainingAccuracy`); empty when the epochs hold no per-step counts."""
+    samples, correct, counted, in_window, step = [], 0, 0, 0, 0
+
+    def close(epoch):
+        samples.append({"step": step, "epoch": epoch,
+                        "accuracy": correct / counted if counted else None,
+                        "steps": in_window})
+
+    epoch = None
+    for record in statistics.epochs:
+        if len(record.step_correct) != record.steps or \
+                len(record.step_counted) != record.steps:
+            return []  # no (or incomplete) per-step counts: nothing to sample from
+        epoch = record.epoch
+        for hits, labelled in zip(record.step_correct, record.step_counted):
+            step += 1
+            in_window += 1
+            correct += hits
+            counted += labelled
+            if in_window == every:
+                close(epoch)
+                correct = counted = in_window = 0
+    if in_window:
+        close(epoch)
+    return samples
 
 
 class TestAccuracy(TrainingMetric):

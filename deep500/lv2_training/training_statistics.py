@@ -39,6 +39,10 @@ class EpochStatistics:
         learning_rate: the optimizer's ``learning_rate`` after the epoch's last step.
         completed: False for an epoch ended early by :class:`StopTraining`.
         step_losses, step_times: per training step, the loss and the step's time.
+        step_correct, step_counted: per training step, the predictions that matched
+            their label and the predictions counted (0 and 0 for a step without labels
+            or output), from which ``TrainingAccuracy(every=k)`` samples the accuracy
+            every k steps; empty in statistics written before they were recorded.
         optimizer_measurements: what the optimizer measured over the epoch, as returned
             by ``Optimizer.end_epoch`` (distributed optimizers: per-phase times, bytes
             communicated, staleness, replica divergence); empty for most optimizers.
@@ -59,6 +63,8 @@ class EpochStatistics:
     completed: bool = True
     step_losses: list = field(default_factory=list)
     step_times: list = field(default_factory=list)
+    step_correct: list = field(default_factory=list)
+    step_counted: list = field(default_factory=list)
     optimizer_measurements: dict = field(default_factory=dict)
 
     @property

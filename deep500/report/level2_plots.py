@@ -1,5 +1,6 @@
-"""The figures of the level-2 section (training): accuracy and loss per epoch, the loss
-of every step, time per epoch with its spread, time to target, where an epoch's time
+"""The figures of the level-2 section (training): accuracy and loss per epoch, the
+training accuracy every k steps (``TrainingAccuracy: {every: k}``), the loss of every
+step, time per epoch with its spread, time to target, where an epoch's time
 goes, and the trajectory divergence from the reference optimizer (Fig. 11 of the
 Deep500 paper).
 
@@ -15,7 +16,7 @@ import statistics as stats
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, distinct_labels, metric, \
     summary
-from deep500.report.seeds import mean_series, time_to_target_plot
+from deep500.report.seeds import mean_curve, mean_series, time_to_target_plot
 from deep500.report.training_records import completed_epochs, epoch_times, short_label, \
     training_label
 
@@ -34,6 +35,7 @@ def plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels:
     figures = []
     if curves:
         figures.append(_curves_plot(curves, name_of, folder, also))
+        figures += _step_accuracy_plot(curves, name_of, folder, also)
         figures += _step_loss_plot(curves, name_of, folder, also)
     figures += _epoch_time_plot(groups, settings, labels, folder, also)
     figures += _time_to_target(groups, names, folder, also)
@@ -69,6 +71,49 @@ def _curves_plot(curves: list[list[dict]], name_of: dict, folder: str, also) -> 
                        "Training curves (per epoch)", panels, xlabel="epoch",
                        log_scale=(1, 2), also=also, bands=bands)
     return ("Accuracy and loss curves", path)
+
+
+def step_accuracy_samples(record: dict) -> list[dict]:
+    """The ``{"step", "epoch", "accuracy", "steps"}`` samples of a record's
+    ``TrainingAccuracy(every=k)`` (empty without ``every``)."""
+    entry = metric(record, "TrainingAccuracy")
+    if entry is None or not entry.get("summary", {}).get("every"):
+        return []
+    return [s for s in entry.get("samples", []) if isinstance(s, dict) and "step" in s]
+
+
+def _step_accuracy_plot(curves: list[list[dict]], name_of: dict, folder: str,
+                        also) -> list[tuple]:
+    return step_accuracy_plot(curves, name_of, os.path.join(
+        folder, "level2_train_accuracy_steps.png"), also)
+
+
+def step_accuracy_plot(groups: list[list[dict]], name_of: dict, path: str, also,
+                       whose: str = "") -> list[tuple]:
+    """Training accuracy sampled every k steps (``TrainingAccuracy: {every: k}``), the
+    mean over a group's seeds at each sample, beside the per-epoch curves; ``whose``
+    says whose predictions they are (e.g. " (rank 0's shard)")."""
+    series, bands, every = {}, {}, set()
+    for group in groups:
+        sampled = [s for s in (step_accuracy_samples(r) for r in group) if s]
+        if not sampled:
+            continue
+        every.update(summary(r, "TrainingAccuracy", "every") for r in group
+                     if step_accuracy_samples(r))
+        means, lows, highs = mean_curve([[s["accuracy"] for s in run] for run in sampled])
+        longest = max(sampled, key=len)
+        name = name_of[id(group[0])]
+        series[name] = ([s["step"] for s in longest], means)
+        if len(sampled) > 1:
+            bands[name] = (lows, highs)
+    if not series:
+        return []
+    k = f"{every.pop()} steps" if len(every) == 1 else "k steps (each series its own k)"
+    path = line_panels(path, f"Training accuracy every {k}{whose}",
+                       [("Training accuracy (over each window of steps)", "accuracy",
+                         series)], xlabel="step", also=also, bands=[bands])
+    return [(f"Training accuracy every {k}{whose}: the accuracy of the predictions in "
+             f"each window of steps (TrainingAccuracy with every)", path)]
 
 
 def _step_loss_plot(curves: list[list[dict]], name_of: dict, folder: str,

@@ -1,5 +1,6 @@
 """The figures of the level-3 section (distributed training): accuracy and loss against
-epochs and against time, time to target, where an epoch's time goes, bytes sent per
+epochs (and rank 0's training accuracy every k steps, with ``TrainingAccuracy: {every:
+k}``) and against time, time to target, where an epoch's time goes, bytes sent per
 epoch (measured and by the scheme's model), replica divergence and staleness.
 
 One series per row of the section's main table (scheme and every other varied
@@ -13,6 +14,7 @@ import os
 from deep500.report.distributed_records import bytes_per_epoch, distributed, \
     global_epochs, ordered_phases, phase_medians, replica_divergence, seconds_to_target, \
     staleness, training_seconds
+from deep500.report.level2_plots import step_accuracy_plot
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, summary
 from deep500.report.seeds import mean_curve, mean_series, time_to_target_plot
@@ -29,8 +31,10 @@ def plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels:
         return []
     names = {id(g[0]): settings.label(labels[id(g[0])], g[0]) + (
         f" (mean of {len(g)} seeds)" if len(g) > 1 else "") for g in groups}
-    figures = [_against_epochs(groups, names, folder, also),
-               _against_time(groups, names, folder, also)]
+    figures = [_against_epochs(groups, names, folder, also)]
+    figures += step_accuracy_plot(groups, names, os.path.join(
+        folder, "level3_train_accuracy_steps.png"), also, whose=" (rank 0's shard)")
+    figures.append(_against_time(groups, names, folder, also))
     figures += _time_to_target(groups, settings, labels, folder, also)
     firsts = [g[0] for g in groups]
     bars = [settings.label(labels[id(r)], r) for r in firsts]

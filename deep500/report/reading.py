@@ -6,7 +6,8 @@ and kept without what no section reads:
 
 - the conditions a result and each of its metrics repeat (the record's configuration
   and the manifest say them once);
-- raw metric samples, except ``TrajectoryDivergence``'s (its plot draws them);
+- raw metric samples, except ``TrajectoryDivergence``'s and those of
+  ``TrainingAccuracy`` with ``every`` (their plots draw them);
 - the threads in force (the manifest has them) and, of the telemetry, all but what a
   row's flags say (``interfered``, ``other_cpu_cores``, ``reason``;
   :func:`deep500.report.records.flags`);
@@ -41,9 +42,16 @@ def slim(record: dict) -> dict:
         for entry in result.get("metrics") or ():
             if isinstance(entry, dict):
                 entry.pop("conditions", None)
-                if entry.get("metric") not in _SAMPLES_SHOWN:
+                if entry.get("metric") not in _SAMPLES_SHOWN and not _step_samples(entry):
                     entry.pop("samples", None)
     return record
+
+
+def _step_samples(entry: dict) -> bool:
+    """Whether ``entry`` is a ``TrainingAccuracy`` sampled every k steps."""
+    summary = entry.get("summary")
+    return entry.get("metric") == "TrainingAccuracy" and isinstance(summary, dict) \
+        and bool(summary.get("every"))
 
 
 def share(value, table: dict):
