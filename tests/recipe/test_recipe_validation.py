@@ -290,8 +290,12 @@ def test_metric_fields_are_the_summaries_keys(tmp_path):
     heatmap = d5.VarHeatmap(str(tmp_path / "v.png"))
     heatmap.end(x), heatmap.end(x)
     measured[d5.VarHeatmap] = heatmap.measure(None, x, x)
-    for cls in (d5.TrainingAccuracy, d5.TestAccuracy, d5.LossCurve):
+    for cls in (d5.TestAccuracy, d5.LossCurve):
         measured[cls] = cls().measure(TrainingStatistics())
+    # TrainingAccuracy's last four fields come with every=k (as WallclockTime's below)
+    measured[d5.TrainingAccuracy] = d5.TrainingAccuracy(every=2).measure(TrainingStatistics())
+    assert set(d5.TrainingAccuracy().measure(TrainingStatistics()).summary) < \
+        set(d5.TrainingAccuracy.fields)
     measured[d5.TimeToAccuracy] = d5.TimeToAccuracy(0.5).measure(TrainingStatistics())
     for cls, result in measured.items():
         assert set(result.summary) == set(cls.fields), cls.__name__
