@@ -30,8 +30,9 @@ from deep500.lv2_training import *  # noqa: F401,F403 - Level 2 (see its __all__
 from deep500.lv2_training import __all__ as _lv2_names
 from deep500.datasets import IndexedTarDataset, dataset_names, dataset_shape, load_dataset
 from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
-                                     CommunicationVolumeMetric, DistributedOptimizer,
-                                     DistributedSampler, PartitionedDistributedSampler,
+                                     CommunicationVolumeMetric, DistributedBucketSampler,
+                                     DistributedOptimizer, DistributedSampler,
+                                     PartitionedDistributedSampler,
                                      guarded_main, mpi_fork)
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 from deep500.utils.machine import MachineModel, load_machine
@@ -58,7 +59,7 @@ __all__ = [
     *_lv2_names,
     "CommunicationNetwork", "CommunicationVolume", "CommunicationVolumeMetric",
     "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
-    "PartitionedDistributedSampler",
+    "PartitionedDistributedSampler", "DistributedBucketSampler",
     "MachineModel", "load_machine", "predict_allreduce", "predict_allreduce_call",
     "simulate_training", "SimulatedStep", "StepProfile", "measure_step_profile",
     "modelled_step_profile",

@@ -1,6 +1,7 @@
 """Level 2: datasets, samplers, optimizers and training (interfaces, metrics and
 validation; reference optimizers live in ``deep500.frameworks.reference.optimizers``,
 dataset loaders in ``deep500.datasets``)."""
+from deep500.lv2_training.bucket_sampler import BucketSampler
 from deep500.lv2_training.dataset import Dataset, NumpyDataset
 from deep500.lv2_training.dataset_types import FileListDataset, SyntheticDataset
 from deep500.lv2_training.events import StopTraining, TrainingEvent
@@ -29,7 +30,8 @@ from deep500.lv2_training.transformations import (Cutout, Normalize, RandomCrop,
                                                   RandomHorizontalFlip, Transformation)
 
 __all__ = [
-    "CSVWriter", "Checkpoint", "ChoiceSampler", "Constant", "CosineAnnealing", "Cutout",
+    "BucketSampler", "CSVWriter", "Checkpoint", "ChoiceSampler", "Constant",
+    "CosineAnnealing", "Cutout",
     "Dataset", "DatasetBias", "DatasetLatency", "EpochStatistics", "ExponentialDecay",
     "FileListDataset", "GradientClipping", "JSONWriter", "LearningRateSchedule",
     "LinearWarmup", "LossCurve", "MultiStepDecay", "Normalize", "NumpyDataset",

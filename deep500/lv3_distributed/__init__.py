@@ -10,7 +10,8 @@ from deep500.lv3_distributed.communication import (CommunicationNetwork, Request
                                                    torus_shape, wait_all)
 from deep500.lv3_distributed.distributed_optimizer import (DistributedOptimizer,
                                                            FusedBuffer)
-from deep500.lv3_distributed.distributed_sampler import (DistributedSampler,
+from deep500.lv3_distributed.distributed_sampler import (DistributedBucketSampler,
+                                                         DistributedSampler,
                                                          PartitionedDistributedSampler,
                                                          partition_bounds, rank_and_size)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
@@ -27,4 +28,5 @@ __all__ = ["launched_by_mpirun", "in_mpi_world", "mpirun_executable", "world_com
            "CommunicationVolume", "CommunicationVolumeMetric",
            "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",
            "DistributedSampler", "PartitionedDistributedSampler", "partition_bounds",
+           "DistributedBucketSampler",
            "rank_and_size", "MeasuredScheme"]

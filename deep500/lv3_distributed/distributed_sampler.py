@@ -11,6 +11,9 @@
 * :class:`PartitionedDistributedSampler`: rank ``r`` reads only its contiguous part
   ``[r*N/p, (r+1)*N/p)`` of the dataset (as when each node stores only its shard of a
   large dataset), shuffled each epoch with ``[seed, rank, epoch]``.
+* :class:`DistributedBucketSampler`: length-bucketed minibatches (as
+  :class:`~deep500.lv2_training.bucket_sampler.BucketSampler`) over ranks: each global
+  minibatch comes from one bucket, and rank ``r`` takes its ``r``-th slice.
 
 Every rank takes the same number of steps per epoch (a rank that took one more step
 would wait forever in the next collective), so the remainder that does not fill a
@@ -22,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from deep500.lv2_training.bucket_sampler import BucketSampler
 from deep500.lv2_training.dataset import Dataset
 from deep500.lv2_training.sampler import Sampler, SamplerEvent
 from deep500.utils.errors import Deep500Error
@@ -152,3 +156,60 @@ class PartitionedDistributedSampler(DistributedSampler):
     def _batch_indices(self, batch: int) -> np.ndarray:
         start = batch * self.batch_size
         return self._order[start:start + self.batch_size]
+
+
+class DistributedBucketSampler(BucketSampler):
+    """:class:`~deep500.lv2_training.bucket_sampler.BucketSampler` over ranks: every
+    rank draws the same seeded global minibatches of ``batch_size * size`` samples, each
+    from one length bucket, and rank ``rank`` takes its ``rank``-th slice of
+    ``batch_size``. So every rank's minibatch of a step holds similar lengths, the
+    ranks' shards are disjoint, and every rank takes the same number of steps (a
+    bucket's remainder that does not fill a global minibatch is left out of the
+    epoch). ``lengths``, ``buckets`` and ``shuffle`` as for ``BucketSampler``."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, comm=None, seed: int = 0,
+                 lengths=None, buckets=None, shuffle: bool = True,
+                 events: Sequence[SamplerEvent] = (),
+                 transformations: Sequence[Callable] = (), rank: int | None = None,
+                 size: int | None = None):
+        self.rank, self.size = rank_and_size(comm, rank, size)
+        if seed is None:
+            raise Deep500Error("A distributed sampler needs an explicit seed: every rank "
+                               "must draw the same permutation")
+        super().__init__(dataset, batch_size, seed=seed, lengths=lengths, buckets=buckets,
+                         drop_last_batch=True, shuffle=shuffle, events=events,
+                         transformations=transformations)
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_size * self.size
+
+    def _batch_samples(self) -> int:
+        return self.global_batch_size
+
+    def _keeps_partial(self) -> bool:
+        return False
+
+    def _batch_indices(self, batch: int) -> np.ndarray:
+        start = self._bounds[batch] + self.rank * self.batch_size
+        return self._order[start:start + self.batch_size]
+
+    def _transformation_rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.epoch, self.position, self.rank])
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "rank": self.rank, "size": self.size}
+
+    def load_state_dict(self, state: dict) -> None:
+        saved = (state.get("rank"), state.get("size"))
+        if saved != (None, None) and saved != (self.rank, self.size):
+            raise Deep500Error(f"Cannot resume {type(self).__name__} of rank {self.rank} "
+                               f"of {self.size} from the state of rank {saved[0]} of "
+                               f"{saved[1]}: the shards would differ")
+        super().load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.dataset.name}, rank {self.rank} of "
+                f"{self.size}, batch_size={self.batch_size} (global "
+                f"{self.global_batch_size}), seed={self.seed}, {len(self.buckets)} "
+                f"buckets, {len(self)} batches per epoch)")

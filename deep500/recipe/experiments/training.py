@@ -46,7 +46,7 @@ OPTIMIZER_TYPES = {"sgd": "GradientDescent", "momentum": "MomentumOptimizer",
                    "adam": "AdamOptimizer", "adagrad": "AdaGradOptimizer",
                    "rmsprop": "RMSPropOptimizer", "accelegrad": "AcceleGradOptimizer"}
 SAMPLERS = {"shuffle": "ShuffleSampler", "ordered": "OrderedSampler",
-            "choice": "ChoiceSampler"}
+            "choice": "ChoiceSampler", "bucket": "BucketSampler"}
 
 
 class OptimizerSpec(base.Spec):
@@ -165,6 +165,7 @@ class TrainingExperiment(base.Experiment):
                     _optimizer_class(module, spec.type, f"{opath}: optimizer {spec.label} "
                                                         f"on executor {name} ({epath})")
         check_datasets(recipe, problems)
+        check_bucket_sampler(recipe, problems)
 
     def applicable(self, configuration) -> str | None:
         spec = configuration["optimizer"]
@@ -214,6 +215,28 @@ class TrainingExperiment(base.Experiment):
                 "optimizer": {**configuration["optimizer"],
                               "implementation": configuration["optimizer"].implementation,
                               "label": configuration["optimizer"].label}}
+
+
+def check_bucket_sampler(recipe, problems) -> None:
+    """``sampler: bucket`` groups sequences by length: every dataset must hold token
+    sequences (int64 ids; their padding tells the lengths)."""
+    if "bucket" not in recipe.alternatives("sampler"):
+        return
+    from deep500.datasets import dataset_shape
+    where = next(p for p, v in recipe.located("sampler") if v == "bucket")
+    for path, entry in recipe.located("dataset"):
+        options = dict(entry)
+        name = options.pop("name")
+        try:
+            dtype = dataset_shape(name, **options).get("dtype")
+        except Exception:  # noqa: BLE001 - check_datasets names this dataset's problem
+            continue
+        if dtype != "int64":
+            problems.add(where, f"sampler: bucket draws minibatches of sequences of "
+                                f"similar length, but dataset {name} ({path}) holds no "
+                                f"token sequences (its inputs are {dtype}, not int64 "
+                                f"token ids); use a token dataset (token-order, "
+                                f"markov-tokens) or another sampler")
 
 
 def check_datasets(recipe, problems) -> None:
