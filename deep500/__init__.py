@@ -35,6 +35,7 @@ from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
                                      PartitionedDistributedSampler,
                                      guarded_main, mpi_fork)
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
+from deep500.utils.energy import Energy
 from deep500.utils.machine import MachineModel, load_machine
 from deep500.lv3_distributed.collective_models import (predict_allreduce,
                                                        predict_allreduce_call)
@@ -51,7 +52,7 @@ __all__ = [
     "DiffHeatmap", "FLOPs", "GPUDevice", "L1Error", "L2Error", "MaxError", "MetricResult",
     "MissingDependencyError", "ModelError", "OpTestResult", "RecipeError", "ShapeError", "TensorDescriptor",
     "TestMetric", "UnstableMeasurementWarning", "UnsupportedError", "VarHeatmap",
-    "WallclockTime", "flop_count", "tensor_t", "tensordesc", "test_op_forward",
+    "WallclockTime", "Energy", "flop_count", "tensor_t", "tensordesc", "test_op_forward",
     "test_op_gradient", "ExecutorEvent", "FrameworkOverhead", "GraphExecutor", "Network",
     "OperatorTimes", "PeakMemory", "gradient_name", "test_executor_backprop",
     "test_executor_inference", "OnnxBaseVisitor", "load_and_parse_model", "parser",

@@ -94,7 +94,8 @@ def _metric_classes() -> dict[str, type]:
                                              d5.VarHeatmap, d5.OperatorTimes,
                                              d5.FrameworkOverhead, d5.PeakMemory,
                                              d5.TrainingAccuracy, d5.TestAccuracy,
-                                             d5.TimeToAccuracy, d5.LossCurve)}
+                                             d5.TimeToAccuracy, d5.LossCurve,
+                                             d5.Energy)}
     classes["TrajectoryDivergence"] = TrajectoryDivergenceMetric
     classes["StepTimePrediction"] = StepTimePrediction
     classes["Timeline"] = Timeline

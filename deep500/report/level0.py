@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from deep500.report.energy import energy_note, energy_text, has_energy
 from deep500.report.plots import cap_note, grouped_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
     by_outcome, distinct_labels, flags, summary as _summary, timing_text, verdict
@@ -45,10 +46,12 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
     measured, failed, skipped = by_outcome(records, 0)
     settings = Settings(measured + failed + skipped, SHOWN, context.manifest)
     multi_rank = any(r.get("size", 1) > 1 for r in records)
+    with_energy = has_energy(measured)
     columns = (["Operator", "Framework"] + (["Settings"] if settings else []) +
                (["Rank"] if multi_rank else []) +
                ["Median time", "95% CI of median", "Reruns", "GFLOP/s [95% CI]",
-                "L2 rel. error", "Max rel. error", "Flags", "Acceptance"])
+                "L2 rel. error", "Max rel. error"] +
+               (["Energy per call"] if with_energy else []) + ["Flags", "Acceptance"])
     table = Table("Level 0 — operators", columns, note=(
         "Times are medians of the reruns with nonparametric 95% confidence intervals "
         "(Hoefler & Belli, SC'15); Reruns: the measured calls (+ the warm-up calls "
@@ -70,9 +73,12 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                 f"[{fmt_time(low)}, {fmt_time(high)}]" if low is not None else "n/a",
                 timing_text(record), _gflops_text(record),
                 fmt_number(_summary(record, "L2Error", "relative")),
-                fmt_number(_summary(record, "MaxError", "relative")),
-                flags(record, context.ci_threshold), verdict(record)]
+                fmt_number(_summary(record, "MaxError", "relative"))]
+        row += [energy_text(record)] if with_energy else []
+        row += [flags(record, context.ci_threshold), verdict(record)]
         table.rows.append(row)
+    if with_energy:
+        table.note += energy_note(measured)
     kernels = {r["configuration"]["framework"]: r["configuration"]["cpp_kernel"]
                for r in measured if "cpp_kernel" in r["configuration"]}
     if kernels:

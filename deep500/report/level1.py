@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
+from deep500.report.energy import energy_note, energy_text, has_energy
 from deep500.report.plots import cap_note, stacked_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
     by_outcome, distinct_labels, flags, measurement_warnings, metric, summary, \
@@ -45,9 +46,11 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
         return [labels[id(record)], record["configuration"]["executor"],
                 *([settings.text(record)] if settings else [])]
     multi_rank = any(r.get("size", 1) > 1 for r in records)
+    with_energy = has_energy(measured)
     columns = ["Network", "Executor", *extra] + (["Rank"] if multi_rank else []) + [
         "Median time", "95% CI", "Reruns", "Samples/s", "L2 rel. error", "Max rel. error",
-        "Framework overhead", "Peak memory", "Flags", "Acceptance"]
+        "Framework overhead", "Peak memory"] + (["Energy per call"] if with_energy else []) \
+        + ["Flags", "Acceptance"]
     table = Table("Level 1 — networks", columns, note=(
         "Each executor runs the same ONNX model with the same weights and inputs. Errors "
         "compare outputs (inference) or parameter gradients (backprop) with the reference "
@@ -74,14 +77,17 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                 fmt_number(summary(record, "MaxError", "relative")),
                 f"{overhead:.1%}" if overhead is not None else "n/a",
                 _bytes(summary(record, "PeakMemory", "peak_bytes"))
-                if metric(record, "PeakMemory") else "n/a",
-                flags(record, context.ci_threshold), verdict(record)]
+                if metric(record, "PeakMemory") else "n/a"]
+        row += [energy_text(record)] if with_energy else []
+        row += [flags(record, context.ci_threshold), verdict(record)]
         table.rows.append(row)
         by_type = summary(record, "OperatorTimes", "by_op_type")
         if by_type:
             total = sum(by_type.values()) or 1.0
             shares = ", ".join(f"{k} {v / total:.0%}" for k, v in list(by_type.items())[:6])
             breakdown.rows.append(label_and_settings(record) + [shares])
+    if with_energy:
+        table.note += energy_note(measured)
     tables = [t for t in (table, breakdown) if t.rows]
     if skipped:
         tables.append(Table("Level 1 — configurations not applicable",

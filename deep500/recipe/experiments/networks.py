@@ -179,7 +179,7 @@ class NetworksExperiment(base.Experiment):
     }
     input_components = ("network", "batch_size", "dtype", "seed", "mode", "loss")
     metric_names = ("WallclockTime", "L1Error", "L2Error", "MaxError", "OperatorTimes",
-                    "FrameworkOverhead", "PeakMemory")
+                    "FrameworkOverhead", "PeakMemory", "Energy")
 
     def check(self, recipe, problems):
         for path, name in recipe.located("executor"):

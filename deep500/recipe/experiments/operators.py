@@ -59,7 +59,7 @@ class OperatorsExperiment(base.Experiment):
     }
     input_components = ("operator", "dtype", "seed")
     metric_names = ("WallclockTime", "FLOPs", "L1Error", "L2Error", "MaxError",
-                    "DiffHeatmap", "VarHeatmap")
+                    "DiffHeatmap", "VarHeatmap", "Energy")
 
     def check(self, recipe, problems) -> None:
         """Every framework must be installed and offer every operator, and every
