@@ -97,8 +97,9 @@ def calibrate(folder: str, nodes: int, rate: str, extra: dict, kind: str) -> str
 
 def profiles_on_nodes(folder: str, nodes: int, cases: dict, steps: int, reruns: int,
                       extra: dict, tag: str) -> tuple:
-    """({model: StepProfile} profiled by ``nodes`` ranks at once, one per node (rank
-    0's), the CPU a rank burns while it waits: ``waiting_cpu``)."""
+    """({model: StepProfile} profiled by ``nodes`` ranks at once, one per node (the
+    slowest rank's: ``slowest_rank``), {model: the slowest rank's excess over the
+    fastest}, the CPU a rank burns while it waits: ``waiting_cpu``)."""
     from deep500.lv3_distributed.cluster import emulated_cluster
     from deep500.lv3_distributed.mpi_launch import run_under_mpirun
     out = os.path.join(folder, f"profiles-np{nodes}{tag}.json")
@@ -115,8 +116,11 @@ def profiles_on_nodes(folder: str, nodes: int, cases: dict, steps: int, reruns: 
                          f"(exit status {status})")
     with open(out) as f:
         saved = json.load(f)
-    return ({key: d5.StepProfile.from_dict(p) for key, p in saved["profiles"].items()},
-            saved["waiting_cpu"])
+    chosen, spread = {}, {}
+    for key in saved["profiles"]:
+        chosen[key], spread[key] = slowest_rank(
+            [d5.StepProfile.from_dict(ranks[key]) for ranks in saved["rank_profiles"]])
+    return chosen, spread, saved["waiting_cpu"]
 
 
 def waiting_cpu(world, seconds: float = 0.5):
@@ -135,7 +139,8 @@ def waiting_cpu(world, seconds: float = 0.5):
 
 
 def profile_worker(out: str, keys, nodes: int, steps: int, reruns: int) -> int:
-    """Under mpirun: every rank profiles every model at once; rank 0 writes its own."""
+    """Under mpirun: every rank profiles every model at once; rank 0 writes every
+    rank's."""
     from mpi4py import MPI
     from lv3_simulator import profile
     world = MPI.COMM_WORLD
@@ -146,10 +151,24 @@ def profile_worker(out: str, keys, nodes: int, steps: int, reruns: int) -> int:
         world.Barrier()
         profiles[key] = profile(settings(case, nodes, steps), case.batch, reruns,
                                 sync=world.Barrier, name=case.label).to_dict()
+    ranks = world.gather(profiles)
     if world.Get_rank() == 0:
         with open(out, "w") as f:
-            json.dump({"profiles": profiles, "waiting_cpu": polling}, f)
+            json.dump({"profiles": profiles, "rank_profiles": ranks,
+                       "waiting_cpu": polling}, f)
     return 0
+
+
+def slowest_rank(profiles: list) -> tuple:
+    """(the profile of the rank whose median whole step is the longest, by how much it
+    is longer than the fastest rank's) of one model's per-rank profiles: a synchronous
+    step waits for its slowest rank, and on this host's vCPUs one rank's compute ran
+    10–25% slower than the other's for seconds at a time (docs/cluster_emulation.md)."""
+    medians = [float(np.median(p.step_samples)) if p.step_samples else
+               sum(l.forward_s + l.backward_s for l in p.layers) + p.other_compute_s
+               for p in profiles]
+    slowest = int(np.argmax(medians))
+    return profiles[slowest], medians[slowest] / min(medians) - 1.0
 
 
 def cpu_times() -> tuple:
@@ -283,10 +302,13 @@ def sweep(folder: str, o: dict, cases: dict, extra: dict, machines: dict) -> lis
     for r in range(o["rounds"]):
         for nodes in o["nodes"]:
             started = time.perf_counter()
-            profiles, polling = profiles_on_nodes(folder, nodes, cases, o["steps"],
-                                                  o["reruns"], extra, f"-r{r}")
+            profiles, spread, polling = profiles_on_nodes(folder, nodes, cases, o["steps"],
+                                                          o["reruns"], extra, f"-r{r}")
             print(f"# round {r + 1}: {nodes} node(s) profiled in "
-                  f"{time.perf_counter() - started:.0f} s", flush=True)
+                  f"{time.perf_counter() - started:.0f} s" + (
+                      "; slowest rank's step over the fastest's: " + ", ".join(
+                          f"{k} +{v:.0%}" for k, v in spread.items()) if nodes > 1
+                      else ""), flush=True)
             for key, case in cases.items():
                 started = time.perf_counter()
                 measured, steal = measure(folder, case, nodes, o["steps"], extra, f"-r{r}")
