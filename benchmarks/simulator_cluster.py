@@ -187,8 +187,9 @@ def steal_share(before: tuple, after: tuple) -> float:
 
 
 def measure(folder: str, case, nodes: int, steps: int, extra: dict, tag: str) -> tuple:
-    """({(mode, dtype): median step seconds}, steal share) of one ``deep500 run`` of a
-    model."""
+    """({(mode, dtype): median step seconds}, {(mode, dtype): the slowest rank's median
+    compute-only forward and backward pass in the run}, steal share) of one ``deep500
+    run`` of a model."""
     path = os.path.join(folder, f"{case.key}-np{nodes}{tag}.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(recipe(case, nodes, steps), f)
@@ -204,14 +205,46 @@ def measure(folder: str, case, nodes: int, steps: int, extra: dict, tag: str) ->
     if done.returncode != 0:   # what was measured is still read; the rest is missing
         print(f"# deep500 run of {path} exited with status {done.returncode}", flush=True)
         if not os.path.isdir(out):
-            return {}, steal
-    measured = {}
+            return {}, {}, steal
+    measured, compute = {}, {}
     for record in read_results(out):
         details = (record.get("result") or {}).get("details", {}).get("distributed")
         if details:
-            steps_s = synchronous_step_times(details["ranks"])
-            measured[mode_of(record["configuration"]["scheme"])] = float(np.median(steps_s))
-    return measured, steal
+            key = mode_of(record["configuration"]["scheme"])
+            measured[key] = float(np.median(synchronous_step_times(details["ranks"])))
+            passes = [run_compute(rank) for rank in details["ranks"]]
+            if passes and all(p is not None for p in passes):
+                compute[key] = max(passes)
+    return measured, compute, steal
+
+
+def run_compute(rank: dict) -> float | None:
+    """A rank's median compute-only forward and backward pass over its epochs
+    (``compute_only_seconds_median``: blocking, every step's; overlapped, the scheme's
+    compute-only passes), None without one."""
+    values = [e["optimizer_measurements"]["compute_only_seconds_median"]
+              for e in rank.get("epochs", [])
+              if "compute_only_seconds_median" in (e.get("optimizer_measurements") or {})]
+    return float(np.median(values)) if values else None
+
+
+def at_run_speed(profile, run_compute_s: float | None):
+    """``profile`` with every time scaled so that its forward and backward pass and the
+    compute outside the nodes last what the run's own compute-only passes did (None:
+    no such pass, no profile). The host's speed drifts by up to 1.5x between minutes
+    (docs/cluster_emulation.md); a prediction at the run's speed leaves the simulator's
+    communication, overlap and wait to be judged apart from that drift, as trace-driven
+    simulators (dPRO, Lumos) take their compute from the run they replay."""
+    if not run_compute_s or profile.compute_s <= 0:
+        return None
+    scale = run_compute_s / profile.compute_s
+    return dataclasses.replace(
+        profile, other_compute_s=profile.other_compute_s * scale,
+        update_s=profile.update_s * scale, fusion_s=profile.fusion_s * scale,
+        step_samples=[x * scale for x in profile.step_samples],
+        layers=[dataclasses.replace(layer, forward_s=layer.forward_s * scale,
+                                    backward_s=layer.backward_s * scale)
+                for layer in profile.layers])
 
 
 def predict(profile, machine, nodes: int, case, mode: str, dtype: str):
@@ -311,12 +344,18 @@ def sweep(folder: str, o: dict, cases: dict, extra: dict, machines: dict) -> lis
                       else ""), flush=True)
             for key, case in cases.items():
                 started = time.perf_counter()
-                measured, steal = measure(folder, case, nodes, o["steps"], extra, f"-r{r}")
+                measured, compute, steal = measure(folder, case, nodes, o["steps"], extra,
+                                                   f"-r{r}")
                 for mode, dtype in configurations(nodes):
                     # One node has no link: any machine file prices its (local) step.
+                    machine = machines.get((nodes, case.rate, kinds[0]),
+                                           next(iter(machines.values())))
                     steps = {kind: predict(profiles[key], machines.get(
                         (nodes, case.rate, kind), next(iter(machines.values()))), nodes,
                         case, mode, dtype) for kind in kinds}
+                    at_speed = at_run_speed(profiles[key], compute.get((mode, dtype)))
+                    in_run = (predict(at_speed, machine, nodes, case, mode, dtype).step_s
+                              if at_speed is not None else None)
                     row = rows.setdefault((nodes, key, mode, dtype), {
                         "nodes": nodes, "model": key, "mode": mode, "wire": WIRE[dtype],
                         "rate": case.rate if nodes > 1 else "-", "rounds": []})
@@ -324,7 +363,9 @@ def sweep(folder: str, o: dict, cases: dict, extra: dict, machines: dict) -> lis
                         "measured_s": measured.get((mode, dtype)),
                         "predicted": steps[kinds[0]].to_dict(),
                         "predicted_by_calibration": {k: s.step_s for k, s in steps.items()},
-                        "waiting_cpu": polling, "steal": steal})
+                        "waiting_cpu": polling, "steal": steal,
+                        "predicted_at_run_speed_s": in_run,
+                        "run_compute_s": compute.get((mode, dtype))})
                 print(f"# round {r + 1}: {nodes} node(s), {key}: measured (ms) " + ", ".join(
                     f"{m}/{WIRE[d]} {measured[(m, d)] * 1e3:.1f}" if (m, d) in measured
                     else f"{m}/{WIRE[d]} missing" for m, d in configurations(nodes))

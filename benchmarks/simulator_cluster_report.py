@@ -18,6 +18,12 @@ psutil); a round above ``STEAL_LIMIT`` ran on a disturbed host, and where every
 configuration keeps a round below it, the statistics and the last line are over those
 rounds only (the project's rule: an interfered number is not a result), with the line
 over all rounds printed before it.
+
+**At the run's speed** (a diagnostic, printed before the last line): each round's
+prediction again, from the profile scaled to the compute speed the run itself measured
+(its compute-only passes), over the configurations with a network. The host's speed
+drifts between a round's profile and its runs; what this line still misses is the
+simulator's communication, overlap and wait, not the drift.
 """
 from __future__ import annotations
 
@@ -152,6 +158,31 @@ def _host(raw_rows: list, rows: list, cores: int, chosen: tuple, over: list) -> 
     return _line("over the rounds under the steal limit (the last line)", quiet)
 
 
+def _at_run_speed(raw_rows: list, cores: int) -> None:
+    """The diagnostic line at the run's own compute speed (module docstring)."""
+    scales = {}
+    for row in raw_rows:
+        for r in row["rounds"]:
+            if r.get("run_compute_s") and r["predicted"].get("compute_s"):
+                scales.setdefault(row["nodes"], []).append(
+                    r["run_compute_s"] / r["predicted"]["compute_s"])
+    if not scales:
+        return
+    print("# the runs' compute against the profiles' (run / profile, median and range "
+          "over configurations and rounds): " + "; ".join(
+              f"{n} node(s) {np.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+              for n, v in sorted(scales.items())))
+    rows = []
+    for row in raw_rows:
+        rounds = [{**r, "predicted": {**r["predicted"], "step_s": r["predicted_at_run_speed_s"]}}
+                  for r in row["rounds"]
+                  if r["measured_s"] and r.get("predicted_at_run_speed_s")]
+        if row["nodes"] > 1 and rounds:
+            rows.append(summarise({**row, "rounds": rounds}, cores))
+    if rows:
+        _line("at the runs' own compute speed, configurations with a network", rows)
+
+
 def _by_calibration(raw_rows: list, kind: str) -> list:
     """The rows with each round's predicted step from the ``kind`` calibration."""
     return [{**row, "rounds": [{**r, "predicted": {
@@ -191,6 +222,7 @@ def report(raw_rows: list, cores: int, calibrations=("quick",)) -> int:
             print(f"# the oversubscribed rows do not distort (their median error "
                   f"{over_median:.1%}): the last line is over all rows")
     chosen = _host(raw_rows, rows, cores, chosen, over)
+    _at_run_speed(raw_rows, cores)
     for kind in calibrations[1:]:
         other = [s for s in (summarise(r, cores) for r in _by_calibration(raw_rows, kind))
                  if s is not None]

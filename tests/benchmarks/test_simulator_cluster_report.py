@@ -45,3 +45,32 @@ def test_a_configuration_without_a_quiet_round_keeps_every_round(report_module, 
     assert any("no round under the steal limit" in line for line in out)
     # b's ratios 0.8, 0.8, 1.0: median 0.8, error 20%; a's 0%
     assert out[-1] == "simulator step-time error: median 10.0%, worst 20.0%, ranking tau 1.00"
+
+
+def test_the_diagnostic_at_the_runs_speed_covers_the_rows_with_a_network(report_module,
+                                                                        capsys):
+    one = _row("m", [_round(0.1, 0.1, 0.0)])
+    one["nodes"] = 1
+    two = _row("m", [{**_round(0.1, 0.12, 0.0), "predicted_at_run_speed_s": 0.12,
+                      "run_compute_s": 0.06}])
+    assert report_module.report([one, two], cores=2) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    # the run computed 0.06 s where the profile had 0.05 s: 1.20
+    assert any("2 node(s) 1.20 (1.20-1.20)" in line for line in out)
+    line = next(line for line in out if line.startswith("# at the runs' own compute speed"))
+    assert "1 configurations, median 0.0%, worst 0.0%" in line
+
+
+def test_a_profile_at_the_runs_speed_lasts_what_the_run_computed(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "benchmarks"))
+    from simulator_cluster import at_run_speed
+    from deep500.lv3_distributed.step_profile import LayerTime, StepProfile
+    profile = StepProfile("p", 8, 1, [LayerTime("a", "Gemm", 1e-3, 2e-3, 4000),
+                                      LayerTime("b", "Relu", 1e-3, 1e-3)],
+                          other_compute_s=1e-3, update_s=0.5e-3, step_samples=[7e-3, 8e-3])
+    faster = at_run_speed(profile, 3e-3)
+    assert faster.compute_s == pytest.approx(3e-3, rel=1e-12)
+    assert faster.update_s == pytest.approx(0.25e-3, rel=1e-12)
+    assert faster.step_samples == pytest.approx([3.5e-3, 4e-3], rel=1e-12)
+    assert faster.gradient_bytes == 4000
+    assert at_run_speed(profile, None) is None
