@@ -15,8 +15,8 @@ modelled. The rules per operator type, forward / backward:
 * Relu, Add, Sum, Sub, Mul, Div, Max, Sigmoid, Tanh, Erf, Identity, Dropout, Where,
   Equal, Cast: 1 FLOP per output element forward and backward; bytes forward =
   inputs + outputs, backward = dY + inputs read + one gradient per input written.
-* Transpose: a copy, no FLOPs; bytes forward = input + output, backward = dY read and
-  dX written.
+* Transpose, Concat: copies, no FLOPs; bytes forward = inputs + output, backward = dY
+  read and dX written (Concat's dX are the slices of dY, one per input).
 * Gather (an embedding lookup): no FLOPs forward, bytes = indices + the rows gathered
   read + output written (not the whole table); backward scatter-adds dY into a zeroed
   table: 1 FLOP per output element, bytes = table written + dY + indices read.
@@ -66,7 +66,7 @@ _SOFTMAX = {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss"}
 _VIEWS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Constant", "Shape"}
 SUPPORTED_OPS = frozenset(set(_COMPUTE) | _ELEMENTWISE | _POOL | _SOFTMAX | _VIEWS
                           | {"GlobalAveragePool", "BatchNormalization", "LayerNormalization",
-                             "Transpose", "Gather", "ReduceSum"})
+                             "Transpose", "Concat", "Gather", "ReduceSum"})
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def operator_cost(op_type: str, input_shapes, output_shapes, attributes=None,
         fwd, bwd = 4 * in0, 8 * in0
     elif op_type == "LayerNormalization":
         fwd, bwd = 7 * in0, 10 * in0
-    elif op_type == "Transpose":
+    elif op_type in ("Transpose", "Concat"):
         fwd, bwd, bwd_bytes = 0, 0, 2 * out0 * itemsize
     elif op_type == "Gather":
         indices = _elements(input_shapes[1]) if len(input_shapes) > 1 else 0

@@ -10,7 +10,9 @@ The sequence models ``transformer``, ``gpt`` and ``lstm`` instead take ``input``
 **int64 token ids** of shape [batch_size, T] (``input_shape=(T,)``, ids below ``vocab``);
 ``gpt``'s ``output`` is per-position logits [batch_size, classes, T]. See their modules
 and ``docs/sequence_models.md``. ``alexnet`` and ``vgg11`` are torchvision's layouts
-adapted to 32×32 inputs (see their modules). With ``loss=`` the named loss of
+adapted to 32×32 inputs (see their modules). ``vgg16``, ``resnet18`` … ``resnet101`` and
+``densenet121`` are the papers' ImageNet models (224×224, 1000 classes by default; see
+``docs/sequence_models.md``). With ``loss=`` the named loss of
 :mod:`deep500.utils.onnx_interop.losses` is attached to ``output``: a graph input
 ``labels`` and a scalar graph output ``loss`` are added. The same arguments always give
 a byte-identical model.
@@ -23,6 +25,7 @@ import onnx
 
 from deep500.networks._builder import IR_VERSION, OPSET, GraphBuilder, parameter_count
 from deep500.networks.alexnet import alexnet
+from deep500.networks.densenet import densenet
 from deep500.networks.gpt import gpt
 from deep500.networks.lenet import lenet
 from deep500.networks.lstm import lstm
@@ -30,6 +33,7 @@ from deep500.networks.mlp import mlp
 from deep500.networks.resnet import CIFAR_DEPTHS, IMAGENET_DEPTHS, cifar_resnet, imagenet_resnet
 from deep500.networks.transformer import transformer
 from deep500.networks.vgg11 import vgg11
+from deep500.networks.vgg16 import vgg16
 from deep500.networks.wide_resnet import wide_resnet
 from deep500.utils.errors import Deep500Error
 from deep500.utils.onnx_interop.losses import LOSSES, add_loss
@@ -40,7 +44,8 @@ MODELS.update({f"resnet{d}": (imagenet_resnet, {"depth": d}) for d in IMAGENET_D
 MODELS.update({f"wrn{d}_{k}": (wide_resnet, {"depth": d, "width": k})
                for d, k in ((16, 4), (28, 10), (40, 4))})
 MODELS["wide_resnet"] = (wide_resnet, {})
-MODELS.update({"alexnet": (alexnet, {}), "vgg11": (vgg11, {}),
+MODELS.update({"alexnet": (alexnet, {}), "vgg11": (vgg11, {}), "vgg16": (vgg16, {}),
+               "densenet121": (densenet, {}),
                "transformer": (transformer, {}), "gpt": (gpt, {}), "lstm": (lstm, {})})
 """Model name → (builder, default keyword arguments)."""
 
@@ -73,5 +78,6 @@ def create_model(name: str, batch_size="N", loss: str | None = None, seed: int =
 
 
 __all__ = ["GraphBuilder", "IR_VERSION", "LOSSES", "MODELS", "OPSET", "alexnet",
-           "cifar_resnet", "create_model", "gpt", "imagenet_resnet", "lenet", "lstm", "mlp",
-           "model_names", "parameter_count", "transformer", "vgg11", "wide_resnet"]
+           "cifar_resnet", "create_model", "densenet", "gpt", "imagenet_resnet", "lenet",
+           "lstm", "mlp", "model_names", "parameter_count", "transformer", "vgg11", "vgg16",
+           "wide_resnet"]

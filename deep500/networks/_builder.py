@@ -2,10 +2,11 @@
 
 Models are plain ONNX (default domain, opset :data:`OPSET`, IR version :data:`IR_VERSION`,
 the newest pair that every supported runtime reads): ``Conv``, ``BatchNormalization`` in
-inference form, ``Relu``, ``MaxPool``, ``GlobalAveragePool``, ``Flatten``, ``Gemm``,
-``Add``. The builder tracks the per-sample shape of every tensor it creates, so layers
-ask for the number of output units only and a size that falls below one element is a
-:class:`ShapeError` at construction time, not a runtime failure.
+inference form, ``Relu``, ``MaxPool``, ``AveragePool``, ``GlobalAveragePool``,
+``Flatten``, ``Gemm``, ``Add``, ``Concat``. The builder tracks the per-sample shape of
+every tensor it creates, so layers ask for the number of output units only and a size
+that falls below one element is a :class:`ShapeError` at construction time, not a
+runtime failure.
 
 Initial weights come from one ``numpy.random.default_rng(seed)`` drawn in construction
 order, so a seed determines every byte of the model:
@@ -165,6 +166,27 @@ class GraphBuilder:
         return self._node("MaxPool", [x], self._unique(name), shape, kernel_shape=[kh, kw],
                           strides=[sh, sw], pads=[ph, pw, ph, pw])
 
+    def average_pool(self, x: str, kernel, stride=None, pad=0, name: str = "avgpool") -> str:
+        """``AveragePool`` (padding not counted, the ONNX default).
+        https://onnx.ai/onnx/operators/onnx__AveragePool.html"""
+        c, height, width = self.shapes[x]
+        (kh, kw), (ph, pw) = _pair(kernel), _pair(pad)
+        sh, sw = _pair(kernel if stride is None else stride)
+        shape = (c, (height + 2 * ph - kh) // sh + 1, (width + 2 * pw - kw) // sw + 1)
+        return self._node("AveragePool", [x], self._unique(name), shape,
+                          kernel_shape=[kh, kw], strides=[sh, sw], pads=[ph, pw, ph, pw])
+
+    def concat(self, inputs, name: str = "concat") -> str:
+        """``Concat`` of per-sample (C, H, W) tensors along the channel axis (axis 1).
+        https://onnx.ai/onnx/operators/onnx__Concat.html"""
+        inputs = list(inputs)
+        spatial = {self.shapes[x][1:] for x in inputs}
+        if len(spatial) != 1:
+            raise ShapeError(f"model {self.name!r}: cannot concatenate "
+                             f"{[(x, self.shapes[x]) for x in inputs]} along channels")
+        shape = (sum(self.channels(x) for x in inputs), *spatial.pop())
+        return self._node("Concat", inputs, self._unique(name), shape, axis=1)
+
     def global_average_pool(self, x: str, name: str = "avgpool") -> str:
         shape = (self.channels(x),) + (1,) * (len(self.shapes[x]) - 1)
         return self._node("GlobalAveragePool", [x], self._unique(name), shape)
@@ -322,11 +344,13 @@ class GraphBuilder:
             [helper.make_tensor_value_info(self.input, self.input_elem_type,
                                            [self.batch, *self.shapes[self.input]])],
             [helper.make_tensor_value_info(output_name, self.onnx_dtype,
-                                           [self.batch, *self.shapes[output_name]])],
-            self.initializers)
+                                           [self.batch, *self.shapes[output_name]])])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                   ir_version=IR_VERSION, producer_name=PRODUCER,
                                   doc_string=doc)
+        # The weights are copied once, into the model's graph (make_graph would copy
+        # them into a graph and make_model that graph again: seconds for VGG-16).
+        model.graph.initializer.extend(self.initializers)
         return model
 
 

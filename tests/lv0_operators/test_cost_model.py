@@ -63,6 +63,15 @@ def test_transformer_operators_by_hand():
     assert erf.forward_flops == erf.backward_flops == 1024 and erf.kind == "memory"
 
 
+def test_concat_copies():
+    """DenseNet's Concat reads its inputs and writes the output; its backward reads dY
+    and writes the slices of it that are the inputs' gradients."""
+    concat = operator_cost("Concat", [(2, 64, 8, 8), (2, 32, 8, 8)], [(2, 96, 8, 8)],
+                           {"axis": 1})
+    assert (concat.forward_flops, concat.backward_flops, concat.kind) == (0, 0, "memory")
+    assert concat.forward_bytes == concat.backward_bytes == 4 * 2 * 2 * 96 * 64
+
+
 def test_unknown_op_names_node_and_says_profile():
     with pytest.raises(Deep500Error, match=r"node 'weird'.*LRN.*profile"):
         operator_cost("LRN", [(1, 2)], [(1, 2)], node="weird")

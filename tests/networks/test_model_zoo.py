@@ -16,9 +16,10 @@ from deep500.utils.onnx_interop.losses import LOSSES, add_loss
 
 ort = pytest.importorskip("onnxruntime")
 
-IMAGENET = {"resnet18", "resnet34", "resnet50"}
-SLOW = {"resnet50", "wrn28_10"}
-# Small inputs keep the run fast; ImageNet ResNets accept any resolution.
+IMAGENET = {"resnet18", "resnet34", "resnet50", "resnet101", "vgg16", "densenet121"}
+SLOW = {"resnet50", "resnet101", "vgg16", "wrn28_10"}
+# Small inputs keep the run fast; ImageNet ResNets accept any resolution, VGG-16 and
+# DenseNet-121 down to 32×32 (tests/networks/test_zoo_imagenet_models.py has more).
 TEST_OPTIONS = {name: {"input_shape": (3, 32, 32)} for name in IMAGENET}
 
 
@@ -153,8 +154,8 @@ def test_model_options_and_errors():
         create_model("resnet20", depth=21)
     with pytest.raises(Deep500Error, match="6n\\+4"):
         create_model("wide_resnet", depth=20)
-    with pytest.raises(Deep500Error, match="18, 34, 50"):
-        create_model("resnet18", depth=101)
+    with pytest.raises(Deep500Error, match="18, 34, 50, 101"):
+        create_model("resnet18", depth=152)
     with pytest.raises(Deep500Error, match="dtype"):
         create_model("mlp", dtype="int8")
     with pytest.raises(Deep500Error, match="batch_size"):
