@@ -85,7 +85,8 @@ class NeighbourMeanRequest(_BucketRequest):
             self._requests += [comm.Irecv(incoming, source, tag), comm.Isend(buffer, to, tag)]
         messages = len(directions)
         net.volume.record(operation, "direct", EXACT, messages * buffer.nbytes,
-                          messages * buffer.nbytes, messages, messages)
+                          messages * buffer.nbytes, messages, messages,
+                          [(buffer.nbytes, messages)])
         self._done = not self._requests
         if self._done:
             self._finish()

@@ -24,6 +24,17 @@ Algorithms (``algorithm=`` of each collective; the first is the default):
   binomial trees.
 * ``iallreduce``: ``MPI_Iallreduce`` only, modelled as the ring.
 
+Message sizes: every volume entry also holds a histogram of the sizes of the messages
+this rank sent (``volume.message_sizes()``, power-of-two bins; see
+:mod:`~deep500.lv3_distributed.message_sizes`). Deep500's own algorithms record each
+buffer as they hand it to MPI (the ring's chunks, the segmented ring's segments, the
+trees' whole buffers) and the non-blocking ring its steps' chunks; MPI's collectives
+are recorded as the messages of the algorithm that models them: the ring's chunks
+(``MPI_Allreduce`` under ``auto`` or MPICH's ring, ``MPI_Iallreduce``), the binomial
+trees' buffers (``MPI_Bcast``, ``MPI_Gather``, ``MPI_Scatter``), the dissemination
+barrier's empty messages; where the modelling algorithm states only totals (MPICH's
+recursive doubling or reduce-scatter/allgather choice) the messages are ``unsized``.
+
 Compressed communication: ``allreduce(..., wire_dtype="float16" | "bfloat16")`` and
 ``iallreduce(..., wire_dtype=...)`` send a float32 (or float64) array's values in 16
 bits and reduce them at the array's precision (the algorithms that
@@ -59,14 +70,17 @@ from deep500.lv3_distributed.collectives import registry as collectives
 from deep500.lv3_distributed.collectives.registry import UnknownAlgorithmError
 from deep500.lv3_distributed.collectives.segmented_ring import (DEFAULT_SEGMENT_BYTES,
                                                                 check_segment_bytes)
+from deep500.lv3_distributed.message_sizes import MessageSizeHistogram
 from deep500.lv3_distributed.message_tags import (BROADCAST, GATHER, SCATTER, TO_EAST,
                                                   TO_LEFT, TO_NORTH, TO_RIGHT, TO_SOUTH,
                                                   TO_WEST)
 from deep500.lv3_distributed.volume import (EXACT, CommunicationVolume, Traffic,
                                             binomial_broadcast_traffic,
                                             binomial_gather_traffic,
+                                            binomial_scatter_message_sizes,
                                             binomial_scatter_traffic,
                                             dissemination_barrier_traffic, modelled,
+                                            ring_allreduce_message_sizes,
                                             ring_allreduce_traffic)
 from deep500.lv3_distributed.wire_dtype import WireType, wire_type
 from deep500.utils.errors import Deep500Error, ShapeError, UnsupportedError, require
@@ -219,6 +233,7 @@ class CommunicationNetwork:
                                                                             self.size)
         self.grid = torus_shape(self.size)
         self._scratch = np.empty(0, np.uint8)
+        self._outbox = MessageSizeHistogram()  # sizes sent by the allreduce in progress
         self._status = MPI.Status()
         self._ops = {"sum": (np.add, MPI.SUM), "average": (np.add, MPI.SUM),
                      "max": (np.maximum, MPI.MAX), "min": (np.minimum, MPI.MIN)}
@@ -362,6 +377,7 @@ class CommunicationNetwork:
                 np.copyto(out, array)
             self.volume.record("allreduce", name, EXACT, 0, 0, 0, 0)
             return out
+        self._outbox.clear()
         try:
             if wire is None:
                 traffic = chosen.run(self, array, out, reduction,
@@ -371,7 +387,15 @@ class CommunicationNetwork:
                                               segment_bytes=segment_bytes)
         except self._MPI.Exception as exc:
             raise self._truncated(exc, "allreduce") from exc
-        self.volume.record_traffic("allreduce", name, chosen.counted(self), traffic)
+        if chosen.counted_exactly:
+            # an algorithm that sends without collectives.messages leaves the outbox
+            # short of its traffic: its messages are then recorded as unsized
+            sizes = self._outbox if self._outbox.messages == traffic.messages_sent else None
+        else:
+            sizes = chosen.message_sizes(
+                array.size, array.itemsize if wire is None else wire.itemsize, self.size,
+                self.rank, mpi_algorithm=self.mpi_allreduce_algorithm)
+        self.volume.record_traffic("allreduce", name, chosen.counted(self), traffic, sizes)
         return out
 
     def allreduce_traffic(self, count: int, itemsize: int, algorithm: str | None = None,
@@ -456,7 +480,9 @@ class CommunicationNetwork:
                                        mpi_op)
         self.volume.record_traffic("iallreduce", "mpi", _RING_MODEL,
                                    ring_allreduce_traffic(array.size, array.itemsize,
-                                                          self.size, self.rank))
+                                                          self.size, self.rank),
+                                   ring_allreduce_message_sizes(array.size, array.itemsize,
+                                                                self.size, self.rank))
         size = self.size
 
         def average(status):
@@ -481,7 +507,9 @@ class CommunicationNetwork:
         itemsize = array.itemsize if wire is None else wire.itemsize
         self.volume.record_traffic("iallreduce", name, EXACT,
                                    ring_allreduce_traffic(array.size, itemsize,
-                                                          self.size, self.rank))
+                                                          self.size, self.rank),
+                                   ring_allreduce_message_sizes(array.size, itemsize,
+                                                                self.size, self.rank))
         return request
 
     def _wire_iallreduce(self, array, out, ufunc, average, wire) -> Request:
@@ -490,7 +518,9 @@ class CommunicationNetwork:
         request = self.comm.Iallreduce(self._MPI.IN_PLACE, buffer, operation)
         self.volume.record_traffic("iallreduce", f"mpi/{wire.name}", _RING_MODEL,
                                    ring_allreduce_traffic(array.size, wire.itemsize,
-                                                          self.size, self.rank))
+                                                          self.size, self.rank),
+                                   ring_allreduce_message_sizes(array.size, wire.itemsize,
+                                                                self.size, self.rank))
         size = self.size
 
         def finish(status):
@@ -511,9 +541,9 @@ class CommunicationNetwork:
         self._choose(algorithm, BROADCAST_ALGORITHMS, "broadcast")
         if algorithm == "mpi":
             self.comm.Bcast(array, root)
-            self.volume.record_traffic("broadcast", "mpi", _BINOMIAL_MODEL,
-                                       binomial_broadcast_traffic(array.nbytes, self.size,
-                                                                  self.rank, root))
+            traffic = binomial_broadcast_traffic(array.nbytes, self.size, self.rank, root)
+            self.volume.record_traffic("broadcast", "mpi", _BINOMIAL_MODEL, traffic,
+                                       [(array.nbytes, traffic.messages_sent)])
             return array
         p, comm, status = self.size, self._own, self._status
         relative = (self.rank - root) % p
@@ -539,7 +569,7 @@ class CommunicationNetwork:
                 messages_sent += 1
             mask >>= 1
         self.volume.record("broadcast", "binomial", EXACT, sent, received, messages_sent,
-                           messages_received)
+                           messages_received, [(array.nbytes, messages_sent)])
         return array
 
     def gather(self, array: np.ndarray, root: int = 0, out: np.ndarray | None = None,
@@ -607,7 +637,9 @@ class CommunicationNetwork:
                 raise self._truncated(exc, "scatter") from exc
             self.volume.record_traffic("scatter", "mpi", _BINOMIAL_MODEL,
                                        binomial_scatter_traffic(out.nbytes, p, self.rank,
-                                                                root))
+                                                                root),
+                                       binomial_scatter_message_sizes(out.nbytes, p,
+                                                                      self.rank, root))
             return out
         if not is_root:
             try:
@@ -621,14 +653,16 @@ class CommunicationNetwork:
                     if i != root]
         out[...] = array[root]
         self._MPI.Request.Waitall(requests)
-        self.volume.record("scatter", "linear", EXACT, out.nbytes * (p - 1), 0, p - 1, 0)
+        self.volume.record("scatter", "linear", EXACT, out.nbytes * (p - 1), 0, p - 1, 0,
+                           [(out.nbytes, p - 1)])
         return out
 
     def barrier(self) -> None:
         """``MPI_Barrier``; modelled as the dissemination barrier (zero-byte messages)."""
         self.comm.Barrier()
-        self.volume.record_traffic("barrier", "mpi", modelled("dissemination"),
-                                   dissemination_barrier_traffic(self.size))
+        traffic = dissemination_barrier_traffic(self.size)
+        self.volume.record_traffic("barrier", "mpi", modelled("dissemination"), traffic,
+                                   [(0, traffic.messages_sent)])
 
     # -- point to point ---------------------------------------------------------------
     def send(self, array: np.ndarray, dest: int, tag: int = 0) -> None:
@@ -729,7 +763,8 @@ class CommunicationNetwork:
         messages += self._exchange(array, left, TO_LEFT, right, from_right,
                                    "ring_exchange")
         self.volume.record("ring_exchange", "direct", EXACT, messages * array.nbytes,
-                           messages * array.nbytes, messages, messages)
+                           messages * array.nbytes, messages, messages,
+                           [(array.nbytes, messages)])
         return from_left, from_right
 
     def torus_neighbours(self, rank: int | None = None) -> dict[str, int]:
@@ -762,7 +797,8 @@ class CommunicationNetwork:
         messages += self._exchange(array, near["west"], TO_WEST, near["east"],
                                    got["east"], what)
         self.volume.record("torus_exchange", "direct", EXACT, messages * array.nbytes,
-                           messages * array.nbytes, messages, messages)
+                           messages * array.nbytes, messages, messages,
+                           [(array.nbytes, messages)])
         return got
 
     # -- bookkeeping --------------------------------------------------------------------

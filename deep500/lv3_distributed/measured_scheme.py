@@ -9,6 +9,9 @@ distributed optimizer is compared by the same figures, per rank and per epoch
   (Deep500's schemes: ``compute``, ``communication``, ``update``);
 * ``bytes_sent``, ``bytes_received``, ``messages_sent``, ``messages_received`` from
   the :class:`CommunicationNetwork`'s volume, and how they were ``counted``;
+* ``message_sizes``: the sizes of the messages this rank sent, as a power-of-two
+  histogram of counts and bytes whose totals are ``messages_sent`` and ``bytes_sent``
+  (:mod:`~deep500.lv3_distributed.message_sizes`; A. Catalán's thesis, Fig. 5.13);
 * ``replica_divergence``: ``||w_rank - mean_i w_i||_2`` over all parameters at the end
   of the epoch (zero for consistent schemes; the averaging is bookkeeping over the raw
   communicator and not counted as the scheme's traffic);
@@ -163,6 +166,8 @@ class MeasuredScheme:
                                     for p in self.phases},
                     **{k: now[k] - before[k] for k in VOLUME_FIELDS},
                     "counted": self.comm.volume.total()["counted"],
+                    "message_sizes": (now["message_sizes"]
+                                      - before["message_sizes"]).to_dict(),
                     "replica_divergence": self.replica_divergence(),
                     "rank": self.rank, "size": self.size}
         measured.update(self.scheme_measurements())
@@ -171,7 +176,8 @@ class MeasuredScheme:
     def _snapshot(self) -> dict:
         total = self.comm.volume.total()
         return {"phase_times": dict(self.phase_times),
-                **{k: total[k] for k in VOLUME_FIELDS}}
+                **{k: total[k] for k in VOLUME_FIELDS},
+                "message_sizes": self.comm.volume.message_sizes()}
 
     def fetch_parameters(self) -> dict:
         network = self.network

@@ -15,6 +15,14 @@ numbers were obtained:
   choosing (``algorithm="mpi"``), which Deep500 cannot see. The entry then holds the
   analytic volume of the named algorithm, computed by the functions below, and says so.
 
+Every entry also keeps a :class:`~deep500.lv3_distributed.message_sizes.MessageSizeHistogram`
+of the messages this rank sent (power-of-two bins of counts and bytes), whose totals
+are the entry's ``bytes_sent`` and ``messages_sent``: exact where Deep500 sent the
+messages (each buffer's size as handed to MPI), the named algorithm's messages where
+the entry is modelled and the model states them (the ring's chunks, the binomial
+trees' buffers, the barrier's empty messages), and ``unsized`` where a model states only
+totals (see ``record``).
+
 Byte counts are payload bytes (``ndarray.nbytes``); MPI's headers and protocol
 messages (rendezvous handshakes) are not included, for either kind.
 
@@ -26,6 +34,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
+from deep500.lv3_distributed.message_sizes import MessageSizeHistogram
 from deep500.utils.metric import MetricResult, TestMetric
 
 EXACT = "exact"
@@ -76,6 +85,23 @@ def ring_allreduce_traffic(count: int, itemsize: int, size: int, rank: int) -> T
     sent = 2 * count - c[(rank + 1) % size] - c[(rank + 2) % size]
     received = 2 * count - c[rank] - c[(rank + 1) % size]
     return Traffic(sent * itemsize, received * itemsize, 2 * (size - 1), 2 * (size - 1))
+
+
+@lru_cache(maxsize=4096)
+def ring_allreduce_message_sizes(count: int, itemsize: int, size: int,
+                                 rank: int) -> tuple[tuple[int, int], ...]:
+    """The messages rank ``rank`` sends in the ring allreduce, as ``(bytes, how many)``
+    pairs: every chunk but c_{r+1} in the reduce-scatter, every chunk but c_{r+2} in the
+    allgather (``ring_allreduce_traffic``); at most two distinct sizes."""
+    if size == 1:
+        return ()
+    c = ring_chunks(count, size)
+    sizes: dict[int, int] = {}
+    for skipped in ((rank + 1) % size, (rank + 2) % size):
+        for chunk, elements in enumerate(c):
+            if chunk != skipped:
+                sizes[elements * itemsize] = sizes.get(elements * itemsize, 0) + 1
+    return tuple(sorted(sizes.items()))
 
 
 def binomial_parent(relative: int) -> int:
@@ -136,6 +162,15 @@ def binomial_scatter_traffic(nbytes: int, size: int, rank: int, root: int) -> Tr
                    gather.messages_sent)
 
 
+def binomial_scatter_message_sizes(nbytes: int, size: int, rank: int,
+                                   root: int) -> list[tuple[int, int]]:
+    """The messages of ``binomial_scatter_traffic``: one to each child, of its whole
+    subtree's blocks."""
+    relative = (rank - root) % size
+    return [(binomial_subtree(child, size) * nbytes, 1)
+            for child in binomial_children(relative, size)]
+
+
 def linear_gather_traffic(nbytes: int, size: int, rank: int, root: int) -> Traffic:
     """Linear (flat-tree) gather: every other rank sends its n bytes to the root."""
     if size == 1:
@@ -162,19 +197,21 @@ def dissemination_barrier_traffic(size: int) -> Traffic:
 # -- the counters -----------------------------------------------------------------------
 class VolumeEntry:
     """Counters of one (collective, algorithm) on one rank."""
-    __slots__ = ("collective", "algorithm", "counted") + _FIELDS
+    __slots__ = ("collective", "algorithm", "counted", "sizes") + _FIELDS
 
     def __init__(self, collective: str, algorithm: str, counted: str):
         self.collective = collective
         self.algorithm = algorithm
         self.counted = counted
+        self.sizes = MessageSizeHistogram()
         self.calls = self.bytes_sent = self.bytes_received = 0
         self.messages_sent = self.messages_received = 0
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "algorithm": self.algorithm,
                 "counted": self.counted,
-                **{name: getattr(self, name) for name in _FIELDS}}
+                **{name: getattr(self, name) for name in _FIELDS},
+                "message_sizes": self.sizes.to_dict()}
 
     def __repr__(self) -> str:
         return (f"VolumeEntry({self.collective}:{self.algorithm}, {self.counted}, "
@@ -199,8 +236,14 @@ class CommunicationVolume:
         self._entries: dict[tuple[str, str], VolumeEntry] = {}
 
     def record(self, collective: str, algorithm: str, counted: str, bytes_sent: int,
-               bytes_received: int, messages_sent: int, messages_received: int) -> None:
-        """Add one call's traffic to the entry of (collective, algorithm)."""
+               bytes_received: int, messages_sent: int, messages_received: int,
+               sizes=None) -> None:
+        """Add one call's traffic to the entry of (collective, algorithm).
+
+        ``sizes``: the messages sent, as ``(bytes, how many)`` pairs or a
+        ``MessageSizeHistogram``, whose totals must be ``bytes_sent`` and
+        ``messages_sent``. Without it one message is ``bytes_sent`` bytes, and several
+        go to the histogram's ``unsized`` messages."""
         entry = self._entries.get((collective, algorithm))
         if entry is None:
             entry = self._entries[(collective, algorithm)] = VolumeEntry(
@@ -212,10 +255,19 @@ class CommunicationVolume:
         entry.bytes_received += bytes_received
         entry.messages_sent += messages_sent
         entry.messages_received += messages_received
+        if sizes is not None:
+            if isinstance(sizes, MessageSizeHistogram):
+                entry.sizes.merge(sizes)
+            else:
+                entry.sizes.add_sizes(sizes)
+        elif messages_sent == 1:
+            entry.sizes.add(bytes_sent)
+        elif messages_sent or bytes_sent:
+            entry.sizes.add_unsized(bytes_sent, messages_sent)
 
     def record_traffic(self, collective: str, algorithm: str, counted: str,
-                       traffic: Traffic) -> None:
-        self.record(collective, algorithm, counted, *traffic)
+                       traffic: Traffic, sizes=None) -> None:
+        self.record(collective, algorithm, counted, *traffic, sizes=sizes)
 
     @property
     def entries(self) -> dict[str, VolumeEntry]:
@@ -234,6 +286,13 @@ class CommunicationVolume:
         exact = all(e.counted == EXACT for e in self._entries.values())
         return {**sums, "counted": EXACT if exact else "includes modelled"}
 
+    def message_sizes(self) -> MessageSizeHistogram:
+        """The message-size histogram over every entry."""
+        merged = MessageSizeHistogram()
+        for entry in self._entries.values():
+            merged.merge(entry.sizes)
+        return merged
+
     def reset(self) -> None:
         self._entries = {}
 
@@ -243,6 +302,7 @@ class CommunicationVolume:
             clone = VolumeEntry(entry.collective, entry.algorithm, entry.counted)
             for name in _FIELDS:
                 setattr(clone, name, getattr(entry, name))
+            clone.sizes = entry.sizes.copy()
             twin._entries[key] = clone
         return twin
 
@@ -254,6 +314,7 @@ class CommunicationVolume:
             if before is not None:
                 for name in _FIELDS:
                     setattr(entry, name, getattr(entry, name) - getattr(before, name))
+                entry.sizes = entry.sizes - before.sizes
         difference._entries = {k: e for k, e in difference._entries.items() if e.calls}
         return difference
 

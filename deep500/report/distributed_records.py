@@ -108,3 +108,27 @@ def staleness(record: dict) -> dict[int, int]:
                 key = int(updates_behind)
                 histogram[key] = histogram.get(key, 0) + int(count)
     return histogram
+
+
+def message_sizes(record: dict) -> dict:
+    """Messages sent by size, summed over ranks and epochs: ``{bin: (messages, bytes)}``
+    from each epoch's ``optimizer_measurements["message_sizes"]`` (power-of-two bins,
+    :mod:`deep500.lv3_distributed.message_sizes`), with ``"unsized"`` for messages a
+    model stated only in total; empty if the record has none."""
+    histogram: dict = {}
+
+    def add(key, messages, nbytes):
+        counts = histogram.setdefault(key, [0, 0])
+        counts[0] += int(messages)
+        counts[1] += int(nbytes)
+    for epochs in rank_epochs(record):
+        for epoch in epochs:
+            sizes = (epoch.get("optimizer_measurements") or {}).get("message_sizes")
+            if not isinstance(sizes, dict):
+                continue
+            for row in sizes.get("bins") or []:
+                add(int(row["bin"]), row["messages"], row["bytes"])
+            if sizes.get("unsized_messages") or sizes.get("unsized_bytes"):
+                add("unsized", sizes.get("unsized_messages") or 0,
+                    sizes.get("unsized_bytes") or 0)
+    return {key: tuple(counts) for key, counts in histogram.items()}

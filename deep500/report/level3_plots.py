@@ -1,7 +1,8 @@
 """The figures of the level-3 section (distributed training): accuracy and loss against
 epochs (and rank 0's training accuracy every k steps, with ``TrainingAccuracy: {every:
 k}``) and against time, time to target, where an epoch's time goes, bytes sent per
-epoch (measured and by the scheme's model), replica divergence and staleness.
+epoch (measured and by the scheme's model), the sizes of the messages sent (A. Catalán's
+thesis, Fig. 5.13), replica divergence and staleness.
 
 One series per row of the section's main table (scheme and every other varied
 setting); runs of several seeds are drawn as their mean, shaded from the lowest to the
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import os
 
+from deep500.lv3_distributed.message_sizes import bin_label
 from deep500.report.distributed_records import bytes_per_epoch, distributed, \
-    global_epochs, ordered_phases, phase_medians, replica_divergence, seconds_to_target, \
-    staleness, training_seconds
+    global_epochs, message_sizes, ordered_phases, phase_medians, replica_divergence, \
+    seconds_to_target, staleness, training_seconds
 from deep500.report.level2_plots import step_accuracy_plot
 from deep500.report.plots import grouped_bars, line_panels, stacked_bars
 from deep500.report.records import ReportContext, Settings, summary
@@ -40,6 +42,7 @@ def plots(groups: list[list[dict]], output_dir: str, settings: Settings, labels:
     bars = [settings.label(labels[id(r)], r) for r in firsts]
     figures.append(_phases(firsts, bars, folder, also))
     figures += _bytes(firsts, bars, folder, also)
+    figures += _message_sizes(firsts, bars, folder, also)
     figures += _divergence(firsts, bars, folder, also)
     figures += _staleness(firsts, bars, folder, also)
     return figures
@@ -122,6 +125,30 @@ def _bytes(records: list[dict], bars: list[str], folder: str, also) -> list[tupl
                          "analytic model": [v / 1e6 for v in model]}, xlabel="MB",
                         also=also)
     return [("Bytes sent per rank per epoch, measured and by the scheme's model", path)]
+
+
+def _message_sizes(records: list[dict], bars: list[str], folder: str, also) -> list[tuple]:
+    """Messages sent, and their bytes, per power-of-two size bin: one bar per scheme."""
+    histograms = {name: message_sizes(r) for r, name in zip(records, bars)}
+    histograms = {k: v for k, v in histograms.items() if v}
+    if not histograms:
+        return []
+    keys = sorted({k for h in histograms.values() for k in h if k != "unsized"})
+    if any("unsized" in h for h in histograms.values()):
+        keys.append("unsized")
+    groups = [bin_label(k) if k != "unsized" else "sizes not modelled" for k in keys]
+    figures = []
+    for index, (what, unit, scale) in enumerate((("Messages", "messages", 1),
+                                                 ("Bytes", "MB", 1e-6))):
+        path = grouped_bars(
+            os.path.join(folder, f"level3_message_sizes_{unit.lower()}.png"),
+            f"{what} sent per message size (all ranks and epochs)", groups,
+            {name: [h.get(k, (0, 0))[index] * scale for k in keys]
+             for name, h in histograms.items()},
+            xlabel=unit, log_scale=index == 0, also=also)
+        figures.append((f"{what} sent per message size, per scheme (power-of-two bins)",
+                        path))
+    return figures
 
 
 def _divergence(records: list[dict], bars: list[str], folder: str, also) -> list[tuple]:

@@ -70,6 +70,31 @@ def test_every_algorithm_counts_exactly_its_formula(world):
     assert checked == set(OWN)
 
 
+def test_message_sizes_add_up_to_the_traffic(world):
+    """Every entry's message-size histogram holds exactly its messages and bytes sent;
+    Deep500's own algorithms and the ring's model size every message, and the ring's
+    bins are those of its chunks."""
+    p = len(world)
+    for rank in world:
+        r = rank["rank"]
+        for name, case in rank["cases"].items():
+            params, entry = case["params"], case["entry"]
+            sizes = entry["message_sizes"]
+            assert (sizes["messages"], sizes["bytes"]) == (
+                entry["messages_sent"], entry["bytes_sent"]), (r, name)
+            if entry["counted"] in ("exact", "modelled (ring)"):
+                assert sizes["unsized_messages"] == 0, (r, name)
+            if params["algorithm"] == "ring" or entry["counted"] == "modelled (ring)":
+                expected = {}
+                for nbytes, count in vol.ring_allreduce_message_sizes(
+                        params["count"], params["itemsize"], p, r):
+                    counts = expected.setdefault(nbytes.bit_length(), [0, 0])
+                    counts[0] += count
+                    counts[1] += count * nbytes
+                got = {row["bin"]: [row["messages"], row["bytes"]] for row in sizes["bins"]}
+                assert got == expected, (r, name)
+
+
 def test_traffic_is_conserved_across_ranks(world):
     """What all ranks send, all ranks receive (bytes and messages)."""
     for name in world[0]["cases"]:

@@ -20,6 +20,7 @@ from numpy.testing import assert_allclose
 
 import deep500 as d5
 from deep500.frameworks import reference as d5ref
+from deep500.lv3_distributed import volume as vol
 from tests.lv3_distributed.mpi_helpers import SCRIPTS, mpirun
 
 BATCH, STEPS, SEED = 8, 5, 7   # as in check_schemes.py
@@ -64,6 +65,34 @@ def assert_measured_equals_analytic(results):
         assert measured["counted"] == "exact"
         assert (measured["bytes_sent"], measured["bytes_received"]) == \
             (analytic["bytes_sent"], analytic["bytes_received"]), rank["rank"]
+    assert_message_sizes_hold_the_traffic(results)
+
+
+def assert_message_sizes_hold_the_traffic(results):
+    """The epoch's message-size histogram holds exactly the messages and bytes sent,
+    every message sized (exact counts, or the ring's modelled chunks)."""
+    for rank in results:
+        measured, sizes = rank["measured"], rank["measured"]["message_sizes"]
+        assert (sizes["messages"], sizes["bytes"]) == (
+            measured["messages_sent"], measured["bytes_sent"]), rank["rank"]
+        assert sizes["unsized_messages"] == 0, rank["rank"]
+        assert sum(row["messages"] for row in sizes["bins"]) == sizes["messages"]
+
+
+def assert_message_sizes_are_the_ring_chunks(results, params):
+    """Data-parallel SGD over the ring allreduce: each step sends the gradient buffer's
+    chunks (2(p - 1) messages), so the histogram's bins are the chunks' bins."""
+    count = sum(np.asarray(v).size for v in params[0].values())
+    for rank in results:
+        p, r = rank["size"], rank["rank"]
+        expected = {}
+        for nbytes, messages in vol.ring_allreduce_message_sizes(count, 4, p, r):
+            bin_counts = expected.setdefault(nbytes.bit_length(), [0, 0])
+            bin_counts[0] += STEPS * messages
+            bin_counts[1] += STEPS * messages * nbytes
+        got = {row["bin"]: [row["messages"], row["bytes"]]
+               for row in rank["measured"]["message_sizes"]["bins"]}
+        assert got == expected, r
 
 
 # -- Theorem 1 ---------------------------------------------------------------------------
@@ -72,6 +101,8 @@ def assert_measured_equals_analytic(results):
 def test_decentralized_equals_one_process_with_the_global_batch(tmp_path, ranks, base):
     results, params = run_scheme(tmp_path, ranks, "ConsistentDecentralized", base)
     assert_identical_every_step(results)
+    assert_message_sizes_hold_the_traffic(results)
+    assert_message_sizes_are_the_ring_chunks(results, params)
     expected = single_process(base, ranks * BATCH)
     moved = max(float(np.abs(params[0][k] - v).max()) for k, v in expected.items())
     for name, value in expected.items():
@@ -123,6 +154,9 @@ def test_consistent_schemes_keep_identical_parameters(tmp_path, ranks, scheme, o
     assert all(r["measured"]["replica_divergence"] == 0.0 for r in results)
     if options.get("algorithm") != "mpi":
         assert_measured_equals_analytic(results)
+    else:   # modelled as the ring: its chunks
+        assert_message_sizes_hold_the_traffic(results)
+        assert_message_sizes_are_the_ring_chunks(results, params)
     # the same steps as data-parallel SGD with the global batch
     expected = single_process("momentum", ranks * BATCH)
     for name, value in expected.items():

@@ -120,6 +120,13 @@ class AllreduceAlgorithm:
                  **options) -> Traffic:
         raise NotImplementedError(f"{type(self).__name__} states no traffic")
 
+    def message_sizes(self, count: int, itemsize: int, size: int, rank: int,
+                      **options):
+        """The messages ``traffic`` sends, as ``(bytes, how many)`` pairs, where the
+        algorithm states them in closed form; ``None`` where it does not (its ``run``
+        hands each size to the network as it sends, which is what is recorded)."""
+        return None
+
     def cost(self, machine, nbytes: float, ranks: int, repeated: bool = False,
              **options) -> float:
         """Seconds of one allreduce of ``nbytes`` per rank over ``ranks`` ranks on

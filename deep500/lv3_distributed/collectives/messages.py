@@ -3,7 +3,9 @@
 Each step hands an mpi4py buffer to MPI on Deep500's duplicate communicator
 (``CommunicationNetwork._own``), checks that a receive was filled exactly, and adds
 its bytes and messages to a ``Counter``: a message is one MPI send, zero-byte ones
-included.
+included. Each send's size also goes to the network's ``_outbox`` (a
+``MessageSizeHistogram`` that ``CommunicationNetwork.allreduce`` empties before the
+algorithm runs and records with its traffic), so message sizes are those handed to MPI.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def recv(net, buffer, source, tag, counter: Counter) -> None:
 def send(net, buffer, dest, tag, counter: Counter) -> None:
     net._own.Send(buffer, dest, tag)
     counter.send(buffer.nbytes)
+    net._outbox.add(buffer.nbytes)
 
 
 def sendrecv(net, outgoing, incoming, peer, tag, counter: Counter) -> None:
@@ -48,6 +51,7 @@ def sendrecv(net, outgoing, incoming, peer, tag, counter: Counter) -> None:
     net._check_received(net._status, incoming.nbytes, "allreduce", peer)
     counter.send(outgoing.nbytes)
     counter.receive(incoming.nbytes)
+    net._outbox.add(outgoing.nbytes)
 
 
 def chunk_bounds(count: int, parts: int) -> list[int]:
@@ -62,6 +66,7 @@ def ring_exchange(net, outgoing, incoming, right, left, tag) -> None:
     the left."""
     net._own.Sendrecv(outgoing, right, tag, incoming, left, tag, net._status)
     net._check_received(net._status, incoming.nbytes, "allreduce", left)
+    net._outbox.add(outgoing.nbytes)
 
 
 def ring_allgather(net, buffer: np.ndarray, bounds: list, tag: int) -> tuple[int, int]:

@@ -74,6 +74,11 @@ class Mpi(AllreduceAlgorithm):
         """The traffic of ``modelled_by(mpi_algorithm)``."""
         return modelled_by(mpi_algorithm).traffic(count, itemsize, size, rank)
 
+    def message_sizes(self, count, itemsize, size, rank, mpi_algorithm="auto", **options):
+        """The messages of ``modelled_by(mpi_algorithm)`` where it states them (the
+        ring's chunks), else ``None`` (recorded as unsized)."""
+        return modelled_by(mpi_algorithm).message_sizes(count, itemsize, size, rank)
+
     def _cost(self, m, n, p) -> float:
         """MPICH's default choice: recursive doubling below 2048 B, Rabenseifner from
         it."""

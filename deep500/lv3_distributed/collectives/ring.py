@@ -25,7 +25,8 @@ from deep500.lv3_distributed.collectives.pricing import shared, swap
 from deep500.lv3_distributed.message_tags import (NARROWED_ALLGATHER,
                                                   NARROWED_REDUCE_SCATTER,
                                                   RING_ALLGATHER, RING_REDUCE_SCATTER)
-from deep500.lv3_distributed.volume import Traffic, ring_allreduce_traffic
+from deep500.lv3_distributed.volume import (Traffic, ring_allreduce_message_sizes,
+                                            ring_allreduce_traffic)
 
 
 class Ring(AllreduceAlgorithm):
@@ -107,6 +108,10 @@ class Ring(AllreduceAlgorithm):
 
     def _traffic(self, count, itemsize, size, rank) -> Traffic:
         return ring_allreduce_traffic(count, itemsize, size, rank)
+
+    def message_sizes(self, count, itemsize, size, rank, **options):
+        """The chunks of ``ring_allreduce_message_sizes``."""
+        return ring_allreduce_message_sizes(count, itemsize, size, rank)
 
     def _cost(self, m, n, p) -> float:
         """p - 1 reduce-scatter steps and p - 1 allgather steps on chunks of n/p

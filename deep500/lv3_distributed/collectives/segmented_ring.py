@@ -165,6 +165,7 @@ def _pipelined(net, target, ufunc, average, per_segment: int, wire, tags) -> Tra
     def isend(lo, hi, tag, sends):
         sends.append(comm.Isend(moving[lo:hi], right, tag))
         counter.send(moving[lo:hi].nbytes)
+        net._outbox.add(moving[lo:hi].nbytes)
 
     def post_receives(chunk, buffer, offset, tag):
         posted = []
