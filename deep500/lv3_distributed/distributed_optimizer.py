@@ -268,9 +268,14 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
     def compute_gradients(self, inputs: dict) -> tuple[dict, dict]:
         """The base optimizer's steps 1 and 2, forward and backpropagation (timed as
         ``compute``); returns ``(outputs, {parameter: gradient})``."""
+        markers = self.phase_markers
+        if markers is not None:
+            markers.begin_phase("compute")
         started = _clock()
         outputs, gradients = self.base.compute_gradients(inputs)
         ended = _clock()
+        if markers is not None:
+            markers.end_phase("compute")
         self._last_compute = ended - started
         self.phase_times["compute"] += self._last_compute
         if self.timeline is not None:
@@ -279,10 +284,15 @@ class DistributedOptimizer(MeasuredScheme, Optimizer):
 
     def apply_gradients(self, gradients: dict) -> None:
         """The base optimizer's update rule for each parameter (timed as ``update``)."""
+        markers = self.phase_markers
+        if markers is not None:
+            markers.begin_phase("update")
         started = _clock()
         self.base.apply_gradients(gradients)
         self.base.step_count += 1
         ended = _clock()
+        if markers is not None:
+            markers.end_phase("update")
         self.phase_times["update"] += ended - started
         if self.timeline is not None:
             self.timeline.add("update", COMPUTE, started, ended)

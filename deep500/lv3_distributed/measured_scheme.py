@@ -61,6 +61,9 @@ class MeasuredScheme:
     phases: tuple[str, ...] = ("compute", "communication", "update")
     #: The phase events' recorder while a timeline is recorded (``record_timeline``).
     timeline: TimelineRecorder | None = None
+    #: While ``d5.MPIProfiling`` marks phases: its ``begin_phase``/``end_phase`` are
+    #: called around each timed phase (``MPI_Pcontrol`` levels a PMPI tool sees).
+    phase_markers = None
     _probe = None
 
     def _start_measuring(self, comm=None) -> None:
@@ -118,7 +121,7 @@ class MeasuredScheme:
         """``with self.phase("communication"): ...`` adds the block's time to a phase;
         while a timeline records, the block is also an event named ``event`` (default:
         the phase's name) on the phase's lane."""
-        return _Phase(self.phase_times, name, self.timeline, event)
+        return _Phase(self.phase_times, name, self.timeline, event, self.phase_markers)
 
     def _before_step(self, inputs: dict) -> None:
         if self.timeline is not None:
@@ -241,17 +244,23 @@ def _volume_probe(volume):
 
 
 class _Phase:
-    __slots__ = ("times", "name", "started", "timeline", "event")
+    __slots__ = ("times", "name", "started", "timeline", "event", "markers")
 
-    def __init__(self, times: dict, name: str, timeline=None, event: str | None = None):
+    def __init__(self, times: dict, name: str, timeline=None, event: str | None = None,
+                 markers=None):
         self.times, self.name, self.timeline, self.event = times, name, timeline, event
+        self.markers = markers
 
     def __enter__(self):
+        if self.markers is not None:
+            self.markers.begin_phase(self.name)
         self.started = _clock()
         return self
 
     def __exit__(self, *exc):
         ended = _clock()
+        if self.markers is not None:
+            self.markers.end_phase(self.name)
         self.times[self.name] += ended - self.started
         if self.timeline is not None:
             self.timeline.add(self.event or self.name, phase_lane(self.name),

@@ -88,6 +88,7 @@ def _metric_classes() -> dict[str, type]:
     import deep500 as d5
     from deep500.lv2_training.trajectory_metric import TrajectoryDivergenceMetric
     from deep500.lv3_distributed.prediction_metric import StepTimePrediction
+    from deep500.lv3_distributed.mpi_profiling import MPIProfiling
     from deep500.lv3_distributed.timeline_metric import Timeline
     classes = {cls.__name__: cls for cls in (d5.WallclockTime, d5.FLOPs, d5.L1Error,
                                              d5.L2Error, d5.MaxError, d5.DiffHeatmap,
@@ -99,6 +100,7 @@ def _metric_classes() -> dict[str, type]:
     classes["TrajectoryDivergence"] = TrajectoryDivergenceMetric
     classes["StepTimePrediction"] = StepTimePrediction
     classes["Timeline"] = Timeline
+    classes["MPIProfiling"] = MPIProfiling
     return classes
 
 _FILE_METRICS = ("DiffHeatmap", "VarHeatmap")

@@ -280,7 +280,7 @@ class DistributedExperiment(base.Experiment):
                            "allreduce_sizes")
     input_components = ("dataset", "network", "seed", "loss")
     metric_names = ("TrainingAccuracy", "TestAccuracy", "TimeToAccuracy", "LossCurve",
-                    "Timeline")
+                    "Timeline", "MPIProfiling")
     default_metrics = ("TrainingAccuracy", "TestAccuracy", "LossCurve")
 
     def check(self, recipe, problems):
@@ -333,6 +333,9 @@ class DistributedExperiment(base.Experiment):
         import deep500 as d5
         from deep500.lv3_distributed import CommunicationNetwork, guarded_main
         comm = CommunicationNetwork()  # collective: every rank of the world
+        if "MPIProfiling" in recipe.metric_builders:
+            from deep500.lv3_distributed.mpi_profiling import MPIProfiling
+            MPIProfiling.off()   # set-up is outside the measured phase
         scheme: SchemeSpec = configuration["scheme"]
         ranks = configuration.get("ranks")
         if ranks is not None and ranks != comm.size:  # the runner launches each count
