@@ -32,7 +32,7 @@ from deep500.datasets import IndexedTarDataset, dataset_names, dataset_shape, lo
 from deep500.lv3_distributed import (CommunicationNetwork, CommunicationVolume,
                                      CommunicationVolumeMetric, DistributedBucketSampler,
                                      DistributedOptimizer, DistributedSampler,
-                                     PartitionedDistributedSampler,
+                                     MPIProfiling, PartitionedDistributedSampler,
                                      guarded_main, mpi_fork)
 from deep500.utils.wallclock import UnstableMeasurementWarning, WallclockTime
 from deep500.utils.energy import Energy
@@ -60,7 +60,7 @@ __all__ = [
     *_lv2_names,
     "CommunicationNetwork", "CommunicationVolume", "CommunicationVolumeMetric",
     "guarded_main", "mpi_fork", "DistributedOptimizer", "DistributedSampler",
-    "PartitionedDistributedSampler", "DistributedBucketSampler",
+    "PartitionedDistributedSampler", "DistributedBucketSampler", "MPIProfiling",
     "MachineModel", "load_machine", "predict_allreduce", "predict_allreduce_call",
     "simulate_training", "SimulatedStep", "StepProfile", "measure_step_profile",
     "modelled_step_profile",

@@ -15,6 +15,8 @@ from deep500.lv3_distributed.distributed_sampler import (DistributedBucketSample
                                                          PartitionedDistributedSampler,
                                                          partition_bounds, rank_and_size)
 from deep500.lv3_distributed.measured_scheme import MeasuredScheme
+from deep500.lv3_distributed.message_sizes import MessageSizeHistogram
+from deep500.lv3_distributed.mpi_profiling import MPIProfiling
 from deep500.lv3_distributed.mpi_launch import (guarded_main, in_mpi_world,
                                                 launched_by_mpirun, mpi_fork,
                                                 mpirun_executable, world_communicator)
@@ -29,4 +31,4 @@ __all__ = ["launched_by_mpirun", "in_mpi_world", "mpirun_executable", "world_com
            "Traffic", "VolumeEntry", "DistributedOptimizer", "FusedBuffer",
            "DistributedSampler", "PartitionedDistributedSampler", "partition_bounds",
            "DistributedBucketSampler",
-           "rank_and_size", "MeasuredScheme"]
+           "rank_and_size", "MeasuredScheme", "MessageSizeHistogram", "MPIProfiling"]
