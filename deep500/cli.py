@@ -21,6 +21,7 @@
     deep500 compare A B [--fail-above 5%] [--json]
                                      compare two runs (folders or run ids): ratio B/A
                                      of each configuration with a nonparametric CI
+                                     (exit status: deep500.store.gate)
     deep500 history --config FILTER [--metric M.F] [--out history.html]
                                      one configuration across git revisions (HTML)
     deep500 info [--json]            software versions and hardware
@@ -48,8 +49,10 @@
 Exit status: 0 all measured and accepted; 1 some configuration failed to run or missed
 an acceptance threshold (results and report are still written), or, with --baseline
 and --fail-above, a configuration significantly slower than the baseline (as for
-``deep500 compare``); 2 bad input (recipe,
-arguments, a run folder in use or not empty without --append), nothing run; 124 a
+``deep500 compare``); 2 bad input (recipe, arguments, a run folder in use or not empty
+without --append, a baseline that holds none of the recipe's configurations), nothing
+run; 3 with --baseline and --fail-above, none judged slower but some configuration not
+judged (measured under interference, or too few samples: ``deep500.store.gate``); 124 a
 configuration ran past the recipe's timeout; 130 and 143 stopped by SIGINT and SIGTERM
 (the manifest says interrupted).
 
@@ -263,8 +266,7 @@ def _run(args) -> int:
     try:
         baseline = fail_above = None
         if args.baseline is not None:  # a bad baseline stops the run before any work
-            from deep500.store.compare import load_run
-            baseline = load_run(args.baseline, _database(args))
+            baseline = _checked_baseline(args)
         if args.fail_above is not None:
             if baseline is None:
                 raise Deep500Error("--fail-above compares with a baseline: give "
@@ -287,13 +289,30 @@ def _run(args) -> int:
         if summary.run_id is not None:
             print(f"Stored:  run {summary.run_id} in {_database(args)} (deep500 runs)")
         print(summary.sentence())
-    slower = 0
+    gate = 0
     if baseline is not None and summary.report_paths:  # rank 0
         from deep500.store.compare import compare_with_baseline
-        slower = compare_with_baseline(baseline, summary.output_dir, fail_above)
+        gate = compare_with_baseline(baseline, summary.output_dir, fail_above)
     if summary.exit_status:  # a rank grid's mpirun job failed (see rank_grid)
         return summary.exit_status
-    return 0 if summary.ok and not slower else 1
+    return gate if summary.ok else 1
+
+
+def _checked_baseline(args):
+    """The run ``--baseline`` names, once it is known to hold some of the recipe's
+    configurations (StoreError otherwise: exit status 2 before anything runs); rank 0
+    says how many will be compared."""
+    from deep500.lv3_distributed.mpi_launch import world_communicator
+    from deep500.recipe.baseline_plan import check_baseline
+    from deep500.recipe.runner import load_run_recipe
+    from deep500.store.compare import load_run
+    baseline = load_run(args.baseline, _database(args))
+    world = world_communicator()
+    ranks = world.Get_size() if world is not None else (args.np or 1)
+    line = check_baseline(load_run_recipe(args.recipe, args.machine), baseline, ranks)
+    if world is None or world.Get_rank() == 0:
+        print(line, flush=True)
+    return baseline
 
 
 def _report(args) -> int:
@@ -502,7 +521,9 @@ def _add_database_option(parser, help_text: str) -> None:
 def _add_fail_above_option(parser, help_text: str) -> None:
     parser.add_argument("--fail-above", metavar="T", help=help_text + " when a "
                         "configuration is significantly slower by more than T (5%% or "
-                        "0.05)")
+                        "0.05); 3 when none is but some configuration was not judged "
+                        "(measured under interference, or too few samples); no "
+                        "configuration in common: 2")
 
 
 def _add_cluster_option(parser) -> None:
@@ -570,7 +591,8 @@ def _add_run(commands) -> None:
                                  f"{_DEFAULT_DATABASE}")
     stored.add_argument("--baseline", metavar="RUN", help="at the end, compare with RUN (a "
                         "run folder or an id from 'deep500 runs') as 'deep500 compare' "
-                        "does")
+                        "does; checked first: a baseline that holds none of the recipe's "
+                        "configurations stops the run (exit status 2)")
     _add_fail_above_option(stored, "with --baseline: exit status 1")
 
 

@@ -29,7 +29,9 @@ test at level 1 − confidence rejects equal distributions).
 a change only when it is both larger than the factor and statistically significant) and
 pytest-benchmark (``--benchmark-compare-fail=median:5%``, ratio of medians above the
 threshold): a configuration fails when B is significantly slower (the interval lies
-above 1) and the estimated ratio exceeds 1 + T. Exit status 1 when one does.
+above 1) and the estimated ratio exceeds 1 + T. A configuration measured under
+interference, or with too few samples for an interval, is not judged; two runs with no
+configuration in common are an error. The exit statuses are :mod:`deep500.store.gate`'s.
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ import numpy as np
 
 from deep500.store.database import Database, StoreError, column, configuration_key, \
     mapping, timing
+from deep500.store.gate import NOTHING_IN_COMMON, check_common, gate_status, gate_summary, \
+    not_judged_reason
 from deep500.utils.statistics import _normal_quantile
 
 # Largest m·n·min(m, n) for the exact law of U (a few tenths of a second at most).
@@ -271,13 +275,20 @@ class Comparison:
     def failed(self) -> bool:
         return any(row["fails"] for row in self.rows)
 
+    @property
+    def not_judged(self) -> int:
+        return sum(bool(row["not_judged"]) for row in self.rows)
+
     def to_dict(self) -> dict:
         return {"a": self.a.describe(), "b": self.b.describe(),
                 "confidence": self.confidence, "fail_above": self.fail_above,
                 "method": "Hodges-Lehmann ratio of log-samples, Moses/Mann-Whitney CI",
                 "fail_rule": "significantly slower (CI above 1) and ratio > 1 + fail_above",
+                "not_judged_rule": "measured under interference on either side, or too "
+                                   "few samples for a confidence interval",
                 "rows": self.rows, "only_a": self.only_a, "only_b": self.only_b,
-                "failed": self.failed}
+                "failed": self.failed, "not_judged": self.not_judged,
+                "exit_status": gate_status(self) if self.rows else NOTHING_IN_COMMON}
 
 
 def compare_runs(a: Run, b: Run, confidence: float = 0.95,
@@ -300,6 +311,10 @@ def compare_runs(a: Run, b: Run, confidence: float = 0.95,
             interval = {"ratio": None, "ci_low": None, "ci_high": None, "coverage": None,
                         "method": None, "n_a": len(positive[0]), "n_b": len(positive[1])}
         change = verdict(interval)
+        # a difference measured while other processes used the CPU may be theirs
+        interfered = [side for side, m in (("A", mine), ("B", theirs))
+                      if m.get("interfered")]
+        unjudged = not_judged_reason(change, interfered)
         result.rows.append({
             "label": label, "configuration_key": key[0], "rank": key[1],
             "metric": mine["metric"], "unit": mine["unit"],
@@ -307,12 +322,10 @@ def compare_runs(a: Run, b: Run, confidence: float = 0.95,
                   "times_measured": a.repeated[key]},
             "b": {"median": float(np.median(theirs["samples"])),
                   "n": len(theirs["samples"]), "times_measured": b.repeated[key]},
-            **interval, "verdict": change,
-            # a difference measured while other processes used the CPU may be theirs
-            "interfered": [side for side, m in (("A", mine), ("B", theirs))
-                           if m.get("interfered")],
-            "fails": bool(fail_above is not None and change == "slower"
-                          and interval["ratio"] > 1.0 + fail_above)})
+            **interval, "verdict": change, "interfered": interfered,
+            "not_judged": unjudged,
+            "fails": bool(fail_above is not None and unjudged is None
+                          and change == "slower" and interval["ratio"] > 1.0 + fail_above)})
     result.only_b = [m["label"] + (f" [rank {k[1]}]" if len(ranks) > 1 else "")
                      for k, m in b.measurements.items() if k not in a.measurements]
     return result
@@ -366,10 +379,7 @@ def format_table(comparison: Comparison) -> str:
     lines.append("\n" + ", ".join(f"{c} {v}" for v, c in counts.items() if c) +
                  f" (Hodges–Lehmann ratio, {level} Moses/Mann–Whitney CI; significant "
                  f"when the CI excludes 1)")
-    if comparison.fail_above is not None:
-        failing = sum(r["fails"] for r in comparison.rows)
-        lines.append(f"{failing} significantly slower by more than "
-                     f"{comparison.fail_above:.0%}" + (": exit status 1" if failing else ""))
+    lines.extend(gate_summary(comparison))
     return "\n".join(lines)
 
 
@@ -384,7 +394,8 @@ def compare_command(a: str, b: str, database: str | None = None,
                     fail_above: str | None = None, confidence: float = 0.95,
                     as_json: bool = False, out=None) -> int:
     """``deep500 compare``: print the comparison (table or JSON) and return the exit
-    status (1 when ``fail_above`` is given and some configuration fails it)."""
+    status of :func:`deep500.store.gate.gate_status` (StoreError, exit status 2, when
+    the runs have no configuration in common)."""
     import sys
     out = out or sys.stdout
     threshold = parse_threshold(fail_above) if fail_above is not None else None
@@ -393,13 +404,12 @@ def compare_command(a: str, b: str, database: str | None = None,
                          f"e.g. 0.95")
     comparison = compare_runs(load_run(a, database), load_run(b, database), confidence,
                               threshold)
+    check_common(comparison)
     if as_json:
         out.write(json.dumps(comparison.to_dict(), indent=2) + "\n")
     else:
         out.write(format_table(comparison) + "\n")
-    return 1 if comparison.failed else 0
-
-
+    return gate_status(comparison)
 
 
 def compare_with_baseline(baseline: Run, output_dir: str, fail_above: float | None = None,
@@ -407,9 +417,10 @@ def compare_with_baseline(baseline: Run, output_dir: str, fail_above: float | No
     """The end of ``deep500 run --baseline RUN``: compare the run just written to
     ``output_dir`` (B) with ``baseline`` (A, loaded by :func:`load_run` before the run
     started, so that a bad baseline stops it before any work), print the table, and
-    return 1 when ``fail_above`` is given and some configuration fails it."""
+    return the exit status of :func:`deep500.store.gate.gate_status`."""
     import sys
     out = out or sys.stdout
     comparison = compare_runs(baseline, load_run(output_dir), confidence, fail_above)
+    check_common(comparison)
     out.write(f"\nCompared with the baseline {baseline.name}:\n{format_table(comparison)}\n")
-    return 1 if comparison.failed else 0
+    return gate_status(comparison)
