@@ -404,12 +404,12 @@ def _info(args) -> int:
 def _conformance(args) -> int:
     import shlex
     from deep500.conformance import conformance_command
-    command = "deep500 conformance" + "".join(
+    command = "deep500 conformance" + " --update-docs" * args.update_docs + "".join(
         f" --{flag} {shlex.quote(value)}" for flag, value in
         (("executors", args.executors), ("pattern", args.pattern)) if value)
-    return conformance_command(args.executors.split(","), out=args.out, json_path=args.json,
-                               results_path=args.results, pattern=args.pattern,
-                               time_limit=args.time_limit, replace=args.replace,
+    return conformance_command(args.executors.split(","), out=args.out,
+                               pattern=args.pattern, time_limit=args.time_limit,
+                               replace=args.replace, update_docs=args.update_docs,
                                progress=not args.quiet, command=command)
 
 
@@ -712,16 +712,20 @@ def _add_conformance(commands) -> None:
     conformance.add_argument("--executors", default=",".join(registry.names()),
                              help="comma-separated executors (default: every registered "
                              "framework: %(default)s)")
-    conformance.add_argument("--out", help="Markdown page, with its per-case matrix beside "
-                             "it (default: docs/conformance.md; results/ with --pattern)")
-    conformance.add_argument("--json", help="locked passing set to update (default: "
-                             "tests/lv1_network/conformance_passing.json; with --pattern "
-                             "only checked)")
-    conformance.add_argument("--results", help="every case's status, class and message "
-                             "(default: results/conformance.json; results/ with --pattern)")
-    conformance.add_argument("--pattern", help="only cases whose name matches this regex")
+    conformance.add_argument("--out", metavar="DIR", default=os.path.join("results",
+                             "conformance"), help="folder for conformance.md, its per-case "
+                             "matrix conformance_cases.md, every case's outcome "
+                             "conformance.json and the locked passing set with this run's "
+                             "passing cases conformance_passing.json (default: %(default)s)")
+    _add_flag(conformance, "--update-docs", "also regenerate the repository's tracked "
+              "docs/conformance.md, docs/conformance_cases.md and "
+              "tests/lv1_network/conformance_passing.json (a run of every case only; "
+              "default: they are only read)")
+    conformance.add_argument("--pattern", help="only cases whose name matches this regex "
+                             "(default: every case)")
     conformance.add_argument("--time-limit", type=float, default=20.0,
-                             help="seconds per case before its remaining data sets are skipped")
+                             help="seconds per case before its remaining data sets are "
+                             "skipped (default: %(default)s)")
     conformance.add_argument("--replace", action="store_true", help="unlock the locked cases "
                              "that no longer pass (default: keep them and exit 1)")
     conformance.add_argument("--quiet", action="store_true", help="no progress bar")

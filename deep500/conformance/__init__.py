@@ -23,10 +23,13 @@ A case is
 and a case that does not pass gets one failure class (``classify``: nondeterministic,
 harness, dtype, unsupported op, tolerance, wrong, error).
 
-``deep500 conformance`` runs the suite, writes every result as JSON, the Markdown pages
-(``docs/conformance.md`` and the per-case matrix ``docs/conformance_cases.md``) and the
-locked passing set (``tests/lv1_network/conformance_passing.json``) that the test suite
-re-runs, so that a case that passed once must keep passing.
+``deep500 conformance`` runs the suite and writes, into a folder (``--out``, default
+``results/conformance``), every result as JSON, the Markdown pages (``conformance.md``
+and the per-case matrix ``conformance_cases.md``) and the locked passing set with this
+run's passing cases added. With ``--update-docs`` a run of every case also regenerates
+the repository's ``docs/conformance.md`` and ``docs/conformance_cases.md`` and its
+locked passing set (``tests/lv1_network/conformance_passing.json``), which the test
+suite re-runs, so that a case that passed once must keep passing.
 
 This is the runner side of level 1 (like recipes and reports): the executors come from
 the framework registry (:mod:`deep500.frameworks.registry`); level 1 itself knows no

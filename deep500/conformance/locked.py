@@ -16,23 +16,34 @@ def read_locked(path: str) -> dict[str, list[str]]:
         return json.load(stream)
 
 
-def update_locked(path: str, results: ConformanceResults, replace: bool = False
-                  ) -> dict[str, list[str]]:
-    """Add this run's passing cases to the locked set in ``path``; returns the
-    regressions: ``{executor: [locked cases this run ran and did not pass]}``.
+def merged_locked(locked: dict[str, list[str]], results: ConformanceResults,
+                  replace: bool = False) -> tuple[dict, dict]:
+    """(the locked set ``locked`` with this run's passing cases added, the
+    regressions: ``{executor: [locked cases this run ran and did not pass]}``).
 
     Locked cases stay locked unless ``replace``, which makes the run's outcome the new
     truth for the cases it ran (cases it did not run keep their state).
     """
-    locked = read_locked(path)
-    regressions = locked_regressions(locked, results)
+    merged = dict(locked)
     for executor in results.executors:
         ran = {r.case for r in results.of(executor)}
         passing = {r.case for r in results.of(executor) if r.status == "pass"}
         previous = set(locked.get(executor, []))
         keep = previous - ran if replace else previous
-        locked[executor] = sorted(keep | passing)
-    write_text(path, json.dumps(dict(sorted(locked.items())), indent=1) + "\n")
+        merged[executor] = sorted(keep | passing)
+    return dict(sorted(merged.items())), locked_regressions(locked, results)
+
+
+def write_locked(path: str, locked: dict[str, list[str]]) -> None:
+    write_text(path, json.dumps(locked, indent=1) + "\n")
+
+
+def update_locked(path: str, results: ConformanceResults, replace: bool = False
+                  ) -> dict[str, list[str]]:
+    """Add this run's passing cases to the locked set in ``path`` (see
+    :func:`merged_locked`); returns the regressions."""
+    locked, regressions = merged_locked(read_locked(path), results, replace)
+    write_locked(path, locked)
     return regressions
 
 

@@ -70,20 +70,86 @@ def test_results_json_keeps_each_class(tmp_path):
     assert data["executors"]["ref"]["test_cast_int4"]["failure_class"] == "dtype"
 
 
-def test_a_partial_run_leaves_the_repositorys_tables_alone(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    locked = tmp_path / "tests" / "lv1_network" / "conformance_passing.json"
+@pytest.fixture
+def repository(tmp_path, monkeypatch):
+    """A stand-in for the checkout: its tracked page and locked set, and a working
+    folder elsewhere to run the command from."""
+    from deep500.conformance import command
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "conformance.md").write_text("tracked page\n")
+    locked = root / "tests" / "lv1_network" / "conformance_passing.json"
     locked.parent.mkdir(parents=True)
     locked.write_text(json.dumps({"reference": ["test_abs", "test_gone"]}))
+    monkeypatch.setattr(command, "repository_root", lambda: str(root))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    return root, locked, elsewhere
+
+
+def _tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_run_writes_only_into_its_folder(repository, capsys):
+    """From any folder, a run writes results/conformance/ there and only reads the
+    repository's tracked page and locked set."""
+    root, locked, elsewhere = repository
+    before = _tree(root)
     assert main(["conformance", "--executors", "reference", "--pattern", "^test_abs$",
                  "--quiet"]) == 0
-    assert not (tmp_path / "docs").exists()
+    assert _tree(root) == before
+    assert (root / "docs" / "conformance.md").read_text() == "tracked page\n"
     assert json.loads(locked.read_text()) == {"reference": ["test_abs", "test_gone"]}
-    written = sorted(p.name for p in (tmp_path / "results").iterdir())
-    assert written == ["conformance_partial.json", "conformance_partial.md",
-                       "conformance_partial_cases.md"]
-    out = capsys.readouterr().out
-    assert "results/conformance_partial.md" in out and "checked, not updated" in out
+    out = elsewhere / "results" / "conformance"
+    assert _tree(elsewhere) == ["results", "results/conformance",
+                                "results/conformance/conformance.json",
+                                "results/conformance/conformance.md",
+                                "results/conformance/conformance_cases.md",
+                                "results/conformance/conformance_passing.json"]
+    assert json.loads((out / "conformance_passing.json").read_text()) == {
+        "reference": ["test_abs", "test_gone"]}
+    printed = capsys.readouterr().out
+    assert "results/conformance/conformance.md" in printed and str(locked) in printed
+
+
+def test_out_names_the_folder(repository, tmp_path):
+    target = tmp_path / "mine"
+    assert main(["conformance", "--executors", "reference", "--pattern", "^test_abs$",
+                 "--quiet", "--out", str(target)]) == 0
+    assert sorted(p.name for p in target.iterdir()) == [
+        "conformance.json", "conformance.md", "conformance_cases.md",
+        "conformance_passing.json"]
+    assert "| Abs | 1/1 |" in (target / "conformance.md").read_text()
+
+
+def test_tracked_files_are_written_only_with_update_docs(repository, capsys):
+    root, locked, elsewhere = repository
+    assert main(["conformance", "--executors", "reference", "--pattern", "^test_abs$",
+                 "--quiet", "--update-docs"]) == 2
+    assert "a partial run must not replace the tables" in capsys.readouterr().err
+    assert main(["conformance", "--executors", "reference", "--pattern", "^test_abs$",
+                 "--quiet", "--out", str(root / "docs")]) == 2
+    assert "is a file the repository tracks" in capsys.readouterr().err
+    assert (root / "docs" / "conformance.md").read_text() == "tracked page\n"
+    assert not (elsewhere / "results").exists()
+
+
+def test_update_docs_regenerates_the_tracked_files(repository, monkeypatch):
+    """--update-docs on a run of every case (here, a suite of one case) writes the
+    repository's pages and locked set, wherever the command runs."""
+    from deep500.conformance import command
+    one_case = conf.load_cases("^test_abs$")
+    monkeypatch.setattr(command, "load_cases", lambda pattern: one_case)
+    root, locked, elsewhere = repository
+    assert main(["conformance", "--executors", "reference", "--quiet",
+                 "--update-docs"]) == 0
+    page = (root / "docs" / "conformance.md").read_text()
+    assert "deep500 conformance --update-docs --executors reference" in page
+    assert (root / "docs" / "conformance_cases.md").exists()
+    assert json.loads(locked.read_text()) == {"reference": ["test_abs", "test_gone"]}
+    assert (elsewhere / "results" / "conformance" / "conformance.md").read_text() == page
 
 
 def test_regressions_are_locked_cases_run_and_not_passed():
@@ -91,14 +157,3 @@ def test_regressions_are_locked_cases_run_and_not_passed():
                                       executors=["reference"])
     locked = {"reference": ["test_abs", "test_relu"], "pytorch": ["test_abs"]}
     assert conf.locked_regressions(locked, results) == {"reference": ["test_abs"]}
-
-
-@pytest.mark.parametrize("flag", ["--out", "--json"])
-def test_a_partial_run_writes_where_it_is_told(tmp_path, monkeypatch, flag):
-    monkeypatch.chdir(tmp_path)
-    target = tmp_path / ("page.md" if flag == "--out" else "passing.json")
-    assert main(["conformance", "--executors", "reference", "--pattern", "^test_abs$",
-                 "--quiet", flag, str(target)]) == 0
-    assert target.exists()
-    if flag == "--json":
-        assert json.loads(target.read_text()) == {"reference": ["test_abs"]}
