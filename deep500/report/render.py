@@ -122,13 +122,27 @@ def _status(manifest: dict) -> str | None:
     return status
 
 
-def _fairness(manifest: dict) -> str:
+def _fairness(manifest: dict, records=()) -> str:
     fixed = (manifest.get("recipe", {}).get("content") or {}).get("fixed", {})
     held = ", ".join(f"{k} = {v}" for k, v in fixed.items()) or "nothing beyond the defaults"
     return ("Held equal in every comparison: the same inputs (generated from the seed), "
             f"and the fixed components ({held}). Each framework is timed on its own "
             "tensors; conversions and layout changes (TensorFlow convolutions run in "
-            "NHWC) happen outside the timed region of operators.")
+            "NHWC) happen outside the timed region of operators." + _fed_inputs(records))
+
+
+def _fed_inputs(records) -> str:
+    """Which dataset field feeds each graph input of an ONNX file whose inputs are not
+    named as the dataset's fields (``network: {file: ..., inputs: ...}``, or a
+    single-input model)."""
+    said = {}
+    for record in records:
+        network = (record.get("configuration") or {}).get("network")
+        if isinstance(network, dict) and network.get("file") and network.get("inputs"):
+            said[os.path.basename(network["file"])] = network["inputs"]
+    return "".join(f" The ONNX file {name} is fed by the dataset: " + ", ".join(
+        f"its input {k} takes the field {v}" for k, v in sorted(inputs.items())) + "."
+        for name, inputs in sorted(said.items()))
 
 
 def write_reports(output_dir: str, per_seed: bool = False,
@@ -152,9 +166,10 @@ def _write_reports(output_dir, records, per_seed, figure_format) -> list[str]:
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
     counts = count_outcomes(records)  # the same counts deep500 run prints
     verdict = counts.sentence() + "."
-    return [_markdown(output_dir, title, verdict, manifest, sections, figure_format),
+    return [_markdown(output_dir, title, verdict, manifest, sections, figure_format,
+                      records),
             _html(output_dir, title, verdict, counts.ok, manifest, sections,
-                  figure_format)]
+                  figure_format, records)]
 
 
 def _figure_link(output_dir, path, figure_format) -> str:
@@ -164,10 +179,11 @@ def _figure_link(output_dir, path, figure_format) -> str:
     return f" ([{figure_format.upper()}]({os.path.relpath(other, output_dir)}))"
 
 
-def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None) -> str:
+def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None,
+              records=()) -> str:
     banner = cluster_banner(manifest)
     parts = [f"# {title}", "", *([f"> **{banner}**", ""] if banner else []), verdict, "",
-             _fairness(manifest), "", _run_table(manifest).markdown()]
+             _fairness(manifest, records), "", _run_table(manifest).markdown()]
     for section in sections:
         for table in section["tables"]:
             parts.append(table.markdown())
@@ -181,13 +197,15 @@ def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None
     return write_atomically(os.path.join(output_dir, "report.md"), "\n".join(parts))
 
 
-def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None) -> str:
+def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None,
+          records=()) -> str:
     banner = cluster_banner(manifest)
     body = [f"<h1>{html.escape(title)}</h1>",
             *([f"<p class='warn'><strong>{html.escape(banner)}</strong></p>"]
               if banner else []),
             f"<p class='{'ok' if ok else 'fail'}'>{html.escape(verdict)}</p>",
-            f"<p>{html.escape(_fairness(manifest))}</p>", _run_table(manifest).html()]
+            f"<p>{html.escape(_fairness(manifest, records))}</p>",
+            _run_table(manifest).html()]
     for section in sections:
         body += [table.html() for table in section["tables"]]
         for caption, path in section["plots"]:

@@ -30,23 +30,50 @@ LABELS = "labels"
 class NetworkSpec:
     """A zoo model by name with its options, or an ONNX file; ``frozen``: regular
     expressions naming floating initializers kept constant in training
-    (``OnnxModel.freeze``; an exporter's folded constants, say)."""
+    (``OnnxModel.freeze``; an exporter's folded constants, say). ``inputs``: a file's
+    ``(graph input, dataset field)`` pairs (``network: {file: ..., inputs: {x:
+    input}}``); ``single_input``: the file's only graph input when it has one and no
+    ``inputs`` are given, which then takes the dataset's input whatever its name."""
     model: str | None = None
     file: str | None = None
     options: tuple = field(default=())
     frozen: tuple = field(default=())
+    inputs: tuple = field(default=())
+    single_input: str | None = None
+
+    def input_mapping(self, dataset_input: str | None) -> dict:
+        """``{graph input: dataset field}`` of a file model fed by a dataset whose input
+        field is ``dataset_input`` (None: no dataset, only the explicit pairs)."""
+        if self.inputs:
+            return dict(self.inputs)
+        if self.single_input and dataset_input and self.single_input != dataset_input:
+            return {self.single_input: dataset_input}
+        return {}
 
     @property
     def label(self) -> str:
         if self.file:
-            return os.path.basename(self.file)
+            fed = ", ".join(f"{k} <- {v}" for k, v in self.inputs)
+            if not fed and self.single_input and self.single_input != "input":
+                fed = f"{self.single_input} <- the dataset's input"
+            return os.path.basename(self.file) + (f" (inputs {fed})" if fed else "")
         extra = ", ".join(f"{k}={v}" for k, v in self.options)
         return f"{self.model}" + (f" ({extra})" if extra else "")
 
-    def build(self, batch_size: int, dtype: str, seed: int, loss: str | None):
+    def build(self, batch_size: int, dtype: str, seed: int, loss: str | None,
+              dataset_input: str | None = None):
+        """The ONNX model; fed by a dataset, a file's inputs renamed to the dataset's
+        fields (``input_mapping``) and its only output to ``output`` (the training
+        loop's accuracy reads that name) before the loss is added."""
         import onnx
         if self.file:
             model = onnx.load(self.file)
+            if dataset_input is not None or self.inputs:
+                from deep500.utils.onnx_interop.input_names import (rename_graph_inputs,
+                                                                    rename_only_output)
+                model = rename_graph_inputs(model, self.input_mapping(dataset_input))
+                if dataset_input is not None:   # the training loop's accuracy reads it
+                    model = rename_only_output(model, "output")
             if loss:
                 from deep500.utils.onnx_interop.losses import add_loss
                 model = add_loss(model, loss)
@@ -64,7 +91,9 @@ class NetworkSpec:
 
     def to_dict(self) -> dict:
         return {"model": self.model, "file": self.file, "options": dict(self.options),
-                "frozen": list(self.frozen), "label": self.label}
+                "frozen": list(self.frozen), "label": self.label,
+                **({"inputs": self.input_mapping("input")} if self.file and
+                   self.input_mapping("input") else {})}
 
 
 def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
@@ -85,16 +114,43 @@ def parse_network(entry, where: str, recipe_dir: str) -> NetworkSpec:
         path = path if os.path.isabs(path) else os.path.join(recipe_dir, path)
         if not os.path.isfile(path):
             raise RecipeError(f"{where}.file: ONNX file {path!r} does not exist")
+        inputs = entry.pop("inputs", None)
         if entry:
             raise RecipeError(f"{where}: unexpected keys {sorted(entry)} next to 'file'")
         check_onnx_file(path, f"{where}.file")
-        return NetworkSpec(file=path, frozen=frozen)
+        fed = _file_inputs(path)
+        pairs = _input_pairs(inputs, fed, f"{where}.inputs") if inputs is not None else ()
+        return NetworkSpec(file=path, frozen=frozen, inputs=pairs,
+                           single_input=fed[0] if len(fed) == 1 and not pairs else None)
     name = entry.pop("model", None)
     from deep500.networks import model_names
     if not isinstance(name, str) or name not in model_names():
         raise RecipeError(f"{where}.model: unknown model {show(name)}; the zoo has "
                           f"{model_names()}")
     return NetworkSpec(model=name, options=tuple(sorted(entry.items())), frozen=frozen)
+
+
+def _file_inputs(path: str) -> list:
+    """The graph inputs an ONNX file must be fed (its weights not loaded)."""
+    import onnx
+    from deep500.utils.onnx_interop.input_names import fed_inputs
+    return fed_inputs(onnx.load(path, load_external_data=False))
+
+
+def _input_pairs(value, fed: list, where: str) -> tuple:
+    """``inputs: {graph input: dataset field}`` checked against the file's inputs."""
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()):
+        raise RecipeError(f"{where}: map the model's graph inputs to dataset fields, "
+                          f"e.g. {{{(fed or ['x'])[0]}: input}}; got {describe(value)}")
+    unknown = sorted(k for k in value if k not in fed)
+    if unknown:
+        raise RecipeError(f"{where}: the model has no input {show(unknown)}; its inputs "
+                          f"are {fed}")
+    if len(set(value.values())) < len(value):
+        raise RecipeError(f"{where}: two graph inputs take one dataset field "
+                          f"({show(value)}); give each its own")
+    return tuple(sorted(value.items()))
 
 
 def _frozen(value, where: str) -> tuple:

@@ -279,4 +279,5 @@ def build_network(configuration: dict, train):
             options.setdefault("classes", int(train.classes))
         spec = NetworkSpec(model=spec.model, options=tuple(sorted(options.items())),
                            frozen=spec.frozen)
-    return spec.build("N", "float32", configuration["seed"], configuration["loss"])
+    return spec.build("N", "float32", configuration["seed"], configuration["loss"],
+                      dataset_input=train.input_node)
