@@ -72,6 +72,7 @@ import deep500.frameworks.reference as d5ref  # noqa: E402
 from deep500.utils.allocator import aligned_empty, fix_allocator_thresholds  # noqa: E402
 from deep500.utils.statistics import median_ci  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
 
 KERNELS = {
     "elementwise (relu)": (os.path.join(REPO, "recipes", "kernels", "relu.cpp"), "relu",
@@ -346,7 +347,8 @@ def compile_times(sizes, repeats: int) -> None:
                 cold = time.perf_counter() - started
                 assert not descriptor.cache_hit
                 loads = load_time_ms(source, name, sizes[0], cache, repeats)
-                verdict = "PASS" if statistics.median(loads) < LOAD_BUDGET_MS else "MISS"
+                verdict = TARGETS.judge(f"{kernel} cache-hit load",
+                                        statistics.median(loads) < LOAD_BUDGET_MS)
                 print(f"{kernel:<22} cold compile {cold:6.2f} s   cache-hit load median "
                       f"{statistics.median(loads):6.1f} ms (min {min(loads):.1f}, "
                       f"{repeats} processes)   target < {LOAD_BUDGET_MS:.0f} ms: {verdict}")
@@ -365,6 +367,7 @@ def main() -> int:
     parser.add_argument("--system-malloc", action="store_true",
                         help="keep glibc's adaptive thresholds (by default they are fixed "
                              "as in lv1_executors.py and deep500 run)")
+    add_check_option(parser)
     args = parser.parse_args()
     # Variants allocate their outputs (16 MiB at 4 M elements); with glibc's adaptive
     # mmap threshold whether that memory page-faults on every call depends on what ran
@@ -376,6 +379,15 @@ def main() -> int:
     if args.smoke:
         sizes, rounds, load_repeats = [1024, 65536], 3, 1
     set_thread_counts(1)
+    # Timed rounds alone: every call path (about 17 with both frameworks) and its bare
+    # call alternate in each round; the C++ builds (cached after the first run) and the
+    # cache-hit load processes come on top.
+    timed = len(KERNELS) * len(sizes) * 17 * rounds * args.round_seconds * 2
+    expected_run_time(timed, f"{timed:.0f} s of timed rounds over {len(KERNELS)} kernels x "
+                      f"{len(sizes)} sizes x ~17 call paths, plus "
+                      f"{len(KERNELS) * (len(sizes) + 1)} C++ builds (cached after a "
+                      f"first run, but for the cold ones) and {len(KERNELS) * load_repeats} "
+                      f"load processes")
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
           f"{rounds} rounds; 1 thread everywhere; malloc: {malloc}")
     rows = []
@@ -391,14 +403,16 @@ def main() -> int:
     passed = 0
     for kernel, size, name, added, ratio in judged:
         if size == sizes[0]:
-            verdict = "PASS" if added <= ADDED_BUDGET_US else "MISS"
+            verdict = TARGETS.judge(f"{kernel} {size:,} {name} added time",
+                                    added <= ADDED_BUDGET_US)
             print(f"{kernel:<20} {size:>9,} {name:<36} added {added:7.2f} µs "
                   f"(target <= {ADDED_BUDGET_US:.0f} µs): {verdict}")
         else:
-            verdict = "PASS" if ratio <= LARGE_RATIO_BUDGET else "MISS"
+            verdict = TARGETS.judge(f"{kernel} {size:,} {name} ratio",
+                                    ratio <= LARGE_RATIO_BUDGET)
             print(f"{kernel:<20} {size:>9,} {name:<36} ratio {ratio:7.3f} "
                   f"(target <= {LARGE_RATIO_BUDGET}): {verdict}")
-        passed += verdict == "PASS"
+        passed += verdict == "MET"
     print(f"{passed} of {len(judged)} judged rows meet their target")
     print("\n== Not judged ==")
     for kernel, size, name, added, ratio in rows:
@@ -408,7 +422,7 @@ def main() -> int:
         print(f"{kernel:<20} {size:>9,} {name:<36} added {added:7.2f} µs, ratio "
               f"{ratio:7.3f}: {why}")
     compile_times(sizes, load_repeats)
-    return 0
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

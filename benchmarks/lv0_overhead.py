@@ -51,6 +51,7 @@ import deep500.frameworks.pytorch as d5pt  # noqa: E402
 from deep500.recipe import load_recipe  # noqa: E402
 from deep500.recipe.experiments.operators import make_inputs  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
 
 
 class _Call(d5.CustomOp):
@@ -209,8 +210,8 @@ def print_sampler_rows(args) -> bool:
     print(f"sampling thread's CPU time per sample while Python runs: {per_sample * 1e6:.0f} "
           f"µs = {share:.2%} of the {args.sampler_interval * 1e3:g} ms interval (a bound "
           f"on the GIL time a GIL-bound call loses, hand-overs aside)")
-    overall = "NOT MET" if "NOT MET" in verdicts else "UNRESOLVED" \
-        if "UNRESOLVED" in verdicts else "MET"
+    overall = TARGETS.record("sampler cost", "NOT MET" if "NOT MET" in verdicts else
+                             "UNRESOLVED" if "UNRESOLVED" in verdicts else "MET")
     advice = (" (the CI straddles the target: rerun on a quieter machine or with more "
               "--sampler-rounds)" if overall == "UNRESOLVED" else "")
     print(f"sampler cost (target <= +1.00% of a 1 ms call, judged on the 95% CI): "
@@ -231,7 +232,23 @@ def main() -> int:
     parser.add_argument("--sampler-interval", type=float, default=0.05)
     parser.add_argument("--only-sampler", action="store_true",
                         help="print only the sampler's cost rows")
+    add_check_option(parser)
     args = parser.parse_args()
+    specs = []
+    if not args.only_sampler:
+        for configuration in load_recipe(args.recipe).configurations():
+            if configuration["operator"] not in specs:
+                specs.append(configuration["operator"])
+    # Timed rounds alone (each paired round runs both sides); calibration and warm-up
+    # calls come on top.
+    sampler_s = 2 * 2 * args.sampler_rounds * args.sampler_round_seconds + 2.0
+    deep500_s = 0.0 if args.only_sampler else \
+        2 * (len(specs) + 1) * args.rounds * args.round_seconds
+    expected_run_time(sampler_s + deep500_s, f"timed rounds: sampler rows "
+                      f"{sampler_s:.0f} s" + ("" if args.only_sampler else
+                                              f", {len(specs)} operators and the empty "
+                                              f"call {deep500_s:.0f} s") +
+                      ", plus start-up and warm-up")
 
     # Run-to-run spread shows in the rounds; keep the table readable.
     warnings.simplefilter("ignore", d5.UnstableMeasurementWarning)
@@ -241,11 +258,7 @@ def main() -> int:
     print_sampler_rows(args)
     set_thread_counts(args.threads)
     if args.only_sampler:
-        return 0
-    specs = []
-    for configuration in load_recipe(args.recipe).configurations():
-        if configuration["operator"] not in specs:
-            specs.append(configuration["operator"])
+        return TARGETS.exit_status(args.check)
     print("Baseline: torch.utils.benchmark.Timer.timeit; measured: d5.test_op_forward + "
           f"d5.WallclockTime{' with the telemetry sampler on' if args.telemetry else ''}; "
           f"{args.threads} threads; {args.rounds} paired rounds per size")
@@ -273,8 +286,8 @@ def main() -> int:
               f"{overhead:>+8.2%} [{low:+.1%}, {high:+.1%}]")
     median = float(np.median(overheads))
     print(f"median overhead over sizes: {median:+.2%} (target <= +1.00%): "
-          f"{'MET' if median <= 0.01 else 'NOT MET'}")
-    return 0
+          f"{TARGETS.judge('median overhead over sizes', median <= 0.01)}")
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

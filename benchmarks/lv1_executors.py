@@ -96,6 +96,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
 from gemm_floor import gemm_floor_seconds  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 
@@ -548,6 +549,7 @@ def _arguments():
     parser.add_argument("--smoke", action="store_true",
                         help="a quick check that everything runs: batch 4, 2 rounds of "
                              "one call, 1 warm-up call (numbers are not meaningful)")
+    add_check_option(parser)
     args = parser.parse_args()
     if args.smoke:
         args.batches, args.rounds, args.round_seconds = [4], 2, 0.0
@@ -555,8 +557,27 @@ def _arguments():
     return args
 
 
+# Comparisons (timed pairs) per model and batch: d5ref and its ceiling; d5ort inference;
+# d5pt inference and backprop; d5tf eager and function, inference and backprop.
+COMPARISONS = {"reference": 2, "onnxruntime": 1, "pytorch": 2, "tensorflow": 4}
+
+
+def _expected_run_time(args) -> None:
+    """Fast calls finish a comparison in their paired rounds, slow ones take up to
+    --max-seconds; model building, warm-up and the floors come on top."""
+    count = sum(COMPARISONS[f] * len(args.reference_models if f == "reference" else
+                                     args.models) * len(args.batches)
+                for f in args.frameworks)
+    fast = 2 * args.rounds * args.round_seconds
+    slowest = max(fast, args.max_seconds)
+    expected_run_time(count * fast, f"timed rounds of {count} comparisons: {fast:g} s "
+                      f"each with fast calls, up to {slowest:g} s with slow ones; model "
+                      f"building and warm-up on top", at_most=count * slowest)
+
+
 def main() -> int:
     args = _arguments()
+    _expected_run_time(args)
     # Before any framework is imported, so that each starts with these settings.
     malloc = "glibc defaults (--system-malloc)" if args.system_malloc else fix_allocator_thresholds()
     set_thread_counts(args.threads)
@@ -670,7 +691,13 @@ def main() -> int:
         print(f"  NOT MET: Floor {row.model} batch {row.batch}: d5ref/floor = "
               f"{statistics.median(row.m.ours) / row.floor[0]:.3f} (target <= "
               f"{FLOOR_TARGET:g})", flush=True)
-    return 0
+    for row in judged:
+        TARGETS.judge(f"{row.section.title.split(':')[0]} {row.model} batch {row.batch} "
+                      f"{row.phase}", row.met)
+    for row in rows:
+        if row.floor is not None:
+            TARGETS.judge(f"Floor {row.model} batch {row.batch}", floor_verdict(row))
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

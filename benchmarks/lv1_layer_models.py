@@ -56,6 +56,8 @@ import time
 
 import numpy as np
 
+from benchmark_targets import TARGETS, add_check_option
+
 # Whose matrix product each executor's GEMM times come from (gemm_rate.GemmRate) with
 # --torch-gemm; without it NumPy's for both.
 LIBRARY = {"reference": "numpy", "pytorch": "torch"}
@@ -226,6 +228,7 @@ def main() -> int:
                         help="weighted error a model must reach (default 0.10)")
     parser.add_argument("--smoke", action="store_true",
                         help="MLP and LeNet, reference executor, tiny batches, 1 run")
+    add_check_option(parser)
     args = parser.parse_args()
     if min(args.reruns, args.rounds, args.batch) < 1 or args.warmup < 0:
         parser.error("--reruns, --rounds and --batch must be at least 1, --warmup at least 0")
@@ -289,6 +292,7 @@ def main() -> int:
     verdicts = []
     for label, executor_name, errors in table:
         met = [m for m in ("analytic", "learned") if errors[m] <= args.target]
+        TARGETS.judge(f"{label}/{executor_name} weighted error", bool(met))
         verdicts.append(f"{label}/{executor_name} "
                         + (f"met ({', '.join(met)})" if met else "MISSED"))
     print(f"target weighted error <= {args.target:.0%}: " + "; ".join(verdicts))
@@ -296,7 +300,7 @@ def main() -> int:
     learned = [errors["learned"] for _, _, errors in table]
     print(f"per-layer model weighted error: analytic {np.median(analytic):.1%}, "
           f"learned {np.median(learned):.1%}")
-    return 0
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

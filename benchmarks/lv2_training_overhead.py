@@ -111,6 +111,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 from lv1_executors import Measurement, agree, measure  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option  # noqa: E402
 
 LOSS = "softmax_cross_entropy"
 OPTIMIZERS = {"momentum": ("MomentumOptimizer", {"learning_rate": 0.01, "momentum": 0.9}),
@@ -444,6 +445,7 @@ def _arguments():
     parser.add_argument("--smoke", action="store_true",
                         help="a quick check that everything runs: 2 batches of 16 per "
                              "epoch, 2 rounds (numbers are not meaningful)")
+    add_check_option(parser)
     args = parser.parse_args()
     if args.smoke:
         args.samples, args.batch, args.rounds = 32, 16, 2
@@ -517,7 +519,9 @@ def main() -> int:
     for row in missed:
         print(f"  NOT MET: {row.table.title.split(':')[0]} {row.model} {row.case}: "
               f"{row.table.ours}/{row.table.baseline} = {row.ratio:.3f}", flush=True)
-    return 0
+    for row in judged:
+        TARGETS.judge(f"{row.table.title.split(':')[0]} {row.model} {row.case}", row.met)
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,9 @@ from deep500.lv3_distributed import (CommunicationNetwork,  # noqa: E402
                                      CommunicationVolume, allreduce_names, guarded_main,
                                      mpi_fork)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
+
 TARGET = 1.05
 TARGET_FROM = 1 << 20
 KB = 1 << 10
@@ -266,6 +269,7 @@ def main() -> int:
                         help="Deep500 allreduce algorithms to time, comma-separated "
                              f"(default: all, {','.join(allreduce_names())})")
     parser.add_argument("--smoke", action="store_true", help="3 sizes, 3 rounds")
+    add_check_option(parser)
     args = parser.parse_args()
     args.algorithms = [a for a in args.algorithms.split(",") if a]
     unknown = sorted(set(args.algorithms) - set(allreduce_names()))
@@ -294,6 +298,14 @@ def main() -> int:
             f"{MPI.Get_library_version().splitlines()[0].strip()}, mpi4py "
             f"{__import__('mpi4py').__version__}, float32 sum, "
             f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+        if comm.Get_rank() == 0:
+            passes = 1 if args.no_gloo else 2
+            expected_run_time(passes * len(sizes) * args.rounds * args.round_ms / 1e3,
+                              f"{len(sizes)} sizes x {args.rounds} rounds of about "
+                              f"{args.round_ms:g} ms, every variant in each round, "
+                              f"{'MPI' if args.no_gloo else 'MPI and gloo'}; longer where "
+                              f"one call of every variant exceeds --round-ms (the large "
+                              f"sizes), plus checks and warm-up")
         say(comm, f"\n== Allreduce, {p} ranks: ratio = variant / raw mpi4py Allreduce "
             f"(paired per round), medians over {args.rounds} rounds ==")
         results = {nbytes: measure_mpi(comm, net, nbytes, args) for nbytes in sizes}
@@ -315,7 +327,8 @@ def main() -> int:
 
         say(comm, "\n== Targets ==")
         for nbytes, ratio in ratios:
-            verdict = "MET" if ratio <= TARGET else "NOT MET"
+            verdict = TARGETS.judge(f"default allreduce / mpi4py at {_label(nbytes)}",
+                                    ratio <= TARGET)
             say(comm, f"default allreduce (d5 {default}) / mpi4py at {_label(nbytes)}: "
                 f"{ratio:.3f} (target <= {TARGET})  {verdict}")
         if not ratios:
@@ -328,9 +341,9 @@ def main() -> int:
         say(comm, f"counting cost: {cost * 1e6:.2f} us per recorded call = "
             f"{100 * fraction:.3f}% of a {_label(nbytes)} allreduce "
             f"({_us(allreduce_time)}) (target < 1%)  "
-            f"{'MET' if fraction < 0.01 else 'NOT MET'}")
+            f"{TARGETS.judge('counting cost', fraction < 0.01)}")
         net.close()
-    return 0
+    return TARGETS.exit_status(args.check) if comm.Get_rank() == 0 else 0
 
 
 _MPI = None

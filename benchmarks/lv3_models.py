@@ -88,6 +88,7 @@ from deep500.lv3_distributed.calibration import coherence  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lv3_allreduce import _label, _us, say  # noqa: E402  (the same table formats)
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
 from deep500.utils.machine import load_machine, save_machine  # noqa: E402
 
 KB = 1 << 10
@@ -346,6 +347,7 @@ def main() -> int:
     parser.add_argument("--budget-ms", type=float, default=300.0,
                         help="time spent measuring each row (default 300)")
     parser.add_argument("--smoke", action="store_true", help="1, 4 and 64 KB, short budgets")
+    add_check_option(parser)
     args = parser.parse_args()
     if args.cluster:
         import cluster_models
@@ -363,6 +365,12 @@ def main() -> int:
         say(comm, f"# {platform.platform()}, {os.cpu_count()} cores, {p} ranks, "
             f"{MPI.Get_library_version().splitlines()[0].strip()}, float32 sum, "
             f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+        if rank == 0:
+            rows = len(allreduce_names()) * len(sizes)
+            expected_run_time(rows * args.budget_ms / 1e3, f"{rows} rows (algorithms x "
+                              f"sizes) of {args.budget_ms:g} ms of timed calls each, plus "
+                              f"the calibration{' (--machine: none)' if args.machine else ''}"
+                              f" and the ring-step evidence")
         if args.machine:
             description = load_machine(args.machine) if rank == 0 else None
             say(comm, f"# machine: {args.machine} ({description.source if rank == 0 else ''})")
@@ -538,14 +546,15 @@ def main() -> int:
                 say(comm, f"# without delta (the textbook alpha-beta-gamma + o): median "
                     f"relative error (>= 64 KB) {100 * plain:.1f}%")
                 median = float(np.median(errors))
-                verdict = "MET" if median <= TARGET else "NOT MET"
+                verdict = TARGETS.judge("allreduce model median relative error",
+                                        median <= TARGET)
                 say(comm, f"# target: <= {TARGET:.0%}  {verdict}")
                 say(comm, f"allreduce model median relative error (>= 64 KB): "
                     f"{100 * median:.1f}%")
             else:
                 say(comm, "allreduce model median relative error (>= 64 KB): n/a "
                     "(no size >= 64 KB measured)")
-    return 0
+    return TARGETS.exit_status(args.check) if rank == 0 else 0
 
 
 if __name__ == "__main__":
