@@ -67,44 +67,20 @@ def partition_bounds(samples: int, size: int, rank: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
-class DistributedSampler(Sampler):
-    """Rank ``rank``'s shard of every global minibatch of a seeded per-epoch
-    permutation (see the module docstring). ``batch_size`` is the local batch ``b``;
-    the global batch is ``b * size``. ``shuffle=False`` shards the dataset in index
-    order."""
+class _RankShard:
+    """What every distributed sampler adds to its single-process base: a rank and a
+    world size (``rank_and_size``), an explicit seed, a global batch of ``batch_size *
+    size``, per-rank transformation draws, and a checkpoint that names its rank."""
 
-    def __init__(self, dataset: Dataset, batch_size: int, comm=None, seed: int = 0,
-                 shuffle: bool = True, events: Sequence[SamplerEvent] = (),
-                 transformations: Sequence[Callable] = (), rank: int | None = None,
-                 size: int | None = None):
+    def _take_rank(self, comm, rank, size, seed) -> None:
         self.rank, self.size = rank_and_size(comm, rank, size)
         if seed is None:
             raise Deep500Error("A distributed sampler needs an explicit seed: every rank "
                                "must draw the same permutation")
-        super().__init__(dataset, batch_size, seed=seed, drop_last_batch=True,
-                         events=events, transformations=transformations)
-        self.shuffle = bool(shuffle)
-        if len(self) == 0:
-            raise Deep500Error(
-                f"{type(self).__name__}: dataset {dataset.name} has {len(dataset)} "
-                f"samples, fewer than one global minibatch of {self.global_batch_size} "
-                f"({self.size} ranks x {self.batch_size}); lower batch_size")
 
     @property
     def global_batch_size(self) -> int:
         return self.batch_size * self.size
-
-    def __len__(self) -> int:
-        return len(self.dataset) // self.global_batch_size
-
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        if self.shuffle:
-            return np.random.default_rng([self.seed, epoch]).permutation(len(self.dataset))
-        return np.arange(len(self.dataset))
-
-    def _batch_indices(self, batch: int) -> np.ndarray:
-        start = batch * self.global_batch_size + self.rank * self.batch_size
-        return self._order[start:start + self.batch_size]
 
     def _transformation_rng(self) -> np.random.Generator:
         return np.random.default_rng([self.seed, self.epoch, self.position, self.rank])
@@ -119,6 +95,39 @@ class DistributedSampler(Sampler):
                                f"of {self.size} from the state of rank {saved[0]} of "
                                f"{saved[1]}: the shards would differ")
         super().load_state_dict(state)
+
+
+class DistributedSampler(_RankShard, Sampler):
+    """Rank ``rank``'s shard of every global minibatch of a seeded per-epoch
+    permutation (see the module docstring). ``batch_size`` is the local batch ``b``;
+    the global batch is ``b * size``. ``shuffle=False`` shards the dataset in index
+    order."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, comm=None, seed: int = 0,
+                 shuffle: bool = True, events: Sequence[SamplerEvent] = (),
+                 transformations: Sequence[Callable] = (), rank: int | None = None,
+                 size: int | None = None):
+        self._take_rank(comm, rank, size, seed)
+        super().__init__(dataset, batch_size, seed=seed, drop_last_batch=True,
+                         events=events, transformations=transformations)
+        self.shuffle = bool(shuffle)
+        if len(self) == 0:
+            raise Deep500Error(
+                f"{type(self).__name__}: dataset {dataset.name} has {len(dataset)} "
+                f"samples, fewer than one global minibatch of {self.global_batch_size} "
+                f"({self.size} ranks x {self.batch_size}); lower batch_size")
+
+    def __len__(self) -> int:
+        return len(self.dataset) // self.global_batch_size
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        if self.shuffle:
+            return np.random.default_rng([self.seed, epoch]).permutation(len(self.dataset))
+        return np.arange(len(self.dataset))
+
+    def _batch_indices(self, batch: int) -> np.ndarray:
+        start = batch * self.global_batch_size + self.rank * self.batch_size
+        return self._order[start:start + self.batch_size]
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.dataset.name}, rank {self.rank} of "
@@ -158,7 +167,7 @@ class PartitionedDistributedSampler(DistributedSampler):
         return self._order[start:start + self.batch_size]
 
 
-class DistributedBucketSampler(BucketSampler):
+class DistributedBucketSampler(_RankShard, BucketSampler):
     """:class:`~deep500.lv2_training.bucket_sampler.BucketSampler` over ranks: every
     rank draws the same seeded global minibatches of ``batch_size * size`` samples, each
     from one length bucket, and rank ``rank`` takes its ``rank``-th slice of
@@ -172,17 +181,10 @@ class DistributedBucketSampler(BucketSampler):
                  events: Sequence[SamplerEvent] = (),
                  transformations: Sequence[Callable] = (), rank: int | None = None,
                  size: int | None = None):
-        self.rank, self.size = rank_and_size(comm, rank, size)
-        if seed is None:
-            raise Deep500Error("A distributed sampler needs an explicit seed: every rank "
-                               "must draw the same permutation")
+        self._take_rank(comm, rank, size, seed)
         super().__init__(dataset, batch_size, seed=seed, lengths=lengths, buckets=buckets,
                          drop_last_batch=True, shuffle=shuffle, events=events,
                          transformations=transformations)
-
-    @property
-    def global_batch_size(self) -> int:
-        return self.batch_size * self.size
 
     def _batch_samples(self) -> int:
         return self.global_batch_size
@@ -193,20 +195,6 @@ class DistributedBucketSampler(BucketSampler):
     def _batch_indices(self, batch: int) -> np.ndarray:
         start = self._bounds[batch] + self.rank * self.batch_size
         return self._order[start:start + self.batch_size]
-
-    def _transformation_rng(self) -> np.random.Generator:
-        return np.random.default_rng([self.seed, self.epoch, self.position, self.rank])
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "rank": self.rank, "size": self.size}
-
-    def load_state_dict(self, state: dict) -> None:
-        saved = (state.get("rank"), state.get("size"))
-        if saved != (None, None) and saved != (self.rank, self.size):
-            raise Deep500Error(f"Cannot resume {type(self).__name__} of rank {self.rank} "
-                               f"of {self.size} from the state of rank {saved[0]} of "
-                               f"{saved[1]}: the shards would differ")
-        super().load_state_dict(state)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.dataset.name}, rank {self.rank} of "
