@@ -26,6 +26,7 @@ from __future__ import annotations
 import onnx
 
 from deep500.networks._builder import GraphBuilder
+from deep500.networks.vgg11 import vgg_classifier, vgg_features
 from deep500.utils.errors import Deep500Error
 
 CONFIG_D = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
@@ -39,20 +40,7 @@ def vgg16(input_shape=(3, 224, 224), classes: int = 1000, hidden: int = 4096,
     if not width > 0:
         raise Deep500Error(f"VGG-16 width must be positive, not {width!r}")
     b = GraphBuilder(name, input_shape, batch_size, dtype, seed)
-    x = b.input
-    convs = pools = 0
-    for layer in CONFIG_D:
-        if layer == "M":
-            pools += 1
-            x = b.maxpool(x, 2, 2, name=f"pool{pools}")
-        else:
-            convs += 1
-            x = b.relu(b.conv(x, max(1, round(layer * width)), 3, 1, 1, bias=True,
-                              name=f"conv{convs}"), name=f"relu{convs}")
-    x = b.flatten(x)
-    x = b.relu(b.gemm(x, hidden, name="fc1"), name="fc1.relu")
-    x = b.relu(b.gemm(x, hidden, name="fc2"), name="fc2.relu")
-    x = b.gemm(x, classes, name="fc3")
+    x = vgg_classifier(b, vgg_features(b, b.input, CONFIG_D, width), hidden, classes)
     return b.build(x, doc=f"VGG-16 (Simonyan & Zisserman 2015, configuration D) for input "
                           f"{tuple(input_shape)}, width {width}, hidden {hidden}, "
                           f"{classes} classes")
