@@ -49,8 +49,9 @@ class Targets:
 
     def exit_status(self, check: bool, status: int = 0, out=None) -> int:
         """The script's exit status: ``status`` when it is an error already; with
-        ``check``, 1 when any target was NOT MET (the line says which); else 0."""
-        out = out or sys.stdout
+        ``check``, 1 when any target was NOT MET (the line says which, on stderr, so
+        that a benchmark's named last line stays the last line of its output); else 0."""
+        out = out or sys.stderr
         if status:
             return status
         if not check:

@@ -67,6 +67,7 @@ is ``simulator step-time error: median X%, worst Y%, ranking tau Z``.
 Run:  python benchmarks/lv3_simulator.py --cluster [rate=...] [--nodes 1,2,4]
         [--models mlp,lenet,resnet20] [--steps 30] [--rounds 3]
         [--calibration quick|full|both] [--keep DIR] [--smoke]
+        [--check]  (exit 1 when the last line misses a target)
 """
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ from deep500.lv3_distributed import allreduce_names  # noqa: E402
 from deep500.lv3_distributed.distributed_training import synchronous_step_times  # noqa: E402
 from deep500.results.files import read_results  # noqa: E402
 from deep500.lv3_distributed.calibration import Plan  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option  # noqa: E402
 
 DISTRIBUTED_RECIPE = os.path.join(REPO, "recipes", "distributed.yaml")
 
@@ -245,6 +247,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="quick calibration, 1 epoch, "
                         "batch 16, ring and mpi only; with --cluster: the MLP on 1 and 2 "
                         "nodes, 8 steps, 1 round")
+    add_check_option(parser)
     cluster = parser.add_argument_group("on an emulated cluster (as root)")
     cluster.add_argument("--cluster", nargs="?", const="", metavar="SPEC",
                          help="run the sweep on emulated clusters; SPEC: tc fields other "
@@ -335,9 +338,11 @@ def main() -> int:
         print("no configuration was measured")
         return 1
     worst = max(errors)
-    print(f"# {len(errors)} configurations; worst |pred/meas - 1| = {worst:.1%}")
-    print(f"simulator step-time error: {np.median(errors) * 100:.1f}%")
-    return 0
+    median = float(np.median(errors))
+    print(f"# {len(errors)} configurations; worst |pred/meas - 1| = {worst:.1%}; target "
+          f"median <= 10%: {TARGETS.judge('simulator step-time error', median <= 0.10)}")
+    print(f"simulator step-time error: {median * 100:.1f}%")
+    return TARGETS.exit_status(args.check)
 
 
 if __name__ == "__main__":

@@ -231,6 +231,9 @@ def report(raw_rows: list, cores: int, calibrations=("quick",)) -> int:
             _line(f"predicted with the {kind} calibration, without the oversubscribed "
                   f"rows", [r for r in other if not r["oversubscribed"]])
     median, worst, tau = chosen
+    from benchmark_targets import TARGETS
+    TARGETS.judge("simulator step-time error (median, worst, tau)",
+                  median <= MEDIAN_TARGET and worst <= WORST_TARGET and tau >= TAU_TARGET)
     print(f"simulator step-time error: median {median * 100:.1f}%, worst "
           f"{worst * 100:.1f}%, ranking tau {tau:.2f}")
     return 0
