@@ -288,6 +288,9 @@ def _run(args) -> int:
             print(f"Report:  {path}")
         if summary.run_id is not None:
             print(f"Stored:  run {summary.run_id} in {_database(args)} (deep500 runs)")
+        noise = summary.interference_sentence()
+        if noise:  # beside the counts: a verdict on disturbed numbers says so
+            print(noise)
         print(summary.sentence())
     gate = 0
     if baseline is not None and summary.report_paths:  # rank 0

@@ -1,6 +1,6 @@
 """What ``deep500 run`` reports when a run ends: its folder, the counts of what was
-measured, failed and missed a threshold (as the report counts them), the reports
-written and where the run was stored."""
+measured, failed, missed a threshold and was measured under interference (as the report
+counts them), the reports written and where the run was stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,10 +35,19 @@ class RunSummary:
         return (f"{self.measurements} configurations measured, {self.errors} failed to "
                 f"run, {self.acceptance_failures} missed an acceptance threshold")
 
+    def interference_sentence(self) -> str | None:
+        """How many measured configurations were measured under interference (rank 0;
+        :meth:`deep500.report.records.Counts.interference_sentence`)."""
+        return self.counts.interference_sentence() if self.counts is not None else None
+
 
 def counted(record: dict) -> dict:
     """The part of a record on disk that the counts read (kept per record as written)."""
-    return {key: record.get(key) for key in _COUNTED}
+    parts = {key: record.get(key) for key in _COUNTED}
+    telemetry = record.get("telemetry")
+    if isinstance(telemetry, dict):  # watched; whether it saw interference
+        parts["telemetry"] = {"interfered": bool(telemetry.get("interfered"))}
+    return parts
 
 
 def summarize(output_dir: str, written: list[dict], reports: list, run_id: int | None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from deep500.report.tables import fmt_number
@@ -259,10 +259,32 @@ class Counts:
     failed: int = 0
     skipped: int = 0
     acceptance_failures: int = 0
+    # Measured configurations that the telemetry sampler watched, and those it saw
+    # other processes use the CPU during (on any rank). Not part of equality: whether
+    # a run was interfered with depends on the machine, not on what the run did.
+    watched: int = field(default=0, compare=False)
+    interfered: int = field(default=0, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.failed == 0 and self.acceptance_failures == 0
+
+    def interference_sentence(self) -> str | None:
+        """How many measured configurations were measured under interference, the line
+        beside :meth:`sentence` (None when nothing was measured): an acceptance verdict
+        on numbers that other processes disturbed is no verdict on the code."""
+        if not self.measured:
+            return None
+        unwatched = self.measured - self.watched
+        tail = (f" ({unwatched} not watched by the telemetry sampler)" if unwatched
+                else "")
+        if not self.interfered:
+            return (f"None of the {self.measured} measured configurations was measured "
+                    f"under interference{tail}.")
+        return (f"⚠ {self.interfered} of {self.measured} measured configurations were "
+                f"measured under interference (other processes used the CPU; their rows "
+                f"are flagged){tail}: re-measure on a quiet machine, or with deep500 run "
+                f"--remeasure-interfered.")
 
     def sentence(self) -> str:
         """The line ``deep500 run`` prints and the report shows."""
@@ -287,6 +309,10 @@ def count_outcomes(records: list[dict]) -> Counts:
             counts.failed += 1
         elif "measurement" in kinds:
             counts.measured += 1
+            telemetry = [r.get("telemetry") for r in group if r.get("kind") == "measurement"]
+            counts.watched += any(isinstance(t, dict) for t in telemetry)
+            counts.interfered += any(isinstance(t, dict) and bool(t.get("interfered"))
+                                     for t in telemetry)
         elif "skipped" in kinds:
             counts.skipped += 1
         if any(r.get("kind") == "measurement" and r.get("passed") is False for r in group):

@@ -166,10 +166,11 @@ def _write_reports(output_dir, records, per_seed, figure_format) -> list[str]:
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
     counts = count_outcomes(records)  # the same counts deep500 run prints
     verdict = counts.sentence() + "."
-    return [_markdown(output_dir, title, verdict, manifest, sections, figure_format,
-                      records),
+    noise = counts.interference_sentence()  # the line under it: can the verdict be trusted
+    return [_markdown(output_dir, title, verdict + (f"\n\n{noise}" if noise else ""),
+                      manifest, sections, figure_format, records),
             _html(output_dir, title, verdict, counts.ok, manifest, sections,
-                  figure_format, records)]
+                  figure_format, records, noise)]
 
 
 def _figure_link(output_dir, path, figure_format) -> str:
@@ -198,12 +199,14 @@ def _markdown(output_dir, title, verdict, manifest, sections, figure_format=None
 
 
 def _html(output_dir, title, verdict, ok, manifest, sections, figure_format=None,
-          records=()) -> str:
+          records=(), noise=None) -> str:
     banner = cluster_banner(manifest)
     body = [f"<h1>{html.escape(title)}</h1>",
             *([f"<p class='warn'><strong>{html.escape(banner)}</strong></p>"]
               if banner else []),
             f"<p class='{'ok' if ok else 'fail'}'>{html.escape(verdict)}</p>",
+            *([f"<p class='{'warn' if noise.startswith('⚠') else 'ok'}'>"
+               f"{html.escape(noise)}</p>"] if noise else []),
             f"<p>{html.escape(_fairness(manifest, records))}</p>",
             _run_table(manifest).html()]
     for section in sections:
