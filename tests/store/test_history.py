@@ -45,14 +45,16 @@ def test_filter_syntax():
     assert not matches(configuration, parse_filter("seed=1"))
 
 
-def test_one_point_per_revision(database):
+def test_every_run_of_a_revision(database):
     history = history_points(database, "operator=Relu")
     points = history["points"]
-    assert [p["revision"] for p in points] == REVISIONS
-    assert [p["runs_at_revision"] for p in points] == [1, 2, 1]
-    # revision 2's latest run (3x slower) is the one plotted
-    assert points[1]["value"] / points[0]["value"] == pytest.approx(3.0, rel=0.1)
+    assert [p["revision"] for p in points] == [REVISIONS[0], REVISIONS[1], REVISIONS[1],
+                                               REVISIONS[2]]
+    assert [p["runs_at_revision"] for p in points] == [1, 2, 2, 1]
+    # both runs of revision 2 are shown: the second one 3x slower
+    assert points[2]["value"] / points[1]["value"] == pytest.approx(3.0, rel=0.1)
     assert all(p["ci_low"] <= p["value"] <= p["ci_high"] for p in points)
+    assert all(p["interference"] is None for p in points)
     assert history["unit"] == "s" and history["label"] == "Relu 8x16"
 
 
@@ -60,13 +62,13 @@ def test_history_html(database, tmp_path, capsys):
     out = tmp_path / "pages" / "history.html"
     assert main(["history", "--db", database, "--config", "operator=Relu", "--out",
                  str(out)]) == 0
-    assert "3 revision(s)" in capsys.readouterr().out
+    assert "4 run(s) of 3 revision(s), 0 under interference" in capsys.readouterr().out
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "<img" not in page
     assert not re.search(r"(src|href)=\"(https?:|//)|<link|<script", page)  # self-contained
     for short in ("1111111", "2222222", "3333333"):
         assert short in page
-    assert page.count("<tr><td>") == 3  # one table row per revision
+    assert page.count("<tr><td>") == 4  # one table row per run
 
 
 def test_ambiguous_or_unmatched_filters(database, capsys):
