@@ -8,6 +8,8 @@ PLOT = ["matplotlib"]
 # The embedded digits dataset (scikit-learn) and JPEG decoding for tar datasets (Pillow).
 DATASETS = ["scikit-learn", "Pillow"]
 TESTS = ["pytest", "onnxscript", "tf2onnx"]
+# MLPerf logs written by MLCommons' mllog and checked by its compliance checker.
+MLPERF = ["mlperf-logging"]
 
 setup(
     name="deep500",
@@ -49,7 +51,8 @@ setup(
         "plot": PLOT,
         "datasets": DATASETS,
         "tests": TESTS,
-        "all": FRAMEWORKS + MPI + ONNXRUNTIME + PLOT + DATASETS + TESTS,
+        "mlperf": MLPERF,
+        "all": FRAMEWORKS + MPI + ONNXRUNTIME + PLOT + DATASETS + TESTS + MLPERF,
     },
     entry_points={"console_scripts": ["deep500=deep500.cli:main"]},
 )

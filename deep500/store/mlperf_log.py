@@ -1,44 +1,61 @@
-"""Training runs as MLPerf-style logs: ``deep500 report DIR --mlperf`` writes, for each
-training configuration of the run folder DIR (Level 2 and Level 3 records with
-per-epoch statistics; rank 0's for Level 3), ``DIR/mlperf/<index>-<label>.log``: one
-run per file, as MLPerf training's ``result_N.txt``.
+"""Training runs as MLPerf logs: ``deep500 report DIR --mlperf`` writes, for each training
+configuration of the run folder DIR (Level 2 and Level 3 records with per-epoch
+statistics; rank 0's for Level 3), ``DIR/mlperf/<index>-<label>.log``: one run per file,
+as MLPerf training's ``result_N.txt``, and checks each with MLCommons' compliance checker
+(:mod:`.mlperf_compliance`).
 
-Each line is ``:::MLLOG `` followed by one JSON object ``{"namespace", "time_ms",
-"event_type", "key", "value", "metadata"}``, with the event types (``POINT_IN_TIME``,
-``INTERVAL_START``, ``INTERVAL_END``) and keys (``run_start``, ``epoch_start``,
-``eval_accuracy``, ``run_stop``, ``global_batch_size``, ``opt_name``, ...) of MLCommons'
-``mlperf_logging.mllog`` (``mllog/constants.py``). Per epoch: ``epoch_start``,
-``epoch_stop`` (after its training steps), ``eval_start``, ``eval_accuracy`` (test
-accuracy), ``eval_stop``; ``epoch_num`` counts from 1.
+The lines are written by MLCommons' own logger, ``mlperf_logging.mllog.MLLogger``
+(``:::MLLOG {"namespace", "time_ms", "event_type", "key", "value", "metadata"}``), with
+its keys (``mllog/constants.py``):
 
-The log is written after the run, from the records in ``results.jsonl``: durations
-are the measured ones (each epoch's data + step time, then its validation time), and
-``time_ms`` starts at the configuration's measured start (its telemetry start, else
-the manifest's start), so absolute times are approximate where durations are exact.
-As in MLPerf, the run stops when the recipe's ``TimeToAccuracy`` target is first
-reached (``run_stop`` with ``status: success``; later epochs are not logged) and is
-``aborted`` when it never is; without a target, a run that trained every epoch is a
-``success``.
+- ``submission_*`` (``org`` "unspecified", ``division`` open, ``status`` research,
+  ``benchmark`` the network, ``platform`` the CPU), ``cache_clear`` (false: Deep500 does
+  not drop the OS page cache), the run's configuration (batch sizes, optimizer, seed,
+  samples, numerical precision and parallelism);
+- ``init_start``/``init_stop``: from the configuration's measured start (its telemetry
+  start) to the start of training (``details["training_started_unix"]``: datasets,
+  network and executor built);
+- ``run_start``; per epoch ``epoch_start``, ``epoch_stop`` (after its training steps),
+  ``eval_start``, ``eval_accuracy`` (test accuracy), ``eval_stop``; ``epoch_num`` counts
+  from 1; ``run_stop`` with its ``status``.
+
+The log is written after the run, from the records in ``results.jsonl``, with explicit
+``time_ms``: durations are the measured ones (each epoch's data + step time, then its
+validation time); absolute times are exact where the record has them (the starts) and
+sums of durations after. As in MLPerf, the run stops when the recipe's
+``TimeToAccuracy`` target is first reached (``success``; later epochs are not logged)
+and is ``aborted`` when it never is; without a target, a run that trained every epoch
+is a ``success``.
 """
 from __future__ import annotations
 
 import datetime
-import json
+import io
+import logging
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 
 from deep500.results.files import read_manifest, read_results
 from deep500.results.safe_write import prepare_folder, write_atomically
+from deep500.utils.errors import require
 
 PREFIX = ":::MLLOG "
 FOLDER = "mlperf"
 
+_PRECISIONS = {"float64": "fp64", "float32": "fp32", "float16": "fp16",
+               "bfloat16": "bfloat16"}
 
-def _line(time_s: float, event_type: str, key: str, value=None, metadata=None) -> str:
-    return PREFIX + json.dumps({"namespace": "", "time_ms": int(round(time_s * 1000)),
-                                "event_type": event_type, "key": key, "value": value,
-                                "metadata": metadata or {}}, default=str)
+
+@dataclass
+class _Event:
+    """One MLPerf log event: ``kind`` is mllog's ``event``, ``start`` or ``end``."""
+    kind: str
+    key: str
+    time_s: float
+    value: object = None
+    metadata: dict = field(default_factory=dict)
 
 
 def _epochs(record: dict) -> list[dict]:
@@ -64,36 +81,81 @@ def _start_time(record: dict, manifest: dict) -> float:
         return 0.0
 
 
-def mlperf_lines(record: dict, manifest: dict) -> list[str]:
-    """The MLPerf-style log lines of one training record (module docstring); [] when
-    the record has no per-epoch statistics."""
-    epochs = _epochs(record)
-    if record.get("kind") != "measurement" or not epochs:
-        return []
+def _training_start(record: dict, configuration_start: float) -> float:
+    details = (record.get("result") or {}).get("details") or {}
+    started = details.get("training_started_unix")
+    if isinstance(started, (int, float)) and started >= configuration_start:
+        return float(started)
+    return configuration_start   # records before the start was kept: no init time
+
+
+def _comm_precision(configuration: dict) -> str:
+    scheme = configuration.get("scheme") or {}
+    wire = scheme.get("comm_dtype", "float32") if isinstance(scheme, dict) else "float32"
+    return _PRECISIONS.get(str(wire), "fp32")
+
+
+def _recipe_file(manifest: dict) -> str:
+    recipe = manifest.get("recipe") or {}
+    path = recipe.get("path") if isinstance(recipe, dict) else None
+    return os.path.basename(path) if path else "unknown recipe"
+
+
+def _configuration_events(record: dict, manifest: dict, t: float) -> list[_Event]:
     configuration = record.get("configuration") or {}
     conditions = ((record.get("result") or {}).get("details") or {}).get(
         "statistics", {}).get("conditions") or {}
     optimizer = configuration.get("optimizer") or {}
     network = configuration.get("network") or {}
+    per_rank = configuration.get("batch_size") or 0
+    linear = _PRECISIONS.get(str(configuration.get("dtype", "float32")), "fp32")
+    values = [
+        ("submission_org", "unspecified"),
+        ("submission_division", "open"),
+        ("submission_status", "research"),
+        ("submission_benchmark",
+         network.get("label") if isinstance(network, dict) else str(network)),
+        ("submission_platform", (manifest.get("hardware") or {}).get("cpu_model")
+         or "unknown CPU"),
+        ("cache_clear", False),
+        ("config_filename", _recipe_file(manifest)),
+        ("global_batch_size", per_rank * (record.get("size") or 1)),
+        ("micro_batch_size", per_rank),
+        ("opt_name", optimizer.get("type")),
+        ("opt_base_learning_rate", optimizer.get("learning_rate")),
+        ("seed", configuration.get("seed")),
+        ("train_samples", conditions.get("train_samples")),
+        ("eval_samples", conditions.get("validation_samples")),
+        ("lowest_numerical_precision_in_linear", linear),
+        ("lowest_numerical_precision_in_attn", linear),
+        ("lowest_numerical_precision_in_comm", _comm_precision(configuration)),
+        ("tensor_parallelism", 1),
+        ("pipeline_parallelism", 1),
+        ("context_parallelism", 1),
+        ("expert_parallelism", 1),
+    ]
+    return [_Event("event", key, t, value) for key, value in values]
+
+
+def mlperf_events(record: dict, manifest: dict) -> list[_Event]:
+    """The MLPerf log events of one training record (module docstring); [] when the
+    record has no per-epoch statistics."""
+    epochs = _epochs(record)
+    if record.get("kind") != "measurement" or not epochs:
+        return []
+    configuration = record.get("configuration") or {}
     target = _metric(record, "TimeToAccuracy")
     goal = (target or {}).get("summary", {}).get("target")
-    t = _start_time(record, manifest)
-    lines = [
-        _line(t, "POINT_IN_TIME", "submission_benchmark",
-              network.get("label") if isinstance(network, dict) else str(network)),
-        _line(t, "POINT_IN_TIME", "submission_platform",
-              (manifest.get("hardware") or {}).get("cpu_model")),
-        _line(t, "POINT_IN_TIME", "global_batch_size",
-              (configuration.get("batch_size") or 0) * (record.get("size") or 1)),
-        _line(t, "POINT_IN_TIME", "opt_name", optimizer.get("type")),
-        _line(t, "POINT_IN_TIME", "opt_base_learning_rate", optimizer.get("learning_rate")),
-        _line(t, "POINT_IN_TIME", "seed", configuration.get("seed")),
-        _line(t, "POINT_IN_TIME", "train_samples", conditions.get("train_samples")),
-        _line(t, "POINT_IN_TIME", "eval_samples", conditions.get("validation_samples")),
-        _line(t, "INTERVAL_START", "run_start", None,
-              {"deep500_index": record.get("index"), "deep500_label": record.get("label"),
-               "deep500_executor": configuration.get("executor") or
-               configuration.get("framework"), "target_accuracy": goal}),
+    init = _start_time(record, manifest)
+    t = _training_start(record, init)
+    events = [_Event("start", "init_start", init)]
+    events += _configuration_events(record, manifest, init)
+    events += [
+        _Event("end", "init_stop", t),
+        _Event("start", "run_start", t, None,
+               {"deep500_index": record.get("index"), "deep500_label": record.get("label"),
+                "deep500_executor": configuration.get("executor") or
+                configuration.get("framework"), "target_accuracy": goal}),
     ]
     reached = False
     for number, epoch in enumerate(epochs, 1):
@@ -101,14 +163,14 @@ def mlperf_lines(record: dict, manifest: dict) -> list[str]:
         validation = float(epoch.get("validation_time") or 0.0)
         epoch_end = t + max(0.0, wall - validation)
         meta = {"epoch_num": number}
-        lines.append(_line(t, "INTERVAL_START", "epoch_start", None, meta))
-        lines.append(_line(epoch_end, "INTERVAL_END", "epoch_stop", None, meta))
+        events.append(_Event("start", "epoch_start", t, None, meta))
+        events.append(_Event("end", "epoch_stop", epoch_end, None, meta))
         t += wall
         accuracy = epoch.get("test_accuracy")
         if accuracy is not None:
-            lines.append(_line(epoch_end, "INTERVAL_START", "eval_start", None, meta))
-            lines.append(_line(t, "POINT_IN_TIME", "eval_accuracy", accuracy, meta))
-            lines.append(_line(t, "INTERVAL_END", "eval_stop", None, meta))
+            events.append(_Event("start", "eval_start", epoch_end, None, meta))
+            events.append(_Event("event", "eval_accuracy", t, accuracy, meta))
+            events.append(_Event("end", "eval_stop", t, None, meta))
             if goal is not None and accuracy >= goal:
                 reached = True
                 break
@@ -117,17 +179,44 @@ def mlperf_lines(record: dict, manifest: dict) -> list[str]:
     else:
         stopped = ((record.get("result") or {}).get("details") or {}).get("stopped_reason")
         status = "success" if not stopped else "aborted"
-    lines.append(_line(t, "INTERVAL_END", "run_stop", None, {"status": status}))
-    return lines
+    events.append(_Event("end", "run_stop", t, None, {"status": status}))
+    return events
+
+
+def _write_with_mllog(events: list[_Event], stream) -> None:
+    require("mlperf_logging", "mlperf", "Writing MLPerf logs (mllog)")
+    from mlperf_logging.mllog.mllog import MLLogger
+    logger = logging.Logger(f"deep500.mlperf.{id(stream)}", logging.INFO)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    mllogger = MLLogger(logger=logger, default_namespace="",
+                              root_dir=os.path.dirname(os.path.dirname(__file__)))
+    for event in events:
+        getattr(mllogger, event.kind)(key=event.key, value=event.value,
+                                      metadata=event.metadata or None,
+                                      time_ms=int(round(event.time_s * 1000)))
+    handler.flush()
+
+
+def mlperf_lines(record: dict, manifest: dict) -> list[str]:
+    """The ``:::MLLOG`` lines of one training record, as mllog writes them."""
+    events = mlperf_events(record, manifest)
+    if not events:
+        return []
+    stream = io.StringIO()
+    _write_with_mllog(events, stream)
+    return [line for line in stream.getvalue().splitlines() if line.startswith(PREFIX)]
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")[:80] or "run"
 
 
-def write_mlperf_logs(output_dir: str) -> list[str]:
-    """Write the MLPerf-style log of every training configuration of the run folder
-    (rank 0's records) into ``output_dir/mlperf/`` and return their paths."""
+def write_mlperf_logs(output_dir: str, check: bool = True) -> list[str]:
+    """Write the MLPerf log of every training configuration of the run folder (rank 0's
+    records) into ``output_dir/mlperf/`` and return their paths; with ``check``, say on
+    standard error what MLCommons' compliance checker finds in each."""
     manifest = read_manifest(output_dir)
     paths = []
     for record in read_results(output_dir):
@@ -140,6 +229,10 @@ def write_mlperf_logs(output_dir: str) -> list[str]:
         path = os.path.join(folder, f"{record.get('index', 0):04d}-"
                                     f"{_slug(record.get('label') or 'run')}.log")
         paths.append(write_atomically(path, "\n".join(lines) + "\n"))
+        if check:
+            from deep500.store.mlperf_compliance import check_mlperf_log
+            sys.stderr.write(f"{os.path.basename(path)}: "
+                             f"{check_mlperf_log(path).summary()}\n")
     if not paths:
         sys.stderr.write(f"deep500: no training records in {output_dir}: no MLPerf log "
                          f"written (only training experiments have epochs to log)\n")

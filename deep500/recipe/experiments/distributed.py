@@ -61,6 +61,7 @@ import functools
 import importlib
 import inspect
 import os
+import time
 
 from deep500.frameworks import registry
 from deep500.lv2_training.events import TrainingEvent
@@ -374,6 +375,7 @@ class DistributedExperiment(base.Experiment):
         with guarded_main(comm, on_failure=functools.partial(
                 mark_run_failed, output_dir, ending_the_job=True)):
             sweep = self._allreduce_sizes(configuration, optimizer, comm)
+            training_started = time.time()   # MLPerf init_stop / run_start
             result = d5.test_training(executor, train, test, optimizer,
                                       epochs=configuration["epochs"],
                                       batch_size=batch,
@@ -389,6 +391,7 @@ class DistributedExperiment(base.Experiment):
         if scaling is not None:
             result.details["lr_scaling"] = scaling
         result.details["batch"] = batch_scaling.batch_details(configuration, comm.size)
+        result.details["training_started_unix"] = training_started
         # which MPI_Allreduce algorithm MPICH started with on this rank
         result.details[launch_environment.MPICH_ALLREDUCE] = comm.mpi_allreduce_algorithm
         return result

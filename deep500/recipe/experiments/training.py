@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import time
 
 from deep500.frameworks import registry
 from deep500.recipe.experiments import base
@@ -199,6 +200,7 @@ class TrainingExperiment(base.Experiment):
         executor = build_executor(model, configuration["device"])
         optimizer = make_optimizer(spec, configuration["executor"], executor)
         log = os.path.join(output_dir, "training", f"{tag}.csv")
+        training_started = time.time()   # MLPerf init_stop / run_start
         result = d5.test_training(executor, train, test, optimizer,
                                   epochs=configuration["epochs"],
                                   batch_size=configuration["batch_size"],
@@ -207,6 +209,7 @@ class TrainingExperiment(base.Experiment):
                                   sampler=sampler_class, seed=configuration["seed"],
                                   test_batch_size=configuration["test_batch_size"])
         result.metrics.extend(divergence_results)
+        result.details["training_started_unix"] = training_started
         return result
 
     def describe(self, configuration):
