@@ -136,8 +136,8 @@ def framework_threads(imported_only: bool = False) -> dict:
     try:
         if imported_only and "tensorflow" not in loaded:
             raise ImportError
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        tf = importlib.import_module("tensorflow")
+        from deep500.utils.tensorflow_import import import_tensorflow
+        tf = import_tensorflow()
         threads["tf_intra_op"] = tf.config.threading.get_intra_op_parallelism_threads() or "auto"
         threads["tf_inter_op"] = tf.config.threading.get_inter_op_parallelism_threads() or "auto"
     except ImportError:
