@@ -50,7 +50,9 @@ def run_on_ranks(recipe, ranks: int, output_dir: str | None, argv, progress: boo
     program = [*RANK_PROGRAM, "run", recipe.path, "--out", output_dir,
                f"--remeasure-interfered={remeasure_interfered}",
                *([] if progress else ["--quiet"]),
-               *(["--machine", machine] if machine else [])]
+               *(["--machine", machine] if machine else []),
+               *(["--select", recipe.selection] if getattr(recipe, "selection", None)
+                 else [])]
     exit_status, final = None, ("complete",)
     try:
         status, ending = run_job(folder, ranks, program, mpirun_args or (),

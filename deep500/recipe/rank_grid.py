@@ -161,7 +161,9 @@ def run_grid(recipe, output_dir: str | None, argv, progress: bool,
     program = ["-m", "deep500", "run", recipe.path, "--out", output_dir,
                f"--remeasure-interfered={remeasure_interfered}",
                *([] if progress else ["--quiet"]),
-               *(["--machine", machine] if machine else [])]
+               *(["--machine", machine] if machine else []),
+               *(["--select", recipe.selection] if getattr(recipe, "selection", None)
+                 else [])]
     outcome, exit_status, final = None, None, ("complete",)
     try:
         for ranks, settings in recipe_parts(recipe):

@@ -31,7 +31,8 @@ import time
 
 from deep500.lv3_distributed.mpi_launch import (LateRanks, gather_to_root, in_mpi_world,
                                                 world_communicator)
-from deep500.recipe import machine_file, rank_grid
+from deep500.recipe import machine_file, rank_grid, selection
+from deep500.recipe import epoch_progress
 from deep500.recipe.conditions import Conditions
 from deep500.recipe.manifest import final_status, run_manifest
 from deep500.recipe.measurement import (configuration_label, measure_configuration,
@@ -48,13 +49,15 @@ from deep500.utils.allocator import fix_allocator_thresholds
 from deep500.utils.storage_errors import StorageError
 
 
-def load_run_recipe(path: str, machine: str | None = None) -> Recipe:
+def load_run_recipe(path: str, machine: str | None = None,
+                    select: str | None = None) -> Recipe:
     """The checked recipe at ``path`` with its machine file: ``machine`` (a path from
     the working directory, or a shipped machine's name; ``deep500 run --machine``)
-    replaces the recipe's own ``machine:``. A recipe problem raises RecipeError, a
-    machine file that does not load MachineError (both Deep500Errors: exit status 2),
-    before anything runs."""
-    recipe = load_recipe(path)
+    replaces the recipe's own ``machine:``; ``select`` (``deep500 run --select``) keeps
+    the configurations it selects (:mod:`deep500.recipe.selection`). A recipe problem
+    raises RecipeError, a machine file that does not load MachineError (both
+    Deep500Errors: exit status 2), before anything runs."""
+    recipe = selection.select(load_recipe(path), select)
     if machine is not None:
         recipe.machine, recipe.machine_path = machine_file.load(machine)
         recipe.machine_given_by = "--machine"
@@ -66,7 +69,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
                remeasure_interfered: int = 0, interference_rule=None,
                append: bool = False, database: str | None = None,
                machine: str | None = None, mpirun_args: list | None = None,
-               ranks: int | None = None) -> RunSummary:
+               ranks: int | None = None, select: str | None = None) -> RunSummary:
     """Run the recipe at ``path``; see the module docstring.
 
     ``output_dir`` must be new or empty unless ``append`` (a new session in the folder,
@@ -86,6 +89,9 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     ``machine``: a machine file for the experiments (``recipe.machine``), replacing
     the recipe's ``machine:`` (see :func:`load_run_recipe`); the manifest records it.
 
+    ``select``: only the configurations it selects (``deep500 run --select``,
+    :mod:`deep500.recipe.selection`); launched ranks are given it too.
+
     A recipe with ``ranks`` outside ``mpirun`` launches each rank count under
     ``mpirun`` (:func:`deep500.recipe.rank_grid.run_grid`, with ``mpirun_args``, e.g. a
     hostfile's ``-f FILE``); under ``mpirun`` its only rank count must be the world's
@@ -95,7 +101,7 @@ def run_recipe(path: str, output_dir: str | None = None, argv: list | None = Non
     run on that many ranks under ``mpirun`` and finishes it however the job ends
     (:func:`deep500.recipe.launcher.run_on_ranks`)."""
     allocator = fix_allocator_thresholds()  # before anything big is allocated
-    recipe = load_run_recipe(path, machine)  # every check happens before any work
+    recipe = load_run_recipe(path, machine, select)  # every check before any work
     comm = world_communicator()
     part = rank_grid.current_part()
     if ranks is not None and part is None and not in_mpi_world():
@@ -187,11 +193,12 @@ class _RankRun:
                         enabled=progress and self.rank == 0)
         outcome = None
         try:
-            for position, configuration in bar:
-                records = self._measure(position, configuration, bar, watchdog)
-                self.done += 1
-                if self.rank == 0:
-                    self._write(records)
+            with epoch_progress.shown(progress and self.rank == 0):
+                for position, configuration in bar:
+                    records = self._measure(position, configuration, bar, watchdog)
+                    self.done += 1
+                    if self.rank == 0:
+                        self._write(records)
         except BaseException as exc:
             outcome = exc
             if self.rank != 0:  # says why it stops before the job is aborted; rank 0 below
