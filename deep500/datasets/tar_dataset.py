@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 
 from deep500.datasets.bounded_reads import BoundedTarInfo, tar_end_problem
-from deep500.datasets.images import decode_image, stack_samples
+from deep500.datasets.images import stack_samples
+from deep500.datasets.jpeg_decoders import JpegDecoder, jpeg_decoder
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error
 
@@ -114,7 +115,7 @@ def load_tar_index(archive: str, index_path: str | None = None,
 class IndexedTarDataset(Dataset):
     """Labelled images in a tar archive of class folders, decoded on access.
 
-    Samples are float32 C×H×W in [0, 1] (Pillow, RGB or grayscale); labels int64.
+    Samples are float32 C×H×W in [0, 1] (RGB or grayscale); labels int64.
 
     Args:
         archive: path of an uncompressed ``.tar``.
@@ -125,14 +126,19 @@ class IndexedTarDataset(Dataset):
         class_names: the classes in label order (default: the sorted folder names found);
             pass the training set's list to a test set so labels agree.
         index_path: where the index is saved (default ``<archive>.index.npz``).
+        decoder: the JPEG decoder, by name (``pil``, ``torchvision``, ``tensorflow``;
+            :mod:`deep500.datasets.jpeg_decoders`) or as an object; only ``pil`` resizes
+            and reads PNG, the others need images already of ``image_size`` (or
+            ``image_size=None``).
     """
 
     def __init__(self, archive: str, image_size: tuple[int, int] | None = (224, 224),
                  crop: bool = True, channels: int = 3, class_names: Sequence[str] | None = None,
                  index_path: str | None = None, extensions: Sequence[str] = IMAGE_EXTENSIONS,
                  input_node: str = "input", label_node: str | None = "labels",
-                 name: str | None = None):
+                 name: str | None = None, decoder: str | JpegDecoder = "pil"):
         archive = os.path.abspath(os.fspath(archive))
+        self.decoder = jpeg_decoder(decoder)
         if not os.path.isfile(archive):
             raise Deep500Error(f"Tar archive {archive} does not exist")
         index = load_tar_index(archive, index_path, extensions)
@@ -206,8 +212,8 @@ class IndexedTarDataset(Dataset):
 
     def image(self, i: int) -> np.ndarray:
         """Image ``i`` decoded to float32 C×H×W."""
-        return decode_image(self.read_member(i), f"{self.archive}:{self.members[i]}",
-                            self.image_size, self.crop, self.channels)
+        return self.decoder.decode(self.read_member(i), f"{self.archive}:{self.members[i]}",
+                                   self.image_size, self.crop, self.channels)
 
     def _descriptor(self) -> int:
         if self._fd is None:
