@@ -51,6 +51,7 @@ _EXPORTS = {
     "deep500.lv3_distributed.simulator": ("SimulatedStep", "simulate_training"),
     "deep500.lv3_distributed.step_profile": ("StepProfile", "measure_step_profile",
                                              "modelled_step_profile"),
+    "deep500.lv3_distributed.pipeline": ("PipelineParallel",),
 }
 # Every name in this module's ``__all__`` is exported too.
 _EXPORTED_MODULES = ("deep500.lv2_training",)

@@ -17,7 +17,6 @@ from mpi4py import MPI
 import deep500 as d5
 from deep500.frameworks import reference as d5ref
 from deep500.lv3_distributed import guarded_main
-from deep500.lv3_distributed.pipeline import PipelineParallel
 from deep500.networks import create_model
 
 
@@ -38,10 +37,11 @@ def run(config: dict, train, out: str) -> None:
     order = np.random.default_rng(3).permutation(len(train))
     total = batch * dp
     batches = [train[order[k * total:(k + 1) * total]] for k in range(steps)]
-    pipeline = PipelineParallel(model, stages, config["microbatches"],
-                                config.get("schedule", "gpipe"), executor=d5ref.from_onnx,
-                                optimizer=optimizer, cuts=config.get("cuts"),
-                                profile_inputs=batches[0], data_parallel=dp, comm=comm)
+    pipeline = d5.PipelineParallel(model, stages, config["microbatches"],
+                                   config.get("schedule", "gpipe"),
+                                   executor=d5ref.from_onnx, optimizer=optimizer,
+                                   cuts=config.get("cuts"), profile_inputs=batches[0],
+                                   data_parallel=dp, comm=comm)
     shard = slice(pipeline.group * batch, (pipeline.group + 1) * batch)
     losses = pipeline.train([{k: v[shard] for k, v in b.items()} for b in batches])
     bubble = pipeline.bubble(skip=1)
