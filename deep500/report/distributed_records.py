@@ -8,9 +8,10 @@ import statistics as stats
 from deep500.report.records import summary
 
 # Phases in the order of a step (Deep500's schemes: compute, communication, update;
-# PyTorch DDP: forward, backward_allreduce, update); others follow by name.
-PHASE_ORDER = ("data loading", "compute", "forward", "backward", "backward_allreduce",
-               "communication", "update")
+# PyTorch DDP: forward, backward_allreduce, update; TensorFlow's
+# MultiWorkerMirroredStrategy: forward_backward, allreduce_update); others follow by name.
+PHASE_ORDER = ("data loading", "compute", "forward", "backward", "forward_backward",
+               "backward_allreduce", "communication", "allreduce_update", "update")
 
 
 def scheme_label(record: dict) -> str:

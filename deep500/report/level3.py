@@ -106,6 +106,13 @@ def _acceptance(record: dict, others: list[dict]) -> str:
     return "; ".join(f"rank {r.get('rank', 0)}: {verdict(r)}" for r in failing)
 
 
+NOT_OBSERVABLE = "not observable"
+
+
+def _measured_bytes(value, counted: str) -> str:
+    return NOT_OBSERVABLE if counted.startswith(NOT_OBSERVABLE) else _bytes(value)
+
+
 def _counted(record: dict, rank: int) -> str:
     epochs = rank_epochs(record)[rank] if rank < len(rank_epochs(record)) else []
     values = {(e.get("optimizer_measurements") or {}).get("counted") for e in epochs}
@@ -325,7 +332,9 @@ def _traffic_table(layout: _Layout) -> Table:
         "Received (model)", "Measured / model", "Counted", "Model"], note=(
         "Measured: the bytes the scheme sent and received through d5.CommunicationNetwork, "
         "mean over epochs; 'exact' when Deep500 sent the messages itself, 'includes "
-        "modelled' when MPI ran a collective whose bytes are the named algorithm's model. "
+        "modelled' when MPI ran a collective whose bytes are the named algorithm's model, "
+        "'not observable' when the framework's collectives keep no byte counts "
+        "(TensorFlow's). "
         "Model: the scheme's analytic_traffic for one epoch's steps. Deep500's own "
         "bookkeeping (gathering statistics, replica divergence) is not counted."))
 
@@ -341,10 +350,14 @@ def _traffic_rows(layout: _Layout, record: dict) -> list[list]:
         model = model or {}
         ratio = (f"{s / model['bytes_sent']:.3f}" if model.get("bytes_sent")
                  else "n/a")
-        rows.append([*layout.head(record), rank, _bytes(s), _bytes(r),
+        counted = _counted(record, rank)
+        if counted.startswith(NOT_OBSERVABLE):
+            ratio = NOT_OBSERVABLE
+        rows.append([*layout.head(record), rank, _measured_bytes(s, counted),
+                     _measured_bytes(r, counted),
                      _bytes(model.get("bytes_sent")),
                      _bytes(model.get("bytes_received")), ratio,
-                     _counted(record, rank), model.get("model", "none")])
+                     counted, model.get("model", "none")])
     return rows
 
 
@@ -356,7 +369,9 @@ def _phases_table(layout: _Layout, phase_names: list[str]) -> Table:
         "Deep500's schemes: compute (new input, parameter preparation, forward and "
         "backpropagation), communication (the scheme's messages and waits), update (the "
         "update rule). PyTorch DDP overlaps its allreduces with backpropagation, so they "
-        "are one phase there. Each phase is the mean over ranks of its seconds per "
+        "are one phase there; TensorFlow's MultiWorkerMirroredStrategy all-reduces "
+        "inside the Keras update, one phase with it. Each phase is the mean over ranks "
+        "of its seconds per "
         "epoch; data loading is the slowest rank's. Communication share: of the step "
         "phases. Exposed communication per step: the median step time (forward to "
         "averaged gradients) minus the median compute-only time, as the Intel MPI "

@@ -63,7 +63,13 @@ def test_a_checked_recipe_lists_its_schemes():
      "scheme options are numbers"),
     (_with_schemes({"algorithm": "ring"}), "a scheme is a class name or a mapping"),
     (_with_schemes({"framework": "tensorflow", "scheme": "MirroredStrategy"}),
-     "'tensorflow' has no distributed baseline"),
+     "tensorflow has no distributed baseline 'MirroredStrategy'; available: "
+     "['MultiWorkerMirroredStrategy', 'TensorFlowMultiWorkerMirrored']"),
+    (_with_schemes({"framework": "tensorflow", "scheme": "MultiWorkerMirroredStrategy",
+                    "implementation": "nccl"}),
+     "'nccl' is not a CPU collective of MultiWorkerMirroredStrategy"),
+    (_with_schemes({"framework": "onnxruntime", "scheme": "Any"}),
+     "'onnxruntime' has no distributed baseline"),
     ({**BASE, "fixed": {**BASE["fixed"], "optimizer": {"type": "sgd",
                                                        "implementation": "reference"}}},
      "remove 'implementation'"),
@@ -81,7 +87,7 @@ def test_bad_distributed_recipes(change, message):
 def test_the_shipped_recipe_checks(repo_root):
     from deep500.recipe import load_recipe
     recipe = load_recipe(str(repo_root / "recipes" / "distributed.yaml"))
-    assert len(recipe.configurations()) == 9
+    assert len(recipe.configurations()) == 10
 
 
 def test_a_missing_baseline_module_fails_at_check_time(monkeypatch):

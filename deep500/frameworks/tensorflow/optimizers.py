@@ -147,6 +147,21 @@ class KerasOptimizer(NativeOptimizer):
             del optimizer.add_variable_from_reference
         return slots
 
+    def rebuild(self) -> None:
+        """Replace the Keras optimizer by a new one of the same class and configuration,
+        built over the network's current parameters; its slots start at zero. For
+        parameters that were replaced as a whole, e.g. by a ``tf.distribute``
+        strategy's mirrored variables: call it in the strategy's scope, which a Keras
+        optimizer takes as its own when it is created."""
+        old = self.keras_optimizer
+        self.native_optimizer = type(old).from_config(old.get_config())
+        network = self.network
+        self._names = network.get_params()
+        self._variables = [network.variables[n] for n in self._names]
+        self._version = getattr(network, "version", 0)
+        self._traced_update = None
+        self._slots = self._build()
+
     # -- hyper-parameters --------------------------------------------------------------
     @property
     def learning_rate(self) -> float:

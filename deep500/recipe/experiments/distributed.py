@@ -67,6 +67,7 @@ from deep500.frameworks import registry
 from deep500.lv2_training.events import TrainingEvent
 from deep500.recipe import (allreduce_sweep, batch_scaling, collective_choice, components,
                             launch_environment)
+from deep500.recipe.epoch_progress import epoch_events
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import executor_factory, \
     parse_network
@@ -249,6 +250,19 @@ def make_distributed_optimizer(scheme: SchemeSpec, optimizer: OptimizerSpec,
     return cls(base_optimizer, comm, **scheme.options)
 
 
+def _set_up_process(scheme: SchemeSpec, comm) -> None:
+    """A baseline's ``set_up_process(comm, **options)``, where it has one: what must
+    happen before its framework runs in the process (TensorFlow's
+    MultiWorkerMirroredStrategy configures collective ops only at start-up).
+    Collective."""
+    if scheme.framework == "reference":
+        return
+    cls = baseline_class(scheme.framework, scheme.scheme, f"scheme {scheme.label}")
+    set_up = getattr(cls, "set_up_process", None)
+    if set_up is not None:
+        set_up(comm, **scheme.options)
+
+
 class DistributedExperiment(base.Experiment):
     name = "distributed"
     level = 3
@@ -352,6 +366,7 @@ class DistributedExperiment(base.Experiment):
                 configuration["optimizer"], configuration.get("lr_scaling", "none"),
                 comm.size, batch_scaling.learning_rate_factor(configuration, comm.size))
             model = build_network(configuration, train)
+            _set_up_process(scheme, comm)
             executor = executor_factory(self.executor_name(configuration))(model, "cpu")
             optimizer = make_distributed_optimizer(scheme, base_optimizer, executor, comm)
             sampler = d5.DistributedSampler(train, batch, comm, seed=configuration["seed"])
@@ -372,6 +387,7 @@ class DistributedExperiment(base.Experiment):
             events.append(optimizer)
         if comm.rank == 0:  # only rank 0 writes into the run folder
             events.append(d5.CSVWriter(os.path.join(output_dir, "training", f"{tag}.csv")))
+            events += epoch_events()
         with guarded_main(comm, on_failure=functools.partial(
                 mark_run_failed, output_dir, ending_the_job=True)):
             sweep = self._allreduce_sizes(configuration, optimizer, comm)
