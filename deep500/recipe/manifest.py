@@ -11,6 +11,7 @@ import sys
 from deep500.recipe import machine_file
 from deep500.lv3_distributed.cluster.session import current_description
 from deep500.recipe.conditions import threads_of_plan
+from deep500.recipe.operator_rows import row_selections
 from deep500.utils import sysinfo
 
 
@@ -46,6 +47,7 @@ def run_manifest(recipe, argv, mpi_ranks, configurations: list[dict],
         "machine": machine_file.manifest_entry(recipe.machine, recipe.machine_path,
                                                recipe.machine_given_by),
         "cluster": current_description(),  # None: ranks on this host's shared memory
+        "row_selections": row_selections(recipe),  # which DeepBench rows were sampled
     }
 
 

@@ -6,6 +6,9 @@ Accepted forms (one mapping per operator)::
     {op: Gemm, from: deepbench_gemm.csv, row: 0}     # a DeepBench row (packaged file
                                                      # name, or a path relative to the
                                                      # recipe)
+    {op: Gemm, from: deepbench_gemm.csv, rows: all, kind: training, sample: 20}
+                                                     # many rows: one operator each
+                                                     # (deep500.recipe.operator_rows)
     {op: Softmax, shape: [256, 1000], axis: -1}      # one input; other keys: attributes
     {op: Gemm, inputs: [[64, 128], [128, 32]], attributes: {transB: 0}}
 """
@@ -14,9 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from deep500.recipe.several import Several
+from deep500.recipe.operator_rows import SELECTION_KEYS, select_rows
 from deep500.recipe.problems import describe, key_path, show
 from deep500.utils import deepbench
 from deep500.utils.errors import RecipeError
+from deep500.utils.flops import flop_count
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,8 @@ class OperatorSpec:
     attributes: dict = field(default_factory=dict, hash=False)
     source: str | None = None
     name: str | None = None  # a conventional description, e.g. "m=1760 n=16 k=1760"
+    # how the entry it came from chose its rows (``RowSelection.text()``), if by ``rows:``
+    selection: str | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
@@ -40,6 +48,8 @@ class OperatorSpec:
         return text
 
     def to_dict(self) -> dict:
+        # the selection is the recipe's (the manifest's row_selections), not the
+        # configuration's: a row measured is the same configuration however chosen
         return {"op_type": self.op_type, "input_shapes": [list(s) for s in self.input_shapes],
                 "attributes": self.attributes, "source": self.source, "label": self.label}
 
@@ -179,11 +189,9 @@ def inference_problem(spec: OperatorSpec, dtype: str = "float32") -> str | None:
     return None
 
 
-def _from_file(op_type: str, entry: dict, where: str, recipe_dir: str) -> OperatorSpec:
+def _from_file(op_type: str, entry: dict, where: str, recipe_dir: str):
+    """One OperatorSpec for ``row:``, or ``Several`` of them for ``rows:``."""
     name = entry.pop("from")
-    row_index = entry.pop("row", None)
-    if entry:
-        raise RecipeError(f"{where}: unexpected keys {sorted(entry)} next to 'from'")
     if not isinstance(name, str) or not name:
         raise RecipeError(f"{where}.from: a CSV file of sizes (a packaged name or a path), "
                           f"got {describe(name)}")
@@ -203,17 +211,44 @@ def _from_file(op_type: str, entry: dict, where: str, recipe_dir: str) -> Operat
     except (OSError, UnicodeError, ValueError) as exc:
         raise RecipeError(f"{where}.from: cannot read {path!r} as a CSV file of sizes: "
                           f"{exc}") from None
+    if "rows" in entry:
+        if "row" in entry:
+            raise RecipeError(f"{where}: give either 'row' (one row) or 'rows' (many), "
+                              f"not both")
+        selection = select_rows(entry, rows, os.path.basename(path), where,
+                                lambda index: _row_gflop(op_type, builder, rows, index, path,
+                                                         where))
+        return Several(_row_spec(op_type, builder, rows, index, path, where,
+                                 f"{where}.rows", selection.text())
+                       for index in selection.rows)
+    row_index = entry.pop("row", None)
+    if entry:
+        stray = sorted(entry)
+        hint = (" (those select many rows: use them with 'rows', e.g. rows: all)"
+                if set(stray) <= set(SELECTION_KEYS) else "")
+        raise RecipeError(f"{where}: unexpected keys {stray} next to 'from'{hint}")
     if (not isinstance(row_index, int) or isinstance(row_index, bool)
             or not 0 <= row_index < len(rows)):
         raise RecipeError(f"{where}.row: must be an integer in [0, {len(rows) - 1}] for "
                           f"{os.path.basename(path)}, got {show(row_index)}")
+    return _row_spec(op_type, builder, rows, row_index, path, where, f"{where}.row")
+
+
+def _row_spec(op_type, builder, rows, row_index, path, where, row_where,
+              selection=None) -> OperatorSpec:
     try:
         shapes, attributes = builder(rows[row_index])
         name = deepbench.describe(op_type, rows[row_index])
     except KeyError as exc:
         raise RecipeError(f"{where}: {path} has no column {exc} needed for {op_type}") from None
     except (ValueError, TypeError) as exc:
-        raise RecipeError(f"{where}.row: row {row_index} of {path} is not a valid "
+        raise RecipeError(f"{row_where}: row {row_index} of {path} is not a valid "
                           f"{op_type} size: {exc}") from None
     return OperatorSpec(op_type, tuple(tuple(s) for s in shapes), attributes,
-                        source=f"{os.path.basename(path)} row {row_index}", name=name)
+                        source=f"{os.path.basename(path)} row {row_index}", name=name,
+                        selection=selection)
+
+
+def _row_gflop(op_type, builder, rows, index, path, where) -> float:
+    spec = _row_spec(op_type, builder, rows, index, path, where, f"{where}.rows")
+    return flop_count(op_type, spec.input_shapes, spec.attributes) / 1e9

@@ -41,6 +41,7 @@ from deep500.recipe.experiments.base import REQUIRED
 from deep500.recipe.launch_environment import LAUNCH_KEYS
 from deep500.recipe.problems import VALUE_ERRORS, Problems, describe, key_path
 from deep500.recipe.recipe_yaml import read_recipe_yaml
+from deep500.recipe.several import Several
 from deep500.utils.errors import RecipeError
 
 TOP_LEVEL_KEYS = set(typed_schema.TOP_LEVEL_KEYS)  # timeout included
@@ -68,6 +69,9 @@ class Recipe:
     # The emulated cluster the recipe runs in (``cluster:``; docs/cluster_emulation.md):
     # a ``deep500.lv3_distributed.cluster.ClusterSpec``, or None.
     cluster: Any = None
+    # For a mutable component one of whose entries stands for several alternatives
+    # (``rows:``): the index of the entry each alternative came from, for key paths.
+    entry_of: dict = field(default_factory=dict, repr=False)
 
     @property
     def kind(self):
@@ -83,8 +87,9 @@ class Recipe:
     def located(self, component: str) -> list[tuple[str, Any]]:
         """``(key path, value)`` of every value ``component`` takes, for messages."""
         if component in self.mutable:
+            entries = self.entry_of.get(component, range(len(self.mutable[component])))
             return [(key_path("mutable", component, i), value)
-                    for i, value in enumerate(self.mutable[component])]
+                    for i, value in zip(entries, self.mutable[component])]
         return [(key_path("fixed", component), self.fixed.get(component))]
 
     def rank_counts(self) -> list[int] | None:
@@ -175,10 +180,10 @@ def _parse_recipe(raw, path: str) -> Recipe:
             problems.add("experiment", f"{experiment!r} is not supported; supported: "
                                        f"{list(EXPERIMENTS)}")
 
-    fixed, mutable, components_ok = {}, {}, False
+    fixed, mutable, entry_of, components_ok = {}, {}, {}, False
     if kind is not None:
         before = len(problems)
-        fixed, mutable = _components(raw, kind, recipe_dir, problems, broken)
+        fixed, mutable, entry_of = _components(raw, kind, recipe_dir, problems, broken)
         components_ok = len(problems) == before and not any(
             loc[:1] in (("fixed",), ("mutable",)) for loc in bad)
 
@@ -210,7 +215,7 @@ def _parse_recipe(raw, path: str) -> Recipe:
                     if not broken("description") else "", raw=raw, timeout=timeout,
                     machine=machine, machine_path=machine_path,
                     machine_given_by="recipe" if machine is not None else None,
-                    cluster=cluster)
+                    cluster=cluster, entry_of=entry_of)
     if components_ok:  # cross-checks need every component's value
         with problems.check(""):
             kind.check(recipe, problems)
@@ -238,28 +243,37 @@ def _components(raw: dict, kind, recipe_dir: str, problems: Problems, broken):
                              f"unknown component; an '{kind.name}' recipe has "
                              f"{sorted(table)}")
 
-    fixed, mutable = {}, {}
+    fixed, mutable, entry_of = {}, {}, {}
     for key, (validate, default) in table.items():
         if key in fixed_raw:
             at = key_path("fixed", key)
             with problems.check(at, fixed_raw[key]):
                 fixed[key] = validate(fixed_raw[key], at, recipe_dir)
+                if isinstance(fixed[key], Several):
+                    raise RecipeError(f"{at}: this entry stands for {len(fixed[key])} "
+                                      f"alternatives; list it under 'mutable' to run "
+                                      f"each, or name one (e.g. row: N)")
         elif key in mutable_raw:
             if broken("mutable", key):
                 continue
-            alternatives = []
+            alternatives, entries = [], []
             for index, value in enumerate(mutable_raw[key]):
                 at = key_path("mutable", key, index)
                 with problems.check(at, value):
-                    alternatives.append(validate(value, at, recipe_dir))
+                    checked = validate(value, at, recipe_dir)
+                    several = list(checked) if isinstance(checked, Several) else [checked]
+                    alternatives += several
+                    entries += [index] * len(several)
             mutable[key] = alternatives
+            if len(entries) != len(mutable_raw[key]):
+                entry_of[key] = entries
         elif default is REQUIRED:
             if not broken("fixed") and not broken("mutable"):  # else it may be there
                 problems.add("", f"component '{key}' is required, in 'fixed' or "
                                  f"'mutable'")
         else:
             fixed[key] = default
-    return fixed, mutable
+    return fixed, mutable, entry_of
 
 
 def _metric_names(raw: dict, broken) -> list[str] | None:
