@@ -32,6 +32,7 @@ import time
 from deep500.lv3_distributed.mpi_launch import (LateRanks, gather_to_root, in_mpi_world,
                                                 world_communicator)
 from deep500.recipe import machine_file, rank_grid, selection
+from deep500.recipe import epoch_progress
 from deep500.recipe.conditions import Conditions
 from deep500.recipe.manifest import final_status, run_manifest
 from deep500.recipe.measurement import (configuration_label, measure_configuration,
@@ -192,11 +193,12 @@ class _RankRun:
                         enabled=progress and self.rank == 0)
         outcome = None
         try:
-            for position, configuration in bar:
-                records = self._measure(position, configuration, bar, watchdog)
-                self.done += 1
-                if self.rank == 0:
-                    self._write(records)
+            with epoch_progress.shown(progress and self.rank == 0):
+                for position, configuration in bar:
+                    records = self._measure(position, configuration, bar, watchdog)
+                    self.done += 1
+                    if self.rank == 0:
+                        self._write(records)
         except BaseException as exc:
             outcome = exc
             if self.rank != 0:  # says why it stops before the job is aborted; rank 0 below

@@ -32,6 +32,7 @@ import os
 import time
 
 from deep500.frameworks import registry
+from deep500.recipe.epoch_progress import epoch_events
 from deep500.recipe.experiments import base
 from deep500.recipe.experiments.networks import EXECUTORS, NetworkSpec, executor_factory, \
     parse_network
@@ -205,7 +206,7 @@ class TrainingExperiment(base.Experiment):
                                   epochs=configuration["epochs"],
                                   batch_size=configuration["batch_size"],
                                   metrics=training_metrics,
-                                  events=[d5.CSVWriter(log)],
+                                  events=[d5.CSVWriter(log), *epoch_events()],
                                   sampler=sampler_class, seed=configuration["seed"],
                                   test_batch_size=configuration["test_batch_size"])
         result.metrics.extend(divergence_results)
