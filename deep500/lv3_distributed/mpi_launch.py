@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 import time
 import traceback
 from typing import Sequence
 
 from deep500.lv3_distributed.child_process import run_child
+from deep500.lv3_distributed.mpirun_search import find_mpirun
 from deep500.utils.errors import Deep500Error, MissingDependencyError
 
 # Set by MPICH's Hydra, Open MPI, and Slurm respectively.
@@ -24,14 +24,10 @@ _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
 def mpirun_executable() -> str:
-    """Path of the ``mpirun`` beside ``sys.executable``, else the one on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "mpirun")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("mpirun")
-    if found:
-        return found
-    raise MissingDependencyError("mpich", "mpi", "Launching ranks with mpirun")
+    """Path of the ``mpirun`` beside ``sys.executable``, else the one on PATH, else the
+    ``mpich`` wheel's; an error saying where it looked otherwise
+    (:func:`deep500.lv3_distributed.mpirun_search.find_mpirun`)."""
+    return find_mpirun()
 
 
 def launched_by_mpirun() -> bool:
