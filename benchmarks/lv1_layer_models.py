@@ -14,7 +14,10 @@ reference and PyTorch executors, each ONNX node's measured forward and backward 
   profiles, each profile's nodes relative to its pass time
   (``layer_profile.fit_calibration``);
 * **learned**: gradient boosting on operator shape features, the GEMM's sizes and
-  measured time, and the network's working set (``learned_model``).
+  measured time, and the network's working set (``learned_model``);
+* **mlp**: the same features, targets and weights, one multilayer perceptron per
+  operator type (``per_kernel_mlp``, Catalán's per-kernel networks); printed beside
+  the two, with its median on the line before the target line.
 
 Split (leave-one-model-out): each evaluated model (MLP, LeNet, ResNet-20 at batch
 ``--batch``) is predicted by models fitted only on profiles of *other* networks: the
@@ -172,11 +175,13 @@ def _evaluate(test, train, machine, threads, gemm_rate):
     overhead = fit_overhead(train, machine, threads)
     calibration = fit_calibration(train, machine, threads, gemm_rate)
     learned = LearnedLayerModel(gemm_rate=gemm_rate).fit(train)
+    mlp = LearnedLayerModel(gemm_rate=gemm_rate, regressor="per_kernel_mlp").fit(train)
     reports = {
         "roofline": compare(test, analytic_prediction(test, machine, threads, overhead)),
         "analytic": compare(test, calibrated_prediction(test, machine, calibration, threads,
                                                         gemm_rate)),
-        "learned": compare(test, learned.predict(test))}
+        "learned": compare(test, learned.predict(test)),
+        "mlp": compare(test, mlp.predict(test))}
     return reports, overhead
 
 
@@ -285,10 +290,13 @@ def main() -> int:
     print(f"\nstep weighted error per model × executor (batch {args.batch}, "
           "leave-one-model-out):")
     print(f"  {'model':10s} {'executor':10s} {'roofline':>9s} {'analytic':>9s} "
-          f"{'learned':>9s}")
+          f"{'learned':>9s} {'mlp':>9s}")
     for label, executor_name, errors in table:
         print(f"  {label:10s} {executor_name:10s} {errors['roofline']:9.1%} "
-              f"{errors['analytic']:9.1%} {errors['learned']:9.1%}")
+              f"{errors['analytic']:9.1%} {errors['learned']:9.1%} {errors['mlp']:9.1%}")
+    print("per-kernel MLP against gradient boosting (same features): median step "
+          f"weighted error mlp {np.median([e['mlp'] for _, _, e in table]):.1%}, "
+          f"learned {np.median([e['learned'] for _, _, e in table]):.1%}")
     verdicts = []
     for label, executor_name, errors in table:
         met = [m for m in ("analytic", "learned") if errors[m] <= args.target]

@@ -25,11 +25,13 @@ profile's pass (seconds / Σ seconds of that profile and direction), no less tha
 of the mean: each training network counts equally, as each evaluated network does in
 the per-network time-weighted error, and within a network the nodes that dominate its
 time are fitted best (Catalán's thesis trains its learned per-layer model on the same
-kind of layer descriptors). The regressor is the mean, in log seconds, of ``ensemble``
-scikit-learn GradientBoostingRegressors that differ only in their random subsamples
-(seeds ``seed``, ``seed + 1``, ...): one stochastic booster's prediction of a node
-between two training shapes moves by several percent with its seed, the mean of five
-much less.
+kind of layer descriptors). The default regressor (``regressor="boosting"``) is the mean, in log seconds, of
+``ensemble`` scikit-learn GradientBoostingRegressors that differ only in their random
+subsamples (seeds ``seed``, ``seed + 1``, ...): one stochastic booster's prediction of
+a node between two training shapes moves by several percent with its seed, the mean of
+five much less. ``regressor="per_kernel_mlp"`` fits one multilayer perceptron per
+operator type instead (``per_kernel_mlp``, as Catalán's thesis does), on the same
+features, targets and weights.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ import math
 import numpy as np
 
 from deep500.lv0_operators.cost_model import SUPPORTED_OPS, OperatorCost
+from deep500.lv1_network.per_kernel_mlp import PerKernelMLP
 from deep500.utils.errors import Deep500Error, require
 
 _OPS = sorted(SUPPORTED_OPS)
@@ -91,12 +94,16 @@ class LearnedLayerModel:
         context_cap_bytes: where the context feature saturates.
         gemm_rate: a ``gemm_rate.GemmRate``; adds the measured GEMM-time feature.
         ensemble: regressors averaged per direction (seeds seed, seed + 1, ...).
+        regressor: "boosting" (gradient-boosted trees over every operator type) or
+            "per_kernel_mlp" (one MLP per operator type, ``per_kernel_mlp``).
     """
+
+    REGRESSORS = ("boosting", "per_kernel_mlp")
 
     def __init__(self, seed: int = 0, n_estimators: int = 300, max_depth: int = 4,
                  learning_rate: float = 0.05, context: bool = True,
                  context_cap_bytes: float = DEFAULT_CONTEXT_CAP, gemm_rate=None,
-                 ensemble: int = 5):
+                 ensemble: int = 5, regressor: str = "boosting"):
         if context_cap_bytes <= 0:
             raise Deep500Error(f"context_cap_bytes must be positive, got {context_cap_bytes}")
         self.params = dict(random_state=seed, n_estimators=n_estimators,
@@ -105,6 +112,11 @@ class LearnedLayerModel:
         if ensemble < 1:
             raise Deep500Error(f"ensemble must be at least 1 regressor, got {ensemble}")
         self.gemm_rate, self.ensemble = gemm_rate, int(ensemble)
+        if regressor not in self.REGRESSORS:
+            raise Deep500Error(f"regressor must be one of {', '.join(self.REGRESSORS)}, "
+                               f"got {regressor!r}")
+        self.regressor = regressor
+        self.seed = seed
         self.models: dict = {}
 
     def _rows(self, profile, nodes, direction) -> np.ndarray:
@@ -119,9 +131,8 @@ class LearnedLayerModel:
 
     def fit(self, profiles) -> "LearnedLayerModel":
         """Train on every measured node of ``profiles`` (a list of LayerProfile)."""
-        sklearn_ensemble = require("sklearn.ensemble", "datasets", "The learned layer model")
         for direction in ("forward", "backward"):
-            blocks, target, weight = [], [], []
+            blocks, target, weight, kinds = [], [], [], []
             for profile in profiles:
                 measured = {n: s for n, s in profile.measured(direction).items()
                             if s > 0 and n in profile.costs}
@@ -129,6 +140,7 @@ class LearnedLayerModel:
                     continue
                 step = sum(measured.values())
                 blocks.append(self._rows(profile, list(measured), direction))
+                kinds += [profile.costs[n].op_type for n in measured]
                 target += [math.log(s) for s in measured.values()]
                 weight += [s / step for s in measured.values()]
             if len(target) < 5:
@@ -137,6 +149,12 @@ class LearnedLayerModel:
             # No node below 1% of the mean weight, so that small layers still shape the fit.
             weight = np.maximum(weight, 0.01 * weight.mean())
             X, y = np.vstack(blocks), np.asarray(target)
+            if self.regressor == "per_kernel_mlp":
+                self.models[direction] = PerKernelMLP(
+                    seed=self.seed, ensemble=self.ensemble).fit(X, y, weight, kinds)
+                continue
+            sklearn_ensemble = require("sklearn.ensemble", "datasets",
+                                       "The learned layer model")
             models = []
             for i in range(self.ensemble):
                 params = dict(self.params, random_state=self.params["random_state"] + i)
@@ -161,6 +179,9 @@ class LearnedLayerModel:
                 raise Deep500Error(f"the learned layer model was not trained for the "
                                    f"{direction} pass: train it on profiles with backprop")
             X = self._rows(profile, nodes, direction)
-            log_seconds = np.mean([model.predict(X) for model in models], axis=0)
+            if isinstance(models, PerKernelMLP):
+                log_seconds = models.predict(X, [profile.costs[n].op_type for n in nodes])
+            else:
+                log_seconds = np.mean([model.predict(X) for model in models], axis=0)
             result[direction] = dict(zip(nodes, np.exp(log_seconds).tolist()))
         return result

@@ -1,5 +1,6 @@
 """Per-node forward and backward times (OperatorTimes with backprop), the per-layer
 profile, its analytic and learned predictions and their errors."""
+import numpy as np
 import pytest
 
 import deep500 as d5
@@ -172,6 +173,25 @@ def test_learned_model_recovers_a_smooth_law():
     for model in (LearnedLayerModel(), LearnedLayerModel(context=False)):
         report = compare(test, model.fit(train).predict(test))
         assert report["step"]["weighted_error"] < 0.12
+
+
+def test_per_kernel_mlp_recovers_a_smooth_law_per_operator_type():
+    pytest.importorskip("sklearn")
+    from deep500.lv1_network.learned_model import LearnedLayerModel
+    from deep500.lv1_network.per_kernel_mlp import POOLED, PerKernelMLP
+    machine = FakeMachine()
+    train = [_synthetic("m", b, machine) for b in _TRAIN_BATCHES]
+    test = _synthetic("m", 48, machine)
+    model = LearnedLayerModel(regressor="per_kernel_mlp", ensemble=1).fit(train)
+    # 3 Gemm and 1 Relu node per profile: Gemm gets its own networks, Relu the pooled
+    networks = model.models["forward"].networks
+    assert set(networks) == {POOLED, "Gemm", "Relu"}
+    report = compare(test, model.predict(test))
+    assert report["step"]["weighted_error"] < 0.12
+    with pytest.raises(Deep500Error, match="regressor must be one of"):
+        LearnedLayerModel(regressor="svm")
+    with pytest.raises(Deep500Error, match="not trained"):
+        PerKernelMLP().predict(np.zeros((1, 2)), ["Gemm"])
 
 
 def test_learned_model_uses_measured_gemm_times():
