@@ -30,9 +30,14 @@ def run(tmp_path, ranks, configs):
             for i in range(len(configs))]
 
 
+# Driven by d5.test_training through PipelineTraining (the recipe's path)
+TRAINER = [{"stages": 2, "microbatches": 4, "data_parallel": 2, "hidden": [32, 16],
+            "cuts": [3], "trainer": True, "epochs": 2}]
+
+
 @pytest.fixture(scope="module")
 def equivalence(tmp_path_factory):
-    return run(tmp_path_factory.mktemp("pipeline"), 4, EQUIVALENCE + BUBBLE)
+    return run(tmp_path_factory.mktemp("pipeline"), 4, EQUIVALENCE + BUBBLE + TRAINER)
 
 
 @pytest.mark.parametrize("index", range(len(EQUIVALENCE)))
@@ -88,3 +93,29 @@ def test_the_measured_bubble_follows_the_model(equivalence, index):
     assert bubble["measured"] == pytest.approx(bubble["modelled"], abs=0.15)
     assert bubble["measured"] >= bubble["gpipe_formula"] - 0.05
     assert result["max_difference"] <= 1e-6
+
+
+def test_the_trainer_drives_a_hybrid_pipeline_with_every_figure_of_a_scheme(equivalence):
+    result = equivalence[len(EQUIVALENCE) + len(BUBBLE)]
+    summary = result["summary"]
+    assert summary["size"] == 4 and summary["consistent"]
+    assert summary["scheme"].startswith("PipelineParallel(stages=2, microbatches=4")
+    # 1437 samples, two pipelines of 24 per step
+    assert result["steps"] == 1437 // 48
+    final = summary["epochs"][-1]
+    # every rank tests the whole model, its parameters gathered from the stages
+    assert final["test_accuracy_min"] == final["test_accuracy_max"]
+    assert final["test_accuracy"] == pytest.approx(result["whole_model_accuracy"])
+    assert final["test_accuracy"] > 0.5          # chance: 0.1
+    assert final["train_loss"] < summary["epochs"][0]["train_loss"]
+    for rank, stats in enumerate(summary["ranks"]):
+        for epoch in stats["epochs"]:
+            measured = epoch["optimizer_measurements"]
+            assert measured["counted"] == "exact"
+            assert measured["bytes_sent"] == result["analytic"][rank]["bytes_sent"]
+            assert measured["bytes_received"] == result["analytic"][rank]["bytes_received"]
+            assert set(measured["phase_times"]) == {"compute", "communication", "update"}
+            assert measured["pipeline"]["stage"] == rank % 2
+            bubble = measured["pipeline"]["bubble"]
+            assert bubble["gpipe_formula"] == pytest.approx(1 / 5)
+            assert 0 <= bubble["measured"] < 1 and 0 <= bubble["modelled"] < 1

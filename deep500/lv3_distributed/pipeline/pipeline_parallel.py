@@ -114,9 +114,12 @@ class PipelineParallel:
         rank = world.Get_rank()
         self.group, self.stage_index = divmod(rank, self.stages)
         self.comm = CommunicationNetwork(world.Split(self.group, self.stage_index))
-        self.data_comm = (CommunicationNetwork(world.Split(self.stage_index, self.group))
-                          if self.data_parallel > 1 else None)
+        # This stage's replicas, one per pipeline (rank g is pipeline g): their
+        # allreduce, and the data shard of a DistributedSampler over them.
+        self.replicas = CommunicationNetwork(world.Split(self.stage_index, self.group))
+        self.data_comm = self.replicas if self.data_parallel > 1 else None
         graph = GraphCuts(model, loss)
+        self.graph_loss = loss
         if cuts is None:
             cuts = self._balanced_cuts(graph, executor, node_seconds, profile_inputs)
         self.cuts = list(graph.check_cuts(cuts))
@@ -135,6 +138,7 @@ class PipelineParallel:
         self.links = StageLinks(self.comm, self.stage_index, self.stages)
         self.last = self.stage_index == self.stages - 1
         self.step_records: list[dict] = []
+        self.last_batch = None
         self._fused = None
 
     # -- set-up ----------------------------------------------------------------------
@@ -171,7 +175,7 @@ class PipelineParallel:
         minibatch's loss and the model's other outputs (concatenated over
         microbatches); ``{}`` on other stages."""
         stage, executor, base = self.stage, self.executor, self.base
-        batch = self._batch_size(inputs)
+        batch = self.last_batch = self._batch_size(inputs)
         bounds = microbatch_bounds(batch, self.microbatches)
         self.comm.comm.Barrier()       # a common start for the measured makespan
         start = _clock()
@@ -274,6 +278,13 @@ class PipelineParallel:
         last stage's; ``None`` elsewhere)."""
         return [self.step(inputs).get(self.stage.loss) for inputs in batches]
 
+    def close(self) -> None:
+        """Free the pipeline's and the replicas' communicators (collective)."""
+        for network in (self.comm, self.replicas):
+            split = network.comm
+            network.close()
+            split.Free()
+
     # -- results -----------------------------------------------------------------------
     def parameters(self) -> dict:
         """This stage's parameters by name (copies)."""
@@ -307,15 +318,16 @@ class PipelineParallel:
         n = size[1] - size[0]
         return [sum(t.nbytes(n) for t in stage.sends) for stage in self.all_stages[:-1]]
 
-    def bubble(self, skip: int = 1, machine=None, batch: int | None = None) -> dict:
+    def bubble(self, skip: int = 1, machine=None, batch: int | None = None,
+               end: int | None = None) -> dict:
         """The bubble fraction of this pipeline (collective over the pipeline's ranks;
-        every rank gets the result): ``measured`` (median over the steps after the
-        first ``skip``), ``gpipe_formula`` ((S − 1)/(M + S − 1)) and ``modelled`` (the
+        every rank gets the result): ``measured`` (median over the steps from ``skip``
+        to ``end``), ``gpipe_formula`` ((S − 1)/(M + S − 1)) and ``modelled`` (the
         timeline model of the measured per-stage forward and backward seconds, with
         ``machine``'s point-to-point times for the boundary bytes of a ``batch``-sample
         minibatch where both are given) with its ``modelled_step_seconds``, and the
         median measured ``step_seconds``."""
-        records = self.comm.comm.allgather(self.step_records[skip:])   # bookkeeping
+        records = self.comm.comm.allgather(self.step_records[skip:end])   # bookkeeping
         steps = min(len(r) for r in records)
         if steps == 0:
             raise Deep500Error(f"PipelineParallel.bubble: no steps after the first {skip} "

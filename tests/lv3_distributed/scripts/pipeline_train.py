@@ -42,6 +42,8 @@ def run(config: dict, train, out: str) -> None:
                                    executor=d5ref.from_onnx, optimizer=optimizer,
                                    cuts=config.get("cuts"), profile_inputs=batches[0],
                                    data_parallel=dp, comm=comm)
+    if config.get("trainer"):
+        return trained_by_trainer(pipeline, model, train, batch, out, config)
     shard = slice(pipeline.group * batch, (pipeline.group + 1) * batch)
     losses = pipeline.train([{k: v[shard] for k, v in b.items()} for b in batches])
     bubble = pipeline.bubble(skip=1)
@@ -70,6 +72,37 @@ def run(config: dict, train, out: str) -> None:
               "bytes_per_sample": pipeline.boundary_bytes(config["microbatches"])}
     with open(os.path.join(out, f"result{config['index']}.json"), "w") as handle:
         json.dump(result, handle)
+
+
+def trained_by_trainer(pipeline, model, train, batch, out, config) -> None:
+    """``d5.test_training`` of the pipeline through ``PipelineTraining``: rank 0 writes
+    the summary of every rank, each rank's analytic traffic and the test accuracy of
+    the whole model (its parameters gathered from the stages) against one process's
+    inference with the same parameters."""
+    from deep500.lv3_distributed.pipeline.pipeline_training import PipelineTraining
+    training = PipelineTraining(pipeline, d5ref.from_onnx(model))
+    sampler = d5.DistributedSampler(train, batch, pipeline.replicas, seed=5)
+    _, test = d5.load_dataset("digits")
+    result = d5.test_training(training.executor, train, test, training,
+                              epochs=config["epochs"], batch_size=batch,
+                              metrics=[d5.TestAccuracy()], sampler=sampler)
+    summary = training.distributed_summary(result.outputs)
+    steps = result.outputs.epochs[0].steps
+    analytic = training.comm.comm.gather(training.analytic_traffic(steps), root=0)
+    parameters = pipeline.gather_parameters()
+    training.close()
+    if pipeline.world.Get_rank() != 0:
+        return
+    executor = d5ref.from_onnx(model)
+    for name, value in parameters.items():
+        executor.network.feed_tensor(name, value, is_param=True)
+    logits = executor.inference(test[np.arange(len(test))])["output"]
+    accuracy = float(np.mean(np.argmax(logits, 1) == test[np.arange(len(test))]["labels"]))
+    measured = [m["metric"] for m in result.to_dict()["metrics"]]
+    with open(os.path.join(out, f"result{config['index']}.json"), "w") as handle:
+        json.dump({"config": config, "summary": summary, "analytic": analytic,
+                   "steps": steps, "whole_model_accuracy": accuracy,
+                   "metrics": measured}, handle, default=str)
 
 
 def main():
