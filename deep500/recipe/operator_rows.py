@@ -7,12 +7,14 @@ over every DeepBench kernel; an entry with ``rows:`` selects many rows at once::
     {op: Conv, from: deepbench_conv.csv, rows: "0-40"}          # 0 to 40, both included
     {op: Conv, from: deepbench_conv.csv, rows: [0, 3, "10-20"]}
     {op: Gemm, from: deepbench_gemm.csv, rows: all, kind: training, max_gflop: 2,
-     sample: 20, seed: 0}
+     max_elements: 16000000, sample: 20, seed: 0}
 
 Selection runs in that order: the ``rows`` given, then the filters (``kind``: the CSV's
 ``set`` column, DeepBench's ``training_set``, ``inference_server_set`` and
 ``inference_device_set``; ``max_gflop``: the row's analytic FLOPs,
-``deep500.utils.flops``), then ``sample: N`` rows drawn without replacement by
+``deep500.utils.flops``; ``max_elements``: its inputs' elements, summed, which bound
+memory where FLOPs do not: DeepBench's m=1024 n=1 k=500000 GEMM is 1 GFLOP on 2 GB of
+float32), then ``sample: N`` rows drawn without replacement by
 ``numpy.random.default_rng(seed)`` and kept in file order. :class:`RowSelection` says
 what was chosen, so that a report can say which rows were measured.
 """
@@ -26,7 +28,7 @@ import numpy as np
 from deep500.recipe.problems import describe, show
 from deep500.utils.errors import RecipeError
 
-SELECTION_KEYS = ("rows", "kind", "max_gflop", "sample", "seed")
+SELECTION_KEYS = ("rows", "kind", "max_gflop", "max_elements", "sample", "seed")
 
 # kind -> the values of DeepBench's ``set`` column it takes
 KINDS = {
@@ -118,10 +120,11 @@ def _count(value, where: str, least: int) -> int:
 
 
 def select_rows(entry: dict, table: list[dict], file: str, where: str,
-                gflop_of=None) -> RowSelection:
+                gflop_of=None, elements_of=None) -> RowSelection:
     """The rows of ``table`` (the CSV's rows) that ``entry``'s selection keys choose.
 
-    ``gflop_of(index)`` gives the analytic GFLOP of row ``index`` (needed for ``max_gflop``). Raises a
+    ``gflop_of(index)`` and ``elements_of(index)`` give the analytic GFLOP and the
+    input elements of row ``index`` (needed for ``max_gflop``, ``max_elements``). Raises a
     RecipeError naming the key at ``where`` for a bad range, an unknown kind, a filter
     that leaves nothing, or a sample larger than what is left."""
     if "pass" in entry:
@@ -152,6 +155,13 @@ def select_rows(entry: dict, table: list[dict], file: str, where: str,
                               f"got {describe(bound)}")
         indices = [i for i in indices if gflop_of(i) <= bound]
         how.append(f"at most {bound:g} GFLOP")
+    if "max_elements" in entry:
+        bound = entry["max_elements"]
+        if not isinstance(bound, (int, float)) or isinstance(bound, bool) or not bound > 0:
+            raise RecipeError(f"{where}.max_elements: expected a positive number of input "
+                              f"elements, got {describe(bound)}")
+        indices = [i for i in indices if elements_of(i) <= bound]
+        how.append(f"inputs of at most {bound:g} elements")
     if not indices:
         raise RecipeError(f"{where}: the selection ({', '.join(how)}) leaves no row of "
                           f"{file}; widen 'rows' or loosen the filters")

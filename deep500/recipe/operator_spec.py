@@ -14,6 +14,7 @@ Accepted forms (one mapping per operator)::
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -217,7 +218,9 @@ def _from_file(op_type: str, entry: dict, where: str, recipe_dir: str):
                               f"not both")
         selection = select_rows(entry, rows, os.path.basename(path), where,
                                 lambda index: _row_gflop(op_type, builder, rows, index, path,
-                                                         where))
+                                                         where),
+                                lambda index: _row_elements(op_type, builder, rows, index,
+                                                            path, where))
         return Several(_row_spec(op_type, builder, rows, index, path, where,
                                  f"{where}.rows", selection.text())
                        for index in selection.rows)
@@ -252,3 +255,8 @@ def _row_spec(op_type, builder, rows, row_index, path, where, row_where,
 def _row_gflop(op_type, builder, rows, index, path, where) -> float:
     spec = _row_spec(op_type, builder, rows, index, path, where, f"{where}.rows")
     return flop_count(op_type, spec.input_shapes, spec.attributes) / 1e9
+
+
+def _row_elements(op_type, builder, rows, index, path, where) -> int:
+    spec = _row_spec(op_type, builder, rows, index, path, where, f"{where}.rows")
+    return sum(math.prod(shape) for shape in spec.input_shapes)

@@ -2,6 +2,7 @@
 filters by kind and size, seeded samples, and the errors for selections that cannot
 be made (deep500.recipe.operator_rows)."""
 import csv
+import math
 
 import numpy as np
 import pytest
@@ -69,6 +70,18 @@ def test_size_filter_keeps_rows_of_at_most_that_many_gflop():
     assert all(flop_count("Gemm", *deepbench.gemm_spec(GEMM[i])) > 1e9 for i in left_out)
 
 
+def test_element_filter_bounds_the_inputs_size():
+    """DeepBench's m=1024 n=1 k=500000 GEMM is 1 GFLOP but 2 GB of float32 inputs."""
+    specs = _specs({"op": "Gemm", "from": "deepbench_gemm.csv", "rows": "all",
+                    "max_gflop": 4, "max_elements": 16e6})
+    elements = {i: sum(math.prod(s) for s in deepbench.gemm_spec(r)[0])
+                for i, r in enumerate(GEMM)}
+    assert _rows(specs) == [i for i, r in enumerate(GEMM) if elements[i] <= 16e6
+                            and flop_count("Gemm", *deepbench.gemm_spec(r)) <= 4e9]
+    assert elements[179] > 5e8 and 179 not in _rows(specs) and len(specs) == 86
+    assert "inputs of at most 1.6e+07 elements" in specs[0].selection
+
+
 def test_a_sample_is_seeded_in_file_order_and_said():
     entry = {"op": "Gemm", "from": "deepbench_gemm.csv", "rows": "all",
              "kind": "training", "sample": 12, "seed": 3}
@@ -102,6 +115,7 @@ def test_a_sample_is_seeded_in_file_order_and_said():
     ({"rows": "all", "seed": 2}, r"seed: a seed only chooses a sample"),
     ({"rows": "all", "max_gflop": 1e-6}, r"leaves no row of deepbench_gemm.csv"),
     ({"rows": "all", "max_gflop": "big"}, r"max_gflop: expected a positive number"),
+    ({"rows": "all", "max_elements": 0}, r"max_elements: expected a positive number"),
     ({"rows": "all", "row": 3}, r"either 'row' \(one row\) or 'rows' \(many\)"),
     ({"rows": "all", "pass": "forward"}, r"pass: DeepBench's CSVs have no pass column"),
     ({"rows": "all", "set": "training"}, r"unexpected keys \['set'\] next to 'rows'"),
