@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from deep500.report import distribution_plots, sample_plots
 from deep500.report.energy import energy_note, energy_text, has_energy
 from deep500.report.plots import cap_note, grouped_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
@@ -100,7 +101,12 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                             [[labels[id(r)], r["configuration"]["framework"],
                               *([settings.text(r)] if settings else []), r["rank"],
                               r["error"]] for r in failed]))
-    plots = _plots(measured, output_dir, settings, labels, context) if measured else []
+    plots = _plots(measured, output_dir, settings, labels, context, tables) \
+        if measured else []
+    selections = context.manifest.get("row_selections") or []
+    if selections and tables:
+        tables[0].note += (" Operators chosen by rows (each row an operator; sampled "
+                           "rows say so): " + "; ".join(map(str, selections)) + ".")
     warnings = [f"{labels[id(r)]} on {settings.label(r['configuration']['framework'], r)}: "
                 f"{w}" for r in measured for m in r["result"]["metrics"] for w in m["warnings"]]
     return {"tables": tables, "plots": plots, "warnings": warnings,
@@ -109,10 +115,14 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
 
 
 def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: dict,
-           context: ReportContext) -> list[tuple[str, str]]:
+           context: ReportContext, tables: list) -> list[tuple[str, str]]:
     """Groups: operators; series: framework and every other varied setting, so a
     recipe varying threads shows each framework once per thread count (seeds folded
-    where one series per seed would be too many: :mod:`deep500.report.time_bars`)."""
+    where one series per seed would be too many: :mod:`deep500.report.time_bars`).
+    Operator types measured at several sizes are also drawn as distributions over
+    their sizes (:mod:`deep500.report.distribution_plots`, appending its tables to
+    ``tables``), and, where the report asks for them, the raw samples of up to 12
+    configurations (:mod:`deep500.report.sample_plots`)."""
     named = series_settings(measured, SHOWN, context.manifest, context.per_seed, settings)
     grid = RecordGrid(measured, lambda r: labels[id(r)], lambda r: named.label(
         r["configuration"]["framework"], r))
@@ -140,4 +150,15 @@ def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: di
                      also=context.figure_format)
         left_out = cap_note(len(with_flops), len(grid.series))
         plots.append(("Achieved GFLOP/s" + (f" ({left_out})" if left_out else ""), path))
+    op_types = {labels[id(r)]: r["configuration"]["operator"]["op_type"] for r in measured}
+    more_tables, more_plots = distribution_plots.build(grid, op_types, output_dir,
+                                                       context.figure_format)
+    tables += more_tables
+    plots += more_plots
+    if context.samples:
+        plots += sample_plots.samples_plot(
+            measured, lambda r: f"{labels[id(r)]} | "
+                                f"{named.label(r['configuration']['framework'], r)}",
+            os.path.join(output_dir, "plots", "level0_samples.png"), context.samples,
+            context.figure_format)
     return plots

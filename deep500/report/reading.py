@@ -7,7 +7,9 @@ and kept without what no section reads:
 - the conditions a result and each of its metrics repeat (the record's configuration
   and the manifest say them once);
 - raw metric samples, except ``TrajectoryDivergence``'s and those of
-  ``TrainingAccuracy`` with ``every`` (their plots draw them);
+  ``TrainingAccuracy`` with ``every`` (their plots draw them), and ``WallclockTime``'s,
+  thinned to at most :data:`SAMPLES_KEPT` evenly spaced quantiles
+  (:mod:`deep500.report.sample_plots` draws them);
 - the threads in force (the manifest has them) and, of the telemetry, all but what a
   row's flags say (``interfered``, ``other_cpu_cores``, ``reason``;
   :func:`deep500.report.records.flags`);
@@ -25,6 +27,10 @@ from deep500.results.files import iter_checked_records
 
 _TELEMETRY_SHOWN = ("interfered", "other_cpu_cores", "reason")
 _SAMPLES_SHOWN = ("TrajectoryDivergence",)
+_SAMPLES_THINNED = ("WallclockTime",)
+# A violin or histogram of 33 quantiles (every 3.125%) is the distribution's shape;
+# 10^5 raw samples per record would be what no report can hold at 100k records.
+SAMPLES_KEPT = 33
 _SHARED_TEXT = 48  # strings up to this length are shared: keys, names, units, labels
 
 
@@ -42,9 +48,27 @@ def slim(record: dict) -> dict:
         for entry in result.get("metrics") or ():
             if isinstance(entry, dict):
                 entry.pop("conditions", None)
-                if entry.get("metric") not in _SAMPLES_SHOWN and not _step_samples(entry):
+                if entry.get("metric") in _SAMPLES_THINNED:
+                    entry["samples"] = thinned(entry.get("samples"))
+                elif entry.get("metric") not in _SAMPLES_SHOWN and not _step_samples(entry):
                     entry.pop("samples", None)
     return record
+
+
+def thinned(samples, keep: int = SAMPLES_KEPT) -> list[float]:
+    """``samples`` (numbers) sorted, or ``keep`` evenly spaced quantiles of them (the
+    smallest and largest included) where there are more; [] for anything else."""
+    if not isinstance(samples, list) or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) for s in samples):
+        return []
+    if len(samples) <= keep:
+        return sorted(samples)
+    ordered = sorted(samples)
+    last = len(ordered) - 1
+    # linear interpolation between order statistics (NumPy's default quantile rule)
+    points = [last * i / (keep - 1) for i in range(keep)]
+    return [ordered[int(p)] + (ordered[min(int(p) + 1, last)] - ordered[int(p)])
+            * (p - int(p)) for p in points]
 
 
 def _step_samples(entry: dict) -> bool:

@@ -324,10 +324,13 @@ def count_outcomes(records: list[dict]) -> Counts:
 class ReportContext:
     """What every section needs besides the records: the run's manifest, whether runs
     of several seeds are shown one row each (``per_seed``) or aggregated, and the
-    format written beside each PNG plot (``figure_format``: svg, pdf or None)."""
+    format written beside each PNG plot (``figure_format``: svg, pdf or None), and
+    how configurations' raw samples are drawn (``samples``: violin, histogram, or None
+    for not at all; :mod:`deep500.report.sample_plots`)."""
     manifest: dict
     per_seed: bool = False
     figure_format: str | None = "svg"
+    samples: str | None = None
 
     @property
     def ci_threshold(self) -> float:

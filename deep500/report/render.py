@@ -14,6 +14,7 @@ from deep500.report import (collective_choice, grid, level0, level1, level2, lev
 from deep500.report.pages import fit_sections
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.reading import records_kept_out_of_collection, report_records
+from deep500.report.sample_plots import check_sample_style
 from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
@@ -146,21 +147,24 @@ def _fed_inputs(records) -> str:
 
 
 def write_reports(output_dir: str, per_seed: bool = False,
-                  figure_format: str | None = "svg") -> list[str]:
+                  figure_format: str | None = "svg", samples: str | None = None) -> list[str]:
     """Write report.md and report.html for the run in ``output_dir``; return their paths.
 
     ``per_seed``: one row per seed instead of runs of several seeds aggregated (mean and
     95% CI); ``figure_format``: every plot is written as PNG (embedded in the HTML) and
-    also in this format (``svg``, ``pdf``; ``None``: PNG only)."""
+    also in this format (``svg``, ``pdf``; ``None``: PNG only); ``samples``: draw raw
+    samples of time per call as ``violin`` or ``histogram`` (``None``: not drawn)."""
     check_figure_format(figure_format)
+    check_sample_style(samples)
     records = report_records(output_dir)
     with records_kept_out_of_collection():
-        return _write_reports(output_dir, records, per_seed, figure_format)
+        return _write_reports(output_dir, records, per_seed, figure_format, samples)
 
 
-def _write_reports(output_dir, records, per_seed, figure_format) -> list[str]:
+def _write_reports(output_dir, records, per_seed, figure_format, samples=None) -> list[str]:
     manifest = read_manifest(output_dir)
-    context = ReportContext(manifest, per_seed=per_seed, figure_format=figure_format)
+    context = ReportContext(manifest, per_seed=per_seed, figure_format=figure_format,
+                            samples=samples)
     sections = fit_sections([section.build(_records_of(section, records), output_dir,
                                            context) for section in SECTIONS], output_dir)
     title = f"Deep500 report — {manifest.get('recipe', {}).get('name', output_dir)}"
