@@ -23,7 +23,14 @@
                                      of each configuration with a nonparametric CI
                                      (exit status: deep500.store.gate)
     deep500 history --config FILTER [--metric M.F] [--out history.html]
-                                     one configuration across git revisions (HTML)
+                                     one configuration across git revisions (HTML):
+                                     every run, interference marked, steps found
+    deep500 history --all [--out history-site]
+                                     an index page of every configuration's history
+    deep500 history --run A..B RECIPE [--config FILTER | --all]
+                                     run RECIPE at each commit of A..B first
+    deep500 bisect RECIPE --good A --bad B --config FILTER
+                                     the commit where a configuration got slower
     deep500 info [--json]            software versions and hardware
     deep500 calibrate --out machine.yaml [--np 2 | --no-network] [--quick]
                                      measure this machine's alpha, beta, gamma, memory
@@ -360,9 +367,52 @@ def _compare(args) -> int:
 def _history(args) -> int:
     from deep500.store.history import history_command
     from deep500.utils.output_paths import check_output_file
-    check_output_file(args.out, "--out", missing_folder_ok=True)   # the page makes its folder
-    return history_command(args.config, args.out, database=args.db, metric=args.metric,
+    if args.all and args.config:
+        raise Deep500Error("history: give --config FILTER (one configuration's page) or "
+                           "--all (an index of every configuration), not both")
+    if args.run is None and args.recipe_file is not None:
+        raise Deep500Error(f"history: a recipe ({args.recipe_file}) is only given with "
+                           f"--run A..B, to run it at those revisions")
+    if not args.all and not args.config and args.run is None:
+        raise Deep500Error("history: give --config FILTER (one configuration's page), "
+                           "--all (an index of every configuration) or --run A..B RECIPE")
+    out = args.out or ("history-site" if args.all else "history.html")
+    if args.all:
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise Deep500Error(f"--out {out} exists and is not a folder; --all writes a "
+                               f"folder of pages (index.html and one page each)")
+        check_output_file(os.path.join(out, "index.html"), "--out", missing_folder_ok=True)
+    elif args.config:
+        check_output_file(out, "--out", missing_folder_ok=True)   # the page makes its folder
+    if args.run is not None:
+        from deep500.store.revision_runs import run_range
+        if args.recipe_file is None:
+            raise Deep500Error(f"--run {args.run}: give the recipe to run, e.g. deep500 "
+                               f"history --run {args.run} recipes/quickstart.yaml")
+        runs = run_range(args.run, args.recipe_file, _database(args), select=args.select)
+        if not any(run.status in (0, 1) for run in runs):
+            raise Deep500Error(f"--run {args.run}: no revision could be measured (see "
+                               f"above)")
+        if not args.all and not args.config:
+            print(f"Stored in {_database(args)}; see them with deep500 history --all "
+                  f"--out history-site, or --config FILTER")
+            return 0
+    if args.all:
+        from deep500.store.history_site import write_site
+        index, count = write_site(out, database=args.db, metric=args.metric,
+                                  recipe=args.recipe, rank=args.rank)
+        print(f"{index}: {count} configuration(s)")
+        return 0
+    return history_command(args.config, out, database=args.db, metric=args.metric,
                            recipe=args.recipe, rank=args.rank)
+
+
+def _bisect(args) -> int:
+    from deep500.store.bisect import bisect_command
+    from deep500.store.compare import parse_threshold
+    return bisect_command(args.recipe, args.good, args.bad, args.config, _database(args),
+                          metric=args.metric, threshold=parse_threshold(args.threshold),
+                          rerun=args.rerun)
 
 
 def _calibrate(args) -> int:
@@ -502,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"deep500 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for add_command in (_add_run, _add_report, _add_runs, _add_compare, _add_history,
-                        _add_calibrate, _add_predict, _add_info, _add_conformance,
+                        _add_bisect, _add_calibrate, _add_predict, _add_info, _add_conformance,
                         _add_compile, _add_build_glue, _add_cluster):
         add_command(commands)
     return parser
@@ -643,17 +693,49 @@ def _add_compare(commands) -> None:
 
 def _add_history(commands) -> None:
     history = _subcommand(commands, "history", _history, "one configuration's metric "
-                          "across git revisions, as an HTML page with a plot")
-    history.add_argument("--config", required=True, metavar="FILTER", help="which "
+                          "across git revisions, as an HTML page with a plot (--all: an "
+                          "index of every configuration; --run A..B RECIPE: run the "
+                          "recipe at those revisions first)")
+    history.add_argument("recipe_file", nargs="?", metavar="RECIPE", help="with --run: "
+                         "the recipe to run at each revision")
+    history.add_argument("--config", metavar="FILTER", help="which "
                          "configuration: key=value terms joined by commas, e.g. "
                          "framework=pytorch,operator=Relu (see docs/results_store.md)")
+    _add_flag(history, "--all", "write an index page of every stored configuration, "
+              "each with a sparkline, and one page each, into the folder --out")
+    history.add_argument("--run", metavar="A..B", help="first run RECIPE at every commit "
+                         "of the git range A..B (A excluded; A^..B includes it) or at one "
+                         "revision, each in a temporary worktree with this Python "
+                         "environment, storing the runs")
+    history.add_argument("--select", metavar="TERMS", help="with --run: only these "
+                         "configurations (as deep500 run --select)")
     history.add_argument("--metric", default="WallclockTime.median",
                          help="METRIC.FIELD (default WallclockTime.median)")
-    history.add_argument("--out", default="history.html", help="HTML page to write "
-                         "(default history.html)")
+    history.add_argument("--out", help="HTML page to write (default history.html), or "
+                         "with --all the folder (default history-site)")
     history.add_argument("--recipe", help="only runs of this recipe")
     history.add_argument("--rank", type=int, default=0, help="MPI rank (default 0)")
     _add_database_option(history, "results database")
+
+
+def _add_bisect(commands) -> None:
+    bisect = _subcommand(commands, "bisect", _bisect, "find the commit where a "
+                         "configuration got slower: run RECIPE at --good, --bad and a "
+                         "binary search of the commits between (as asv find)")
+    bisect.add_argument("recipe", help="the recipe to run at each revision")
+    bisect.add_argument("--good", required=True, metavar="REV", help="a revision where "
+                        "the configuration was fast")
+    bisect.add_argument("--bad", required=True, metavar="REV", help="a later revision "
+                        "where it is slow")
+    bisect.add_argument("--config", required=True, metavar="FILTER", help="the "
+                        "configuration, as for deep500 history")
+    bisect.add_argument("--metric", default="WallclockTime.median",
+                        help="METRIC.FIELD (default WallclockTime.median)")
+    bisect.add_argument("--threshold", default="10%", help="how much slower --bad must "
+                        "be than --good (default 10%%)")
+    _add_flag(bisect, "--rerun", "run every revision, even those the database already "
+              "holds a run of without interference")
+    _add_database_option(bisect, f"results database {_DEFAULT_DATABASE}")
 
 
 def _add_calibrate(commands) -> None:

@@ -23,6 +23,12 @@ asv's AR(1) correction of correlated noise is left out.
 
 Weights: w_i = 1 / (width of point i's confidence interval), normalized by their
 median; a point without an interval gets the median weight (asv's rule).
+
+A step no larger than the points' own noise is then merged away (asv filters its
+regressions by the segments' L1 error in the same spirit, ``detect_regressions``): two
+neighbouring levels that differ by no more than the median half-width of the
+confidence intervals of their points are one level. Few points fit perfectly with one
+segment each, and only the points' intervals tell such a fit from a real step.
 """
 from __future__ import annotations
 
@@ -110,6 +116,25 @@ def _noise_floor(levels: list[float]) -> float:
     return max(floor, 1e-300)
 
 
+def _merge_within_noise(lefts, rights, levels, y, w, widths):
+    """Merge neighbouring segments whose levels differ by no more than the median
+    half-width of their points' confidence intervals (none known: never merged)."""
+    lefts, rights, levels = list(lefts), list(rights), list(levels)
+    merged = True
+    while merged and len(levels) > 1:
+        merged = False
+        for i in range(len(levels) - 1):
+            known = [c for c in widths[lefts[i]:rights[i + 1]] if c is not None]
+            noise = float(np.median(known)) / 2.0 if known else 0.0
+            if abs(levels[i + 1] - levels[i]) <= noise:
+                rights[i] = rights[i + 1]
+                del lefts[i + 1], rights[i + 1], levels[i + 1]
+                levels[i] = weighted_median(y[lefts[i]:rights[i]], w[lefts[i]:rights[i]])
+                merged = True
+                break
+    return lefts, rights, levels
+
+
 def detect_steps(values, ci_widths=None) -> list[Step]:
     """The steps of the series ``values`` (module docstring), weighted by the inverse
     of ``ci_widths`` where given (None or a non-positive width: the median weight).
@@ -136,7 +161,7 @@ def detect_steps(values, ci_widths=None) -> list[Step]:
         objective = beta * len(rights) + math.log(_noise_floor(levels) + total)
         if objective < best_objective - 1e-12:
             best, best_objective = (lefts, rights, levels), objective
-    lefts, rights, levels = best
+    lefts, rights, levels = _merge_within_noise(*best, y, w, widths)
     return [Step(before=offset + int(rights[i] - 1), after=offset + int(lefts[i + 1]),
                  level_before=levels[i],
                  level_after=levels[i + 1]) for i in range(len(levels) - 1)]

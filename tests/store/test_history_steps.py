@@ -1,5 +1,7 @@
 """deep500 history marks runs measured under interference and finds steps: the fit on
 its own (asv's piecewise-constant L1 model) and on a stored history."""
+import re
+
 import numpy as np
 import pytest
 
@@ -39,8 +41,12 @@ def test_wide_intervals_weigh_less():
     values = [1.0, 1.01, 0.99, 1.0, 1.2, 1.21, 1.19, 1.2]
     tight = detect_steps(values, [0.01] * 8)
     assert [(s.before, s.after) for s in tight] == [(3, 4)]
-    loose = detect_steps(values, [0.01] * 4 + [1.0] * 4)
-    assert loose == [] or loose[0].ratio == pytest.approx(1.2, rel=0.02)
+    # a step within the points' own intervals is no step; three points with a perfect
+    # three-level fit keep only the step that stands out of their noise
+    assert detect_steps(values, [0.01] * 4 + [1.0] * 4) == []
+    three = detect_steps([1.0, 3.1, 3.2], [0.02, 0.3, 0.3])
+    assert [(s.before, s.after) for s in three] == [(0, 1)]
+    assert three[0].ratio == pytest.approx(3.15, rel=0.02)
 
 
 @pytest.fixture
@@ -81,3 +87,31 @@ def test_history_marks_interference_and_steps(stepped_database, tmp_path, capsys
     page = out.read_text()
     assert "measured under interference" in page and "⚠ other processes used 1.3" in page
     assert "3333333 → 4444444" in page
+
+
+def test_history_all_writes_an_index_site(stepped_database, tmp_path, capsys):
+    # a second configuration, stored once
+    store_run(write_run(tmp_path / "other", [measurement("Softmax 4x10", lognormal(
+        99, 20), index=1)], revision="9" * 40, started="2026-01-09T00:00:00+00:00"),
+        stepped_database)
+    site = tmp_path / "site"
+    assert main(["history", "--all", "--db", stepped_database, "--out", str(site)]) == 0
+    assert "2 configuration(s)" in capsys.readouterr().out
+    index = (site / "index.html").read_text()
+    assert index.count("<svg") == 2 and index.count("<polyline") == 2
+    assert index.count('fill="#d62728"') == 1  # the one interfered run
+    assert "3333333 → 4444444 ×" in index  # Relu's last step
+    pages = re.findall(r'href="([^"]+\.html)"', index)
+    assert len(pages) == 2 and all((site / page).is_file() for page in pages)
+    assert not re.search(r"(src|href)=\"(https?:|//)|<script", index)
+    assert "Relu 8x16" in (site / pages[0]).read_text() + (site / pages[1]).read_text()
+    # refused: both --all and --config; --out a file; nothing stored
+    assert main(["history", "--all", "--config", "operator=Relu", "--db",
+                 stepped_database]) == 2
+    assert "not both" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["history", "--all", "--db", stepped_database, "--out",
+                 str(tmp_path / "file")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert main(["history", "--db", stepped_database]) == 2
+    assert "give --config FILTER" in capsys.readouterr().err
