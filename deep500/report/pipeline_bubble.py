@@ -22,7 +22,8 @@ def pipeline_table(records: list[dict], heads: list, head) -> Table:
         "busy seconds / (stages x the slowest stage's step), median over steps and then "
         "over epochs (measured); (S-1)/(M+S-1), GPipe's for equal stages and free "
         "messages (formula); the schedule's timeline of the measured per-stage forward "
-        "and backward seconds, messages free (modelled, with the modelled step). A "
+        "and backward seconds, each message priced by the run's machine file (alpha + "
+        "beta n) where it has one, else free (modelled, with the modelled step). A "
         "measured bubble above the model is time the model leaves out: messages, "
         "copies and waits between the executors' runs, and other processes."))
     for record in records:

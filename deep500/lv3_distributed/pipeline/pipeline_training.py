@@ -13,7 +13,8 @@ and the Level-3 report measure a pipeline as they measure the data-parallel sche
   the replicas' allreduce; ``update``), bytes and messages sent and received (between
   stages and in the allreduce, counted exactly), and ``pipeline``: the epoch's bubble
   fraction measured, GPipe's formula and the timeline model's, with the measured and
-  modelled step seconds (:meth:`PipelineParallel.bubble`).
+  modelled step seconds (:meth:`PipelineParallel.bubble`; the model's messages cost
+  the machine file's α + β·n where one is given, else nothing).
 """
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ PHASES = ("compute", "communication", "update")
 
 class PipelineTraining(Optimizer):
     """The trainer's optimizer for ``pipeline`` (a :class:`PipelineParallel`), whose
-    test passes run on ``executor`` (the whole model, built from the same ONNX file)."""
+    test passes run on ``executor`` (the whole model, built from the same ONNX file);
+    ``machine`` (a :class:`~deep500.utils.machine.MachineModel`, optional) prices the
+    messages of the modelled step."""
     consistent = True
 
-    def __init__(self, pipeline, executor):
+    def __init__(self, pipeline, executor, machine=None):
         super().__init__(executor, pipeline.graph_loss)
         self.pipeline = pipeline
+        self.machine = machine    # prices the modelled step's messages (MachineModel)
         self.comm = CommunicationNetwork(pipeline.world)   # for the statistics' gather
         self.rank, self.size = self.comm.rank, self.comm.size
         self._epoch_first_step = 0
@@ -100,7 +104,7 @@ class PipelineTraining(Optimizer):
         records = p.step_records[self._epoch_first_step:]
         skip = self._epoch_first_step + (1 if self._epoch_first_step == 0 else 0)
         if len(p.step_records) > skip:
-            bubble = p.bubble(skip=skip)
+            bubble = p.bubble(skip=skip, machine=self.machine, batch=p.last_batch)
         else:
             p.comm.comm.allgather(None)   # keep the ranks' collectives matched
             bubble = None

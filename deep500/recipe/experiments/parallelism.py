@@ -15,8 +15,9 @@ the same ranks trains with the same global minibatch: a pipeline takes ``batch_s
 stages`` samples per step (``d5.DistributedSampler`` over the stage's replicas, so the
 ranks of one pipeline read the same minibatch). The record's
 ``details["pipeline"]`` holds the split, the schedule and the bubble fraction per epoch
-(measured, GPipe's formula and the timeline model's) with the measured and modelled
-step seconds; each rank's ``optimizer_measurements["pipeline"]`` its stage's figures.
+(measured, GPipe's formula and the timeline model's, its messages priced by the
+recipe's machine file where it has one) with the measured and modelled step seconds;
+each rank's ``optimizer_measurements["pipeline"]`` its stage's figures.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ class ParallelismExperiment(DistributedExperiment):
                 optimizer=lambda e: make_optimizer(reference, "reference", e),
                 cuts=options["cuts"], profile_inputs=train[np.arange(per_pipeline)],
                 data_parallel=options["data_parallel"])
-            training = PipelineTraining(pipeline, factory(model, "cpu"))
+            training = PipelineTraining(pipeline, factory(model, "cpu"), recipe.machine)
             sampler = d5.DistributedSampler(train, per_pipeline, pipeline.replicas,
                                             seed=configuration["seed"])
         except (Deep500Error, TypeError, ValueError) as exc:
