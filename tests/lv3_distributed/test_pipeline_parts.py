@@ -54,7 +54,7 @@ def test_chained_stages_give_the_whole_graphs_loss_and_gradients(cuts):
     assert stages[0].feeds == ["input"] and stages[-1].feeds == ["labels"]
     loss, gradients = run_stages(stages, feeds)
     np.testing.assert_allclose(loss, whole["loss"], rtol=1e-6)
-    assert sorted(gradients) == sorted(p for p in d5ref.from_onnx(model).network.get_params())
+    assert sorted(gradients) == sorted(d5ref.from_onnx(model).network.get_params())
     for name, g in gradients.items():
         np.testing.assert_allclose(g, whole[d5.gradient_name(name)], rtol=1e-5, atol=1e-7)
 

@@ -289,7 +289,8 @@ class PipelineParallel:
     def parameters(self) -> dict:
         """This stage's parameters by name (copies)."""
         network = self.executor.network
-        return {name: np.array(network.fetch_tensor(name)) for name in self.stage.parameters}
+        return {name: np.array(network.fetch_tensor(name))
+                for name in self.stage.parameters}
 
     def gather_parameters(self, root: int = 0) -> dict | None:
         """Every stage's parameters of pipeline 0, merged, at world rank ``root``

@@ -119,8 +119,9 @@ class GraphCuts:
                                f"node(s); a pipeline needs at least one node per stage")
         if loss not in [o.name for o in graph.output]:
             raise Deep500Error(f"Pipeline: model '{graph.name}' has no output {loss!r} "
-                               f"(outputs: {[o.name for o in graph.output]}); build it with "
-                               f"a loss or pass loss= the name of its scalar loss output")
+                               f"(outputs: {[o.name for o in graph.output]}); build it "
+                               f"with a loss or pass loss= the name of its scalar loss "
+                               f"output")
         initializers = {i.name for i in graph.initializer}
         self.feed_inputs = [i for i in graph.input if i.name not in initializers]
         self.batch_dims = {i.type.tensor_type.shape.dim[0].dim_param
@@ -314,8 +315,9 @@ def balanced_cuts(seconds, stages: int, valid=None) -> list:
                 if value < best[k][i]:
                     best[k][i], choice[k][i] = value, j
     if best[stages][count] == inf:
-        raise Deep500Error(f"Pipeline: no {stages} stages can be cut at the valid positions "
-                           f"{sorted(allowed)} of {count} nodes; use fewer stages")
+        raise Deep500Error(f"Pipeline: no {stages} stages can be cut at the valid "
+                           f"positions {sorted(allowed)} of {count} nodes; use fewer "
+                           f"stages")
     cuts, i = [], count
     for k in range(stages, 1, -1):
         i = choice[k][i]

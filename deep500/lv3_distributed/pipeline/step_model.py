@@ -98,6 +98,7 @@ def predict_pipeline_step(forward_seconds, backward_seconds, microbatches: int,
         if not progressed:
             raise Deep500Error(f"Pipeline step model: schedule {schedule!r} deadlocks")
     makespan = max(free)
-    busy = [microbatches * (forward_seconds[s] + backward_seconds[s]) for s in range(stages)]
+    busy = [microbatches * (forward_seconds[s] + backward_seconds[s])
+            for s in range(stages)]
     bubble = 1.0 - sum(busy) / (stages * makespan) if makespan > 0 else 0.0
     return PipelineStepPrediction(makespan, bubble, busy, timeline)

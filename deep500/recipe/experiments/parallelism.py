@@ -48,8 +48,9 @@ def parse_parallel_scheme(entry, where: str, recipe_dir=None) -> SchemeSpec:
     name = entry.get("scheme") if isinstance(entry, dict) else entry
     if name != PIPELINE:
         return parse_scheme(entry, where, recipe_dir)
-    spec = SchemeSpec(base.named_mapping(entry, "scheme", where, "a pipeline is "
-                                         "{scheme: PipelineParallel, stages, microbatches}"))
+    spec = SchemeSpec(base.named_mapping(
+        entry, "scheme", where, "a pipeline is {scheme: PipelineParallel, stages, "
+                                "microbatches}"))
     if spec.framework != "reference":
         raise RecipeError(f"{where}.framework: PipelineParallel runs on Deep500's "
                           f"reference executor; remove framework")
