@@ -48,10 +48,16 @@ def lane_name(lane: int) -> str:
     return LANE_NAMES.get(lane) or f"bucket {lane - FIRST_BUCKET}"
 
 
+# Phases without communication: the reference schemes' compute and update, PyTorch
+# DDP's forward, TensorFlow MultiWorkerMirroredStrategy's forward_backward.
+COMPUTE_PHASES = ("compute", "update", "forward", "backward", "forward_backward")
+
+
 def phase_lane(phase: str) -> int:
-    """The lane of a scheme's phase: compute and update on ``compute``, the rest on
+    """The lane of a scheme's phase: :data:`COMPUTE_PHASES` on ``compute``, the rest
+    (communication, or computation overlapped with it, as DDP's backward_allreduce) on
     ``communication``."""
-    return COMPUTE if phase in ("compute", "update") else COMMUNICATION
+    return COMPUTE if phase in COMPUTE_PHASES else COMMUNICATION
 
 
 def _positive_int(value, what: str, zero: bool = False) -> int:

@@ -26,6 +26,7 @@ from deep500.report.records import ReportContext, Settings, acceptance_failures,
 from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
 from deep500.report.telemetry_plots import telemetry_plots
+from deep500.report.timeline_links import timelines_table
 
 SHOWN = ("scheme", "executor")
 
@@ -257,7 +258,7 @@ class _Layout:
 
 def _tables(layout: _Layout, context: ReportContext) -> list[Table]:
     """The main table, bytes per rank, where an epoch's time goes, compressed
-    communication and replica divergence, where each has rows."""
+    communication, replica divergence and the timeline files, where each has rows."""
     table = _main_table(layout)
     traffic = _traffic_table(layout)
     phase_names = ordered_phases({n for r in layout.measured for n in phase_medians(r)})
@@ -279,7 +280,9 @@ def _tables(layout: _Layout, context: ReportContext) -> list[Table]:
               "the wire, float32 arithmetic) next to its float32 run: the trajectory's "
               "divergence is the largest difference, over the epochs, of the training "
               "loss and of rank 0's test accuracy."))
-    return [t for t in (table, traffic, phases, compressed, divergence) if t.rows]
+    timelines = timelines_table([g[0] for g in layout.groups], layout.heads, layout.head)
+    return [t for t in (table, traffic, phases, compressed, divergence, timelines)
+            if t.rows]
 
 
 def _main_table(layout: _Layout) -> Table:

@@ -31,8 +31,24 @@ class Table:
                 f"</thead><tbody>{body}</tbody></table>")
 
 
+@dataclass(frozen=True)
+class Links:
+    """A cell of links: ``(text, href)`` pairs, ``href`` relative to the report's folder
+    (e.g. a configuration's timeline files)."""
+    items: tuple
+
+    def __str__(self) -> str:  # Markdown
+        return " ".join(f"[{text}]({href})" for text, href in self.items)
+
+    def html(self) -> str:
+        return " ".join(f"<a href='{html.escape(href)}'>{html.escape(text)}</a>"
+                        for text, href in self.items)
+
+
 def _cell_html(value) -> str:
     """A cell; flags (⚠ ...) and failed acceptance stand out."""
+    if isinstance(value, Links):
+        return f"<td>{value.html()}</td>"
     text = str(value)
     style = "warn" if "⚠" in text else "fail" if text.startswith("FAIL") else ""
     return (f"<td class='{style}'>" if style else "<td>") + html.escape(text) + "</td>"

@@ -45,7 +45,8 @@ def run(tmp_path_factory):
     status, output, _ = mpirun(RANKS, "ddp_train.py", out, "--steps", STEPS, "--batch",
                                BATCH, "--training", timeout=240)
     assert status == 0, output[-3000:]
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
+    ranks = [{**json.loads((out / f"rank{r}.json").read_text()), "out": str(out)}
+             for r in range(RANKS)]
     parameters = {(r, case): dict(np.load(out / f"rank{r}-{case}.npz"))
                   for r in range(RANKS) for case in ranks[0]["cases"]}
     return ranks, parameters
@@ -151,6 +152,25 @@ def test_test_training_drives_ddp_and_evaluates_through_the_executor(run):
     assert epoch["replica_divergence"] == [0.0, 0.0]
     assert set(epoch["phase_times_mean"]) == {"forward", "backward_allreduce", "update"}
     assert ranks[1]["training"]["distributed"] is None
+
+
+@pytest.mark.mpi
+def test_ddp_phases_are_in_each_ranks_timeline(run):
+    ranks, _ = run
+    out = ranks[0]["out"]
+    for rank in range(RANKS):
+        with open(f"{out}/ddp_timeline-rank{rank}.json") as handle:
+            trace = json.load(handle)
+        complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+        assert {e["pid"] for e in complete} == {rank}
+        steps = {(e["args"]["epoch"], e["args"]["step"]) for e in complete}
+        assert len(steps) == 3  # first_steps=3
+        names = [e["name"] for e in complete]
+        for phase in ("forward", "backward_allreduce", "update"):
+            assert names.count(phase) == 3, names
+        lanes = {e["name"]: e["cat"] for e in complete}
+        assert lanes == {"forward": "compute", "backward_allreduce": "communication",
+                         "update": "compute"}
 
 
 # -- gloo's traffic ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from deep500.lv3_distributed.timeline import (COMMUNICATION, COMPUTE, FIRST_BUCKET,
                                               TimelineRecorder, chrome_trace)
-from deep500.lv3_distributed.timeline_metric import Timeline
+from deep500.lv3_distributed.timeline_metric import Timeline, timeline_paths
 from deep500.recipe import components
 from deep500.utils.errors import Deep500Error
 from tests.lv3_distributed.mpi_helpers import mpirun, run_program
@@ -75,6 +75,17 @@ def test_the_trace_is_in_chrome_trace_event_format():
 def test_bad_options_say_what_to_give(options, message):
     with pytest.raises(Deep500Error, match=message):
         Timeline(**options)
+
+
+@pytest.mark.parametrize("path, rank, ranks, expected", [
+    ("t/0003-reference-rank0.json", 0, 2,
+     ("t/0003-reference.json", ["t/0003-reference-rank0.json",
+                                "t/0003-reference-rank1.json"])),
+    ("t/0003-reference.json", 0, 1, ("t/0003-reference.json",
+                                     ["t/0003-reference-rank0.json"])),
+    ("trace", 0, 2, ("trace.json", ["trace-rank0.json", "trace-rank1.json"]))])
+def test_each_rank_has_its_file_and_the_ranks_together_one(path, rank, ranks, expected):
+    assert timeline_paths(path, rank, ranks) == expected
 
 
 def test_a_recipe_names_the_metric_and_its_file_goes_to_the_timeline_folder(tmp_path):
@@ -149,6 +160,13 @@ def test_both_ranks_phase_events_are_in_one_chrome_trace(tmp_path, overlap):
         assert second["ts"] + second["dur"] >= first["ts"] - skew_us, (epoch, step)
     assert trace["otherData"]["ranks"] == 2
     assert ranks[0]["timeline"]["events"] == len(complete)
+    # and one file per rank, holding that rank's events only
+    for rank in (0, 1):
+        own = json.loads((tmp_path / f"timeline-rank{rank}.json").read_text())
+        own_complete = [e for e in own["traceEvents"] if e["ph"] == "X"]
+        assert own_complete == [e for e in complete if e["pid"] == rank]
+    assert ranks[0]["timeline"]["rank_paths"] == [
+        str(tmp_path / f"timeline-rank{r}.json") for r in (0, 1)]
 
 
 @pytest.mark.mpi
@@ -201,8 +219,9 @@ def test_deep500_run_writes_the_timeline_of_both_ranks(tmp_path):
     status, output, _ = run_program([sys.executable, "-m", "deep500", "run", "--np", "2",
                                      str(recipe), "--out", str(out), "--quiet"], 300)
     assert status == 0, output[-3000:]
-    files = list((out / "timeline").glob("*.json"))
-    assert len(files) == 1, files
+    files = sorted((out / "timeline").glob("*.json"), key=lambda f: (len(f.name), f.name))
+    assert [f.name for f in files] == ["0000-reference.json", "0000-reference-rank0.json",
+                                       "0000-reference-rank1.json"], files
     trace = json.loads(files[0].read_text())
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["pid"] for e in complete} == {0, 1}
@@ -218,4 +237,8 @@ def test_deep500_run_writes_the_timeline_of_both_ranks(tmp_path):
     (summary,) = [m["summary"] for m in rank0["result"]["metrics"]
                   if m["metric"] == "Timeline"]
     assert summary["path"] == str(files[0]) and summary["ranks"] == 2
+    assert summary["rank_paths"] == [str(f) for f in files[1:]]
+    report = (out / "report.html").read_text()
+    for file in files:  # every timeline linked from the report
+        assert f"href='timeline/{file.name}'" in report
     assert summary["events"] == len(complete) and summary["dropped"] == 0

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from datetime import timedelta
 
 from deep500.frameworks.pytorch.executor import PyTorchGraphExecutor
@@ -60,7 +59,6 @@ from deep500.utils.errors import Deep500Error, UnsupportedError, require
 
 torch = require("torch", "pytorch", "The PyTorch bridge (deep500.frameworks.pytorch)")
 
-_clock = time.perf_counter
 GLOO_RING = modelled("gloo ring")
 GLOO_BINOMIAL = modelled("gloo binomial tree")
 #: DDP's ``broadcast_bucket_size`` for the initial parameter broadcast.
@@ -271,32 +269,28 @@ class PyTorchDistributedDataParallel(MeasuredScheme, Optimizer):
         self._check_parameters()
         for event in executor.events:
             event.before_executor(inputs)
-        started = _clock()
-        tensors = {name: executor._to_tensor(value) for name, value in inputs.items()}
-        executor._clear_gradients()
-        with torch.enable_grad():
+        # self.phase: the phase times, and the timeline's events while one records
+        with self.phase("forward"), torch.enable_grad():
+            tensors = {name: executor._to_tensor(value) for name, value in inputs.items()}
+            executor._clear_gradients()
             outputs = self.ddp(**tensors)
             loss = outputs.get(self.loss)
             if loss is None:
                 raise executor._unknown_y(self.loss)
             executor._check_loss(self.loss, loss)
-            forward_done = _clock()
+        with self.phase("backward_allreduce"), torch.enable_grad():
             loss.backward()
-        backward_done = _clock()
-        result = {name: to_numpy(value) for name, value in outputs.items()}
-        network.last_values = {**inputs, **result}
-        result = executor._gradients(result)
-        for event in executor.events:
-            event.after_backprop(result)
-        self._check_loss(result)
-        if self.events and any(modifies_gradients(e) for e in self.events):
-            self.base._modify_torch_gradients(result)  # on the averaged gradients
-        self.base.torch_optimizer.step()
-        self.base.step_count += 1
-        times = self.phase_times
-        times["forward"] += forward_done - started
-        times["backward_allreduce"] += backward_done - forward_done
-        times["update"] += _clock() - backward_done
+        with self.phase("update"):
+            result = {name: to_numpy(value) for name, value in outputs.items()}
+            network.last_values = {**inputs, **result}
+            result = executor._gradients(result)
+            for event in executor.events:
+                event.after_backprop(result)
+            self._check_loss(result)
+            if self.events and any(modifies_gradients(e) for e in self.events):
+                self.base._modify_torch_gradients(result)  # on the averaged gradients
+            self.base.torch_optimizer.step()
+            self.base.step_count += 1
         self._record_step_traffic()
         self.step_count += 1
         self._after_step(inputs, result)

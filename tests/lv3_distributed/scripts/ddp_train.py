@@ -8,7 +8,8 @@ Trains the same small MLP (ONNX) on the digits for ``--steps`` steps of
 * ``ref-sgd``: ``d5ref.ConsistentDecentralized(d5ref.GradientDescent)`` on a
   ``d5ref.from_onnx`` executor;
 
-then runs ``d5.test_training`` for one epoch with DDP. Writes ``<out>/rank<R>.json``
+then runs ``d5.test_training`` for one epoch with DDP (its Timeline written to
+``<out>/ddp_timeline*.json``). Writes ``<out>/rank<R>.json``
 (per case: per-step losses and parameter fingerprints, the epoch's measurements, the
 analytic traffic, the volume entries, the bytes the kernel saw this process write and
 read during the steps; the training run's result) and ``<out>/rank<R>-<case>.npz`` (the
@@ -27,6 +28,7 @@ from deep500.frameworks import reference as d5ref
 from deep500.frameworks.pytorch.distributed import PyTorchDistributedDataParallel
 from deep500.frameworks.reference.distributed import ConsistentDecentralized
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main
+from deep500.lv3_distributed.timeline_metric import Timeline
 from deep500.networks import create_model
 
 CASES = {
@@ -90,8 +92,9 @@ def run_training(comm, train, test):
     optimizer = PyTorchDistributedDataParallel(
         d5pt.MomentumOptimizer(executor, learning_rate=0.05, momentum=0.9), comm)
     sampler = d5.DistributedSampler(train, 16, comm, seed=1)
+    timeline = Timeline(os.path.join(OUT, "ddp_timeline.json"), first_steps=3, every=0)
     result = d5.test_training(executor, train, test, optimizer, epochs=1, batch_size=16,
-                              sampler=sampler, metrics=[d5.TestAccuracy()])
+                              sampler=sampler, metrics=[d5.TestAccuracy(), timeline])
     return {"test_accuracy": result.details["statistics"]["epochs"][0]["test_accuracy"],
             "optimizer_measurements":
                 result.details["statistics"]["epochs"][0]["optimizer_measurements"],
