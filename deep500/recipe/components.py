@@ -96,7 +96,7 @@ def _metric_classes() -> dict[str, type]:
                                              d5.FrameworkOverhead, d5.PeakMemory,
                                              d5.TrainingAccuracy, d5.TestAccuracy,
                                              d5.TimeToAccuracy, d5.LossCurve,
-                                             d5.Energy)}
+                                             d5.Energy, d5.DatasetLatency)}
     classes["TrajectoryDivergence"] = TrajectoryDivergenceMetric
     classes["StepTimePrediction"] = StepTimePrediction
     classes["Timeline"] = Timeline

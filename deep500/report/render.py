@@ -9,8 +9,8 @@ import os
 
 from deep500.results.files import read_manifest, run_status
 from deep500.results.safe_write import write_atomically
-from deep500.report import (collective_choice, grid, level0, level1, level2, level3,
-                            predictions, scaling)
+from deep500.report import (collective_choice, dataset_latency, grid, level0, level1,
+                            level2, level3, predictions, scaling)
 from deep500.report.pages import fit_sections
 from deep500.report.plots import check_figure_format, companion
 from deep500.report.reading import records_kept_out_of_collection, report_records
@@ -18,7 +18,8 @@ from deep500.report.sample_plots import check_sample_style
 from deep500.report.records import ReportContext, count_outcomes
 from deep500.report.tables import Table
 
-SECTIONS = (level0, level1, level2, level3, grid, scaling, collective_choice, predictions)
+SECTIONS = (level0, level1, level2, dataset_latency, level3, grid, scaling, collective_choice,
+            predictions)
 
 
 def _records_of(section, records: list[dict]) -> list[dict]:

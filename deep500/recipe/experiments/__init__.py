@@ -1,4 +1,5 @@
 """Experiment kinds a recipe can name (``experiment: <name>``)."""
+from deep500.recipe.experiments.datasets import DatasetsExperiment
 from deep500.recipe.experiments.distributed import DistributedExperiment
 from deep500.recipe.experiments.models import ModelsExperiment
 from deep500.recipe.experiments.networks import NetworksExperiment
@@ -8,6 +9,7 @@ from deep500.recipe.experiments.training import TrainingExperiment
 
 EXPERIMENTS = {e.name: e for e in (OperatorsExperiment(), NetworksExperiment(),
                                    TrainingExperiment(), DistributedExperiment(),
-                                   ModelsExperiment(), ParallelismExperiment())}
+                                   ModelsExperiment(), ParallelismExperiment(),
+                                   DatasetsExperiment())}
 
 __all__ = ["EXPERIMENTS"]
