@@ -54,5 +54,9 @@ setup(
         "mlperf": MLPERF,
         "all": FRAMEWORKS + MPI + ONNXRUNTIME + PLOT + DATASETS + TESTS + MLPERF,
     },
-    entry_points={"console_scripts": ["deep500=deep500.cli:main"]},
+    # pytest11: the d5bench fixture in every pytest session once Deep500 is installed,
+    # under the module's own name, so that '-p deep500.store.pytest_plugin' is a no-op
+    entry_points={"console_scripts": ["deep500=deep500.cli:main"],
+                  "pytest11": ["deep500.store.pytest_plugin = "
+                               "deep500.store.pytest_plugin"]},
 )
