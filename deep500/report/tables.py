@@ -27,8 +27,11 @@ class Table:
         body = "".join("<tr>" + "".join(_cell_html(c) for c in row) + "</tr>"
                        for row in self.rows)
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
-        return (f"<h3>{html.escape(self.title)}</h3>{note}<table><thead><tr>{head}</tr>"
-                f"</thead><tbody>{body}</tbody></table>")
+        # A key-value table (every column name empty) has no header row to show.
+        thead = (f"<thead><tr>{head}</tr></thead>" if any(c.strip() for c in self.columns)
+                 else "")
+        return (f"<h3>{html.escape(self.title)}</h3>{note}<table>{thead}"
+                f"<tbody>{body}</tbody></table>")
 
 
 @dataclass(frozen=True)
