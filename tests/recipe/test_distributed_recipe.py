@@ -64,12 +64,15 @@ def test_a_checked_recipe_lists_its_schemes():
     (_with_schemes({"algorithm": "ring"}), "a scheme is a class name or a mapping"),
     (_with_schemes({"framework": "tensorflow", "scheme": "MirroredStrategy"}),
      "tensorflow has no distributed baseline 'MirroredStrategy'; available: "
-     "['MultiWorkerMirroredStrategy', 'TensorFlowMultiWorkerMirrored']"),
+     "['Horovod', 'MultiWorkerMirroredStrategy', 'TensorFlowMultiWorkerMirrored']"),
     (_with_schemes({"framework": "tensorflow", "scheme": "MultiWorkerMirroredStrategy",
                     "implementation": "nccl"}),
      "'nccl' is not a CPU collective of MultiWorkerMirroredStrategy"),
     (_with_schemes({"framework": "onnxruntime", "scheme": "Any"}),
      "'onnxruntime' has no distributed baseline"),
+    (_with_schemes({"framework": "tensorflow", "scheme": "Horovod"}),
+     "Horovod is not installable here (horovod.tensorflow is missing): horovod 0.28.1 "
+     "from the registry did not build"),
     ({**BASE, "fixed": {**BASE["fixed"], "optimizer": {"type": "sgd",
                                                        "implementation": "reference"}}},
      "remove 'implementation'"),

@@ -56,6 +56,7 @@ import time
 
 import numpy as np
 
+from deep500.frameworks._bridge.horovod_baseline import horovod_baseline
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow.executor import TensorFlowGraphExecutor
 from deep500.frameworks.tensorflow.network import TensorFlowNetwork
@@ -339,6 +340,7 @@ def _check_base(base_optimizer) -> None:
 #: The baselines of this framework by the name a recipe gives
 #: (``{framework: tensorflow, scheme: MultiWorkerMirroredStrategy}``).
 BASELINES = {"MultiWorkerMirroredStrategy": TensorFlowMultiWorkerMirrored,
-             "TensorFlowMultiWorkerMirrored": TensorFlowMultiWorkerMirrored}
+             "TensorFlowMultiWorkerMirrored": TensorFlowMultiWorkerMirrored,
+             "Horovod": horovod_baseline("tensorflow")}
 
 __all__ = ["BASELINES", "TensorFlowMultiWorkerMirrored", "start_multi_worker_strategy"]
