@@ -83,8 +83,15 @@ class GraphExecutor:
             raise self._framework_error(exc, doing) from exc
 
     # -- memory ---------------------------------------------------------------------
+    #: How ``peak_memory_bytes`` is measured, named in every PeakMemory record (None:
+    #: this executor reports no peak memory).
+    peak_memory_method: str | None = None
+    #: Why this executor reports no peak memory, where it reports none for a reason.
+    peak_memory_note: str | None = None
+
     def peak_memory_bytes(self) -> int | None:
-        """Peak memory of the last run, if this framework reports it."""
+        """Peak memory of the last run, if this framework reports it (after
+        ``reset_peak_memory``, for executors that must start a measurement)."""
         return getattr(self, "last_peak_bytes", None)
 
     def reset_peak_memory(self) -> None:

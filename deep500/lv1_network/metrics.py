@@ -14,6 +14,7 @@ import numpy as np
 
 from deep500.lv1_network.events import ExecutorEvent
 from deep500.utils.device import parse_device
+from deep500.utils.errors import Deep500Error
 from deep500.utils.metric import MetricResult, TestMetric
 from deep500.utils.statistics import summarize
 
@@ -222,35 +223,64 @@ class FrameworkOverhead(TestMetric):
 
 
 class PeakMemory(TestMetric):
-    """Peak memory of a run.
+    """Peak memory of a run: the most bytes allocated at once during the run, above
+    what was allocated when it began (weights and fed inputs, already held, are not
+    counted; gradients, activations and operators' temporaries are).
 
-    ``method="framework"``: where the framework reports it — the reference executor's
-    peak of live tensors, PyTorch's ``torch.cuda.max_memory_allocated`` on a GPU —
-    else ``None``. ``method="tracemalloc"``: the peak of Python-heap allocations during
-    the run (NumPy arrays included, temporaries inside operators too), which sees
-    everything the reference executor allocates but not the memory of frameworks with
-    their own allocators. Tracing slows Python down, so do not time with it on.
+    ``method="framework"``: the executor's own allocator or profiler — the reference
+    executor's count of live tensors (parameters and inputs included, operators'
+    temporaries not), PyTorch's CPU
+    allocator events from ``torch.profiler`` or ``torch.cuda.max_memory_allocated``,
+    TensorFlow's ``tf.config.experimental.get_memory_info`` on a GPU — or ``None``
+    where the executor reports none (TensorFlow on the CPU, whose allocator counts only
+    large allocations: recipes then measure a fresh process,
+    ``deep500.frameworks.fresh_process_memory``). ``method="tracemalloc"``: the peak
+    of traced allocations, which NumPy reports (so it sees everything the reference
+    executor allocates, temporaries inside operators too); refused for other executors,
+    whose tensors live in their own allocators, invisible to it. ``method="auto"``:
+    tracemalloc for the reference executor, the framework's own method for the others.
+    Every record names
+    the method in ``measured_by``. Memory runs are runs of their own (tracing and
+    profiling slow a run down), never timed.
     """
 
-    fields = ("peak_bytes", "method", "reported")  # the summary's keys
+    fields = ("peak_bytes", "method", "measured_by", "reported")  # the summary's keys
+    METHODS = ("framework", "tracemalloc", "auto")
+    exclusive = True
+    TRACED = "tracemalloc (NumPy allocations and the Python heap)"
 
     def __init__(self, method: str = "framework"):
-        if method not in ("framework", "tracemalloc"):
-            raise ValueError(f"PeakMemory method must be 'framework' or 'tracemalloc', "
-                             f"got {method!r}")
+        if method not in self.METHODS:
+            raise Deep500Error(f"PeakMemory method must be one of {list(self.METHODS)}, "
+                               f"got {method!r}")
         self.method = method
-        self.exclusive = method == "tracemalloc"  # tracing would slow down timed runs
         self.executor = None
+        self._traced = method == "tracemalloc"
         self.reset()
 
     def reset(self) -> None:
         self._peaks: list[int] = []
 
     def bind(self, executor) -> None:
+        framework = getattr(executor, "framework", None)
+        if self.method == "tracemalloc" and framework != "reference":
+            raise Deep500Error(
+                f"PeakMemory(method='tracemalloc') cannot measure the {framework} "
+                f"executor: its tensors live in its own allocator, which tracemalloc "
+                f"does not see (it would report only the Python heap). Use "
+                f"method='framework' or 'auto'")
         self.executor = executor
+        self._traced = self.method == "tracemalloc" or (
+            self.method == "auto" and framework == "reference")
+
+    @property
+    def measured_by(self) -> str | None:
+        if self._traced:
+            return self.TRACED
+        return getattr(self.executor, "peak_memory_method", None)
 
     def begin(self, inputs=None) -> None:
-        if self.method == "tracemalloc":
+        if self._traced:
             import tracemalloc
             if not tracemalloc.is_tracing():
                 tracemalloc.start()
@@ -260,7 +290,7 @@ class PeakMemory(TestMetric):
             self.executor.reset_peak_memory()
 
     def end(self, outputs=None) -> None:
-        if self.method == "tracemalloc":
+        if self._traced:
             import tracemalloc
             self._peaks.append(tracemalloc.get_traced_memory()[1] - self._baseline)
             return
@@ -269,10 +299,17 @@ class PeakMemory(TestMetric):
             self._peaks.append(int(peak))
 
     def measure(self, inputs=None, outputs=None, reference_outputs=None) -> MetricResult:
-        if self.method == "tracemalloc":
+        if self._traced:
             import tracemalloc
             tracemalloc.stop()
         peak = max(self._peaks) if self._peaks else None
+        warnings = []
+        if peak is None and self.executor is not None:
+            note = getattr(self.executor, "peak_memory_note", None)
+            warnings.append(f"the {self.executor.framework} executor reports no peak "
+                            f"memory in this process" + (f": {note}" if note else ""))
         return MetricResult(self.name, {"peak_bytes": peak, "method": self.method,
-                                        "reported": peak is not None},
-                            primary="peak_bytes", unit="bytes", samples=self._peaks)
+                                        "measured_by": self.measured_by if peak is not None
+                                        else None, "reported": peak is not None},
+                            primary="peak_bytes", unit="bytes", samples=self._peaks,
+                            warnings=warnings)

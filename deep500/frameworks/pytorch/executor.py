@@ -15,6 +15,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from deep500.frameworks.pytorch.extension_dtypes import array_from_tensor, tensor_from_array
+from deep500.frameworks.pytorch.memory import TorchPeakMemory
 from deep500.frameworks.pytorch.network import (PyTorchNativeNetwork, PyTorchNetwork,
                                                 _as_array, _numpy_dtype, to_numpy)
 from deep500.lv1_network.events import ExecutorEvent
@@ -54,6 +55,21 @@ class _TorchExecutor(GraphExecutor):
     reports_gradients_early = True
     # graph inputs of sequence or optional type (a list of arrays, or None, when fed)
     _value_inputs: frozenset = frozenset()
+    _memory = None   # the peak-memory measurement in progress (memory.TorchPeakMemory)
+
+    @property
+    def peak_memory_method(self) -> str:
+        return TorchPeakMemory(self.device).method
+
+    def reset_peak_memory(self) -> None:
+        self._memory = TorchPeakMemory(self.device)
+        self._memory.start()
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak bytes PyTorch's allocator held above the run's start, for a run that
+        followed ``reset_peak_memory`` (None otherwise)."""
+        measurement, self._memory = self._memory, None
+        return measurement.stop() if measurement is not None else None
 
     def _gradient_hooks(self) -> list:
         """Post-accumulate-grad hooks on every parameter for the events that want

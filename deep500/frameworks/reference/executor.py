@@ -92,6 +92,7 @@ class ReferenceGraphExecutor(GraphExecutor):
     """
     framework = "reference"
     reports_gradients_early = True
+    peak_memory_method = "live tensors held by the reference executor"
 
     def __init__(self, network: ReferenceNetwork, device=None, events=(),
                  input_specs: dict | None = None, value_inputs=()):

@@ -26,6 +26,7 @@ import numpy as np
 from deep500.frameworks.tensorflow._carried_values import carry_values
 from deep500.frameworks.tensorflow._tf import tf
 from deep500.frameworks.tensorflow._traced_runs import TracedRuns
+from deep500.frameworks.tensorflow import memory
 from deep500.frameworks.tensorflow._value_kinds import (freeze, thaw, to_arrays, to_numpy,
                                                         to_tensors)
 from deep500.frameworks.tensorflow.network import KerasNetwork, TensorFlowNetwork
@@ -87,6 +88,26 @@ class _TensorFlowExecutorBase(GraphExecutor):
         self._placed = self.device.is_gpu or bool(tf.config.list_physical_devices("GPU"))
         self._traced: TracedRuns | None = None
         self._traced_version = None
+
+    @property
+    def peak_memory_method(self) -> str | None:
+        return memory.METHOD if self.device.is_gpu else None
+
+    @property
+    def peak_memory_note(self) -> str | None:
+        return None if self.device.is_gpu else memory.CPU_NOTE
+    _memory = None   # the peak-memory measurement in progress (memory.TensorFlowPeakMemory)
+
+    def reset_peak_memory(self) -> None:
+        self._memory = memory.TensorFlowPeakMemory(self.device)
+        self._memory.start()
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak bytes TensorFlow's allocator held above the run's start, for a run on a
+        GPU that followed ``reset_peak_memory`` (None otherwise: on the CPU its
+        statistics leave small tensors out, see ``memory.py``)."""
+        measurement, self._memory = self._memory, None
+        return measurement.stop() if measurement is not None else None
 
     @property
     def trace_count(self) -> int:
