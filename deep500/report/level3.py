@@ -25,6 +25,7 @@ from deep500.report.records import ReportContext, Settings, acceptance_failures,
     distinct_labels, flags, measurement_warnings, of_level, summary, verdict
 from deep500.report.seeds import fmt_mean_ci, seed_groups, seeds_text, time_to_target_text
 from deep500.report.tables import Table, fmt_number, fmt_time
+from deep500.report.pipeline_bubble import pipeline_table
 from deep500.report.telemetry_plots import telemetry_plots
 from deep500.report.timeline_links import timelines_table
 
@@ -281,8 +282,9 @@ def _tables(layout: _Layout, context: ReportContext) -> list[Table]:
               "divergence is the largest difference, over the epochs, of the training "
               "loss and of rank 0's test accuracy."))
     timelines = timelines_table([g[0] for g in layout.groups], layout.heads, layout.head)
-    return [t for t in (table, traffic, phases, compressed, divergence, timelines)
-            if t.rows]
+    pipelines = pipeline_table([g[0] for g in layout.groups], layout.heads, layout.head)
+    return [t for t in (table, traffic, phases, compressed, divergence, pipelines,
+                        timelines) if t.rows]
 
 
 def _main_table(layout: _Layout) -> Table:
