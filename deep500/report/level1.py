@@ -7,30 +7,26 @@ import os
 from collections import OrderedDict
 
 from deep500.report.energy import energy_note, energy_text, has_energy
+from deep500.report.microbatch_choice import microbatch_tables
 from deep500.report.plots import cap_note, stacked_bars
 from deep500.report.records import ReportContext, Settings, acceptance_failures, \
     by_outcome, distinct_labels, flags, measurement_warnings, metric, summary, \
     timing_text, verdict
 from deep500.report.tables import Table, fmt_number, fmt_time
 from deep500.report.time_bars import RecordGrid, median_time_bars, series_settings
+from deep500.utils.byte_sizes import format_bytes
 
 # Columns of their own: the network label carries the batch size, micro-batch and mode.
-SHOWN = ("network", "batch_size", "microbatch", "mode", "executor")
+SHOWN = ("network", "batch_size", "microbatch", "memory_budget", "memory_policy", "mode",
+         "executor")
 
 
 def _label(record: dict) -> str:
     c = record["configuration"]
     micro = f" micro-batch {c['microbatch']}" if c.get("microbatch") else ""
+    if c.get("microbatch") == "auto":
+        micro += f" ≤ {format_bytes(c['memory_budget'])} ({c['memory_policy']})"
     return f"{c['network']['label']} b={c['batch_size']}{micro} {c['mode']}"
-
-
-def _bytes(value) -> str:
-    if value is None:
-        return "not reported"
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value} B"
 
 
 def build(records: list[dict], output_dir: str, context: ReportContext | None = None) -> dict:
@@ -76,7 +72,7 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
                 fmt_number(summary(record, "L2Error", "relative")),
                 fmt_number(summary(record, "MaxError", "relative")),
                 f"{overhead:.1%}" if overhead is not None else "n/a",
-                _bytes(summary(record, "PeakMemory", "peak_bytes"))
+                format_bytes(summary(record, "PeakMemory", "peak_bytes"))
                 if metric(record, "PeakMemory") else "n/a"]
         row += [energy_text(record)] if with_energy else []
         row += [flags(record, context.ci_threshold), verdict(record)]
@@ -88,7 +84,12 @@ def build(records: list[dict], output_dir: str, context: ReportContext | None = 
             breakdown.rows.append(label_and_settings(record) + [shares])
     if with_energy:
         table.note += energy_note(measured)
-    tables = [t for t in (table, breakdown) if t.rows]
+    methods = sorted({summary(r, "PeakMemory", "measured_by") for r in measured} - {None})
+    if methods:
+        table.note += (" Peak memory: the most bytes held at once during a run (what "
+                       "each method counts: docs/measurement.md), measured by " +
+                       "; ".join(methods) + ".")
+    tables = [t for t in (table, breakdown) if t.rows] + microbatch_tables(measured)
     if skipped:
         tables.append(Table("Level 1 — configurations not applicable",
                             ["Network", "Executor", *extra, "Why"],

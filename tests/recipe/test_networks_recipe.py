@@ -68,4 +68,5 @@ def test_shipped_level1_recipes_are_valid(repo_root):
     assert {c["executor"] for c in networks.configurations()} == {
         "reference", "pytorch", "tensorflow", "onnxruntime"}
     microbatch = load_recipe(str(repo_root / "recipes" / "microbatch.yaml"))
-    assert {c["microbatch"] for c in microbatch.configurations()} == {None, 8, 2}
+    assert {c["microbatch"] for c in microbatch.configurations()} == {None, 8, 2, "auto"}
+    assert {c["memory_budget"] for c in microbatch.configurations()} == {64 * 2 ** 20}

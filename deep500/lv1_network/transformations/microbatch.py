@@ -29,27 +29,48 @@ def _batch_size(model: onnx.ModelProto, tensor: str) -> int | None:
     return None
 
 
-def microbatch_convolutions(model, micro_batch: int, batch_size: int | None = None,
+def node_key(node: onnx.NodeProto, index: int) -> str:
+    """How a node is named in per-node micro-batch sizes: its name, or its operator
+    type and position in the graph when it has none."""
+    return node.name or f"{node.op_type}{index}"
+
+
+def microbatch_convolutions(model, micro_batch, batch_size: int | None = None,
                             op_types=("Conv",)) -> onnx.ModelProto:
     """A copy of ``model`` whose convolutions run in micro-batches of ``micro_batch``.
 
     Args:
         model: an ``onnx.ModelProto`` or a path.
-        micro_batch: samples per micro-batch (the last one may be smaller).
+        micro_batch: samples per micro-batch (the last one may be smaller), one for
+            every convolution, or a mapping from convolutions (``node_key``) to their
+            own (convolutions it does not name keep the whole batch).
         batch_size: the batch size, if the model's batch dimension is symbolic.
     """
     proto, source = load_model_proto(model)
-    if micro_batch < 1:
-        raise Deep500Error(f"micro_batch must be at least 1, got {micro_batch}")
+    per_node = dict(micro_batch) if isinstance(micro_batch, dict) else None
+    for size in (per_node.values() if per_node is not None else [micro_batch]):
+        if size < 1:
+            raise Deep500Error(f"micro_batch must be at least 1, got {size}")
     _require_opset(proto, 13)  # Split with sizes as an input
     result = onnx.ModelProto()
     result.CopyFrom(proto)
     graph = result.graph
+    if per_node is not None:
+        known = {node_key(n, i) for i, n in enumerate(graph.node) if n.op_type in op_types}
+        unknown = sorted(set(per_node) - known)
+        if unknown:
+            raise Deep500Error(f"{source}: no {'/'.join(op_types)} nodes named {unknown} "
+                               f"to micro-batch; the model has {sorted(known)}")
     nodes = []
     for index, node in enumerate(graph.node):
         if node.op_type not in op_types:
             nodes.append(node)
             continue
+        if per_node is not None:
+            if node_key(node, index) not in per_node:
+                nodes.append(node)
+                continue
+            micro_batch = per_node[node_key(node, index)]
         batch = _batch_size(proto, node.input[0]) or batch_size
         if batch is None:
             raise Deep500Error(f"{source}: node '{node.name or index}' has a symbolic batch "

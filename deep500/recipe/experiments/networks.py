@@ -15,7 +15,7 @@ import numpy as np
 
 from deep500.frameworks import registry
 from deep500.lv1_network.validation import test_executor_backprop, test_executor_inference
-from deep500.recipe import components
+from deep500.recipe import components, microbatch_budget
 from deep500.recipe.experiments import base
 from deep500.recipe.problems import VALUE_ERRORS, describe, show
 from deep500.utils.errors import Deep500Error, MissingDependencyError, RecipeError
@@ -185,10 +185,6 @@ def check_onnx_file(path: str, where: str) -> None:
                           f"whole") from None
 
 
-def _optional_positive_int(value, where, recipe_dir=None):
-    return None if value is None else base.positive_int(value, where)
-
-
 def _executor(value, where, recipe_dir=None):
     return components.registered_name(value, "executor", where, EXECUTORS)
 
@@ -230,7 +226,9 @@ class NetworksExperiment(base.Experiment):
         "batch_size": (base.positive_int, 16),
         "dtype": (base.dtype, "float32"),
         "loss": base.loss_component("mean_squared_error"),
-        "microbatch": (_optional_positive_int, None),
+        "microbatch": (microbatch_budget.parse_microbatch, None),
+        "memory_budget": (microbatch_budget.parse_memory_budget, None),
+        "memory_policy": (microbatch_budget.memory_policy, "division"),
         **base.CONDITIONS,
     }
     input_components = ("network", "batch_size", "dtype", "seed", "mode", "loss")
@@ -244,6 +242,7 @@ class NetworksExperiment(base.Experiment):
         if "reference" not in recipe.alternatives("executor") and recipe.needs_reference():
             with problems.check("metrics"):
                 executor_factory("reference")
+        microbatch_budget.check_budgets(recipe, problems)
         dtype = recipe.alternatives("dtype")[0]
         for path, spec in recipe.located("network"):
             with problems.check(path, spec.label):
@@ -258,7 +257,7 @@ class NetworksExperiment(base.Experiment):
     def applicable(self, configuration) -> str | None:
         if configuration["mode"] == "backprop" and configuration["executor"] in INFERENCE_ONLY:
             return f"{configuration['executor']} runs inference only"
-        return None
+        return microbatch_budget.not_applicable(configuration)
 
     def _model_and_inputs(self, configuration, state):
         spec: NetworkSpec = configuration["network"]
@@ -291,18 +290,47 @@ class NetworksExperiment(base.Experiment):
     def measure(self, recipe, configuration, tag, output_dir, state):
         model, inputs = self._model_and_inputs(configuration, state)
         reference = self._reference(configuration, state) if recipe.needs_reference() else None
-        if configuration.get("microbatch"):
+        make_executor = executor_factory(configuration["executor"])
+        micro, chosen = configuration.get("microbatch"), None
+        if micro == microbatch_budget.AUTO:
+            micro, chosen = microbatch_budget.choose_sizes(
+                configuration, model, lambda m: make_executor(m, configuration["device"]),
+                state)
+        if micro:
             from deep500.lv1_network.transformations import microbatch_convolutions
-            model = microbatch_convolutions(model, configuration["microbatch"],
+            model = microbatch_convolutions(model, micro,
                                             batch_size=configuration["batch_size"])
-        executor = executor_factory(configuration["executor"])(model, configuration["device"])
+        executor = make_executor(model, configuration["device"])
         metrics = recipe.build_metrics(output_dir, tag)
         if configuration["mode"] == "backprop":
-            return test_executor_backprop(executor, inputs, reference, "loss", metrics)
-        return test_executor_inference(executor, inputs, reference, metrics)
+            result = test_executor_backprop(executor, inputs, reference, "loss", metrics)
+        else:
+            result = test_executor_inference(executor, inputs, reference, metrics)
+        if chosen is not None:
+            result.details["microbatch"] = chosen
+        _peak_from_fresh_process(result, model, inputs, configuration)
+        return result
 
     def describe(self, configuration):
         return {**configuration, "network": configuration["network"].to_dict()}
+
+
+def _peak_from_fresh_process(result, model, inputs: dict, configuration: dict) -> None:
+    """A PeakMemory the executor could not report in-process (TensorFlow on the CPU),
+    measured from the first run in a fresh process instead
+    (``deep500.frameworks.fresh_process_memory``)."""
+    peak = next((m for m in result.metrics if m.metric == "PeakMemory"), None)
+    if peak is None or peak.summary["peak_bytes"] is not None:
+        return
+    from deep500.frameworks import fresh_process_memory
+    threads = configuration.get("threads") or int(os.environ.get("OMP_NUM_THREADS") or 0)
+    measured = fresh_process_memory.first_run_peak_rss(
+        model, inputs, configuration["executor"], configuration["device"],
+        configuration["mode"], threads or None)
+    peak.summary.update(peak_bytes=measured, measured_by=fresh_process_memory.METHOD,
+                        reported=True)
+    peak.samples = [measured]
+    peak.warnings = []
 
 
 def _classes(model) -> int | None:
