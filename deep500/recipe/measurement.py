@@ -89,6 +89,8 @@ def configuration_label(recipe, configuration: dict) -> str:
 
     def label(key):
         value = configuration[key]
+        if key == "executor" and hasattr(recipe.kind, "executor_name"):
+            value = recipe.kind.executor_name(configuration)  # a baseline's own executor
         named = getattr(value, "label", None)
         if named is None and isinstance(value, dict):
             named = value.get("label")

@@ -150,7 +150,10 @@ def workloads(recipe, algorithm: str | None = None, threads: int | None = None) 
                 and algorithm is None:
             chosen = "mpi"   # a framework's baseline reduces with its own library
         network = configuration["network"]
-        optimizer = dict(configuration["optimizer"])
+        # Profiled as the reference optimizer on the reference executor (step_profile),
+        # whichever implementation and executor the recipe trains with: one workload.
+        optimizer = {k: v for k, v in configuration["optimizer"].items()
+                     if k != "implementation"}
         # the default of deep500 run: the usable CPUs shared by the ranks
         resolved = resolve_threads(threads or configuration.get("threads"),
                                    configuration.get("ranks") or 1)
@@ -159,8 +162,9 @@ def workloads(recipe, algorithm: str | None = None, threads: int | None = None) 
         if key in seen:
             continue
         seen.add(key)
-        label = (f"{getattr(network, 'label', network)}, batch {key[1]}/rank, "
-                 f"{key[2]} thread(s), {chosen}")
+        label = (f"{getattr(network, 'label', network)}, "
+                 f"{getattr(configuration['optimizer'], 'label', optimizer['type'])}, "
+                 f"batch {key[1]}/rank, {key[2]} thread(s), {chosen} allreduce")
         result.append(Workload(label, network, dict(configuration["dataset"]),
                                configuration.get("loss", "softmax_cross_entropy"),
                                int(configuration.get("seed", 0)), optimizer, key[1], key[2],

@@ -88,6 +88,11 @@ BASELINES = {name: (registry.get(name).distributed_module, name)
              for name in registry.names(distributed=True) if name != "reference"}
 
 
+# What a baseline is called where its framework names it shortly (PyTorch's documentation
+# and tutorials call DistributedDataParallel "DDP").
+BASELINE_SHORT_NAMES = {"DistributedDataParallel": "DDP"}
+
+
 # Learning-rate scaling rules across rank counts: "none" keeps the recipe's rate;
 # "linear" multiplies it by the number of ranks, the global batch growing with them
 # (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
@@ -137,9 +142,16 @@ class SchemeSpec(base.Spec):
 
     @property
     def label(self) -> str:
+        """The scheme's name for tables and legends: a reference scheme's class name, a
+        baseline's framework and name as its framework calls it ("PyTorch DDP",
+        "TensorFlow MultiWorkerMirroredStrategy"), with the options the recipe set."""
         options = self.settings_text()
-        prefix = "" if self.framework == "reference" else f"{self.framework} "
-        return f"{prefix}{self.scheme}" + (f"({options})" if options else "")
+        name = self.scheme
+        if self.framework != "reference":
+            framework = registry.get(self.framework).description
+            name = name[len(framework):] if name.startswith(framework) else name
+            name = f"{framework} {BASELINE_SHORT_NAMES.get(name, name)}"
+        return name + (f"({options})" if options else "")
 
 
 def reference_schemes() -> dict:
