@@ -70,6 +70,8 @@ def test_a_checked_recipe_lists_its_schemes():
      "'nccl' is not a CPU collective of MultiWorkerMirroredStrategy"),
     (_with_schemes({"framework": "onnxruntime", "scheme": "Any"}),
      "'onnxruntime' has no distributed baseline"),
+    (_with_schemes({"framework": "pytorch", "scheme": "Horovod"}),
+     "Horovod is not installable here (horovod.torch is missing)"),
     (_with_schemes({"framework": "tensorflow", "scheme": "Horovod"}),
      "Horovod is not installable here (horovod.tensorflow is missing): horovod 0.28.1 "
      "from the registry did not build"),

@@ -47,6 +47,7 @@ import inspect
 import os
 from datetime import timedelta
 
+from deep500.frameworks._bridge.horovod_baseline import horovod_baseline
 from deep500.frameworks.pytorch.executor import PyTorchGraphExecutor
 from deep500.frameworks.pytorch.gloo_traffic import (gloo_broadcast_traffic,
                                                      gloo_ring_allreduce_traffic)
@@ -417,6 +418,7 @@ def _check_base(base_optimizer) -> None:
 #: The baselines of this framework by the name a recipe gives
 #: (``{framework: pytorch, scheme: DistributedDataParallel}``).
 BASELINES = {"DistributedDataParallel": PyTorchDistributedDataParallel,
-             "PyTorchDistributedDataParallel": PyTorchDistributedDataParallel}
+             "PyTorchDistributedDataParallel": PyTorchDistributedDataParallel,
+             "Horovod": horovod_baseline("pytorch")}
 
 __all__ = ["BASELINES", "PyTorchDistributedDataParallel", "init_torch_distributed"]
