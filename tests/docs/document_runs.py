@@ -65,6 +65,10 @@ class DocumentRuns:
             (folder / ".venv").symlink_to(sys.prefix)  # for '. .venv/bin/activate'
         return folder
 
+    def folders(self) -> list[pathlib.Path]:
+        """The pages' folders made so far."""
+        return sorted(path for path in self.scratch.iterdir() if path.is_dir())
+
     def run(self, block: DocBlock) -> None:
         """Run ``block``, and first every runnable block above it in its document that
         has not run (so that one block can be selected alone). Raises BlockFailed."""

@@ -3,6 +3,7 @@
 makes before running anything; a block marked ``<!-- not run: REASON -->`` is skipped
 with that reason (``pytest -ra`` lists them). See ``tests/docs/doc_blocks.py`` for the
 markers and ``tests/docs/document_runs.py`` for how a page's blocks run."""
+import os
 import subprocess
 
 import pytest
@@ -14,18 +15,25 @@ BLOCKS = documented_blocks(REPO_ROOT)
 CODE = [block for block in BLOCKS if block.kind != TEXT]
 
 
-def _repository_state() -> set[str]:
-    return set(subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO_ROOT,
-                              capture_output=True, text=True, check=True).stdout.splitlines())
+def _files_git_does_not_track() -> set[str]:
+    """Untracked and ignored files of the working tree that a block could write: outputs,
+    not the Python and Markdown sources other people may be adding meanwhile, nor
+    bytecode caches (.venv left out: its files are many)."""
+    listed = subprocess.run(["git", "status", "--porcelain", "--ignored",
+                             "--untracked-files=all", "--", ".", ":!.venv"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    return {line[3:] for line in listed.stdout.splitlines()
+            if line[:2] in ("??", "!!") and "__pycache__" not in line
+            and not line.endswith((".py", ".md"))}
 
 
 @pytest.fixture(scope="module")
-def repository_before():
-    return _repository_state()
+def untracked_before():
+    return _files_git_does_not_track()
 
 
 @pytest.fixture(scope="module")
-def document_runs(tmp_path_factory, repository_before):
+def document_runs(tmp_path_factory, untracked_before):
     runs = DocumentRuns(BLOCKS, tmp_path_factory.mktemp("documented_blocks"))
     yield runs
     runs.close()
@@ -40,11 +48,22 @@ def test_documented_block_runs(block, document_runs):
 
 
 def test_documented_blocks_wrote_nothing_into_the_repository(document_runs,
-                                                            repository_before):
-    """Runs after the blocks: git sees no file the blocks created or changed (results,
-    logs, builds, checkpoints go to the pages' folders)."""
-    new = sorted(_repository_state() - repository_before)
-    assert not new, f"the documented blocks wrote into the repository: {new}"
+                                                            untracked_before):
+    """Runs after the blocks: what they wrote (results, logs, builds, checkpoints,
+    plots) is in their pages' folders, not in the repository, and nothing was written
+    beside the recipes (the folders' copies hold what the repository's holds)."""
+    new = sorted(_files_git_does_not_track() - untracked_before)
+    assert not new, f"written into the repository while the blocks ran: {new}"
+    beside_recipes = sorted(name for folder in document_runs.folders()
+                            for name in _files(folder / "recipes")
+                            - _files(REPO_ROOT / "recipes"))
+    assert not beside_recipes, f"the blocks wrote beside the recipes: {beside_recipes}"
+
+
+def _files(folder) -> set[str]:
+    """Every file under ``folder``, relative to it."""
+    return {os.path.relpath(os.path.join(parent, name), folder)
+            for parent, _, names in os.walk(folder) for name in names}
 
 
 def test_every_command_block_says_its_language():
