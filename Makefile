@@ -19,6 +19,7 @@ $(STAMP): setup.py constraints.txt
 demo: $(STAMP)
 	$(BIN)/deep500 run recipes/quickstart.yaml
 	$(BIN)/deep500 run recipes/training.yaml
+	@echo "Deep500 is installed in $(VENV): '. $(VENV)/bin/activate' puts deep500, python and mpirun on the PATH (or call $(BIN)/deep500)"
 
 distributed: $(STAMP)
 	$(BIN)/deep500 run --np 2 recipes/distributed.yaml
