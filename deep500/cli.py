@@ -31,7 +31,9 @@
                                      run RECIPE at each commit of A..B first
     deep500 bisect RECIPE --good A --bad B --config FILTER
                                      the commit where a configuration got slower
-    deep500 info [--json]            software versions and hardware
+    deep500 info [--json] [--frameworks]
+                                     software versions and hardware (with
+                                     --frameworks, PyTorch's and TensorFlow's threads)
     deep500 calibrate --out machine.yaml [--np 2 | --no-network] [--quick]
                                      measure this machine's alpha, beta, gamma, memory
                                      bandwidth, peak FLOP/s and, on 2+ ranks, each
@@ -201,6 +203,9 @@ def _run_launched(args):
         mpirun_args = _np_launch(args.np, args.hostfile)
         ranks = args.np if mpirun_args is not None else None
     comm = world_communicator()
+    if comm is None and args.np is None:
+        from deep500.recipe.single_rank_notice import say_single_rank
+        say_single_rank(_recipe_of(args))
     if comm is None:
         return run_recipe(args.recipe, args.out, argv=sys.argv, progress=not args.quiet,
                           remeasure_interfered=args.remeasure_interfered,
@@ -433,9 +438,13 @@ def _calibrate(args) -> int:
 
 
 def _info(args) -> int:
+    """Versions and hardware without importing a framework (under a second); PyTorch's
+    and TensorFlow's thread settings and CUDA devices only with --frameworks, which
+    imports them (some 20 s on 2 cores)."""
     from deep500.utils import sysinfo
     info = {"versions": sysinfo.software_versions(), "hardware": sysinfo.hardware(),
-            "threads": sysinfo.framework_threads(), "cuda_devices": sysinfo.cuda_devices()}
+            "threads": sysinfo.framework_threads(imported_only=not args.frameworks),
+            "cuda_devices": sysinfo.cuda_devices() if args.frameworks else []}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -455,6 +464,9 @@ def _info(args) -> int:
     print("Threads")
     for name, value in info["threads"].items():
         print(f"  {name:<16} {value}")
+    if not args.frameworks:
+        print("  (PyTorch's and TensorFlow's thread settings and CUDA devices: "
+              "'deep500 info --frameworks', which imports them)")
     return 0
 
 
@@ -462,9 +474,9 @@ def _conformance(args) -> int:
     import shlex
     from deep500.conformance import conformance_command
     command = "deep500 conformance" + " --update-docs" * args.update_docs + "".join(
-        f" --{flag} {shlex.quote(value)}" for flag, value in
+        f" --{flag} {shlex.quote(str(value))}" for flag, value in
         (("executors", args.executors), ("pattern", args.pattern)) if value)
-    return conformance_command(args.executors.split(","), out=args.out,
+    return conformance_command(str(args.executors).split(","), out=args.out,
                                pattern=args.pattern, time_limit=args.time_limit,
                                replace=args.replace, update_docs=args.update_docs,
                                progress=not args.quiet, command=command)
@@ -796,14 +808,38 @@ def _add_predict(commands) -> None:
 def _add_info(commands) -> None:
     info = _subcommand(commands, "info", _info, "software versions and hardware")
     _add_flag(info, "--json", "machine-readable output")
+    _add_flag(info, "--frameworks", "also import PyTorch and TensorFlow to read their "
+              "thread settings and CUDA devices (takes seconds)")
+
+
+class _FrameworkNames:
+    """The registry's framework names (those with glue only, if asked), read when argparse
+    shows or checks them, not when the parser is built: the registry loads NumPy and ONNX,
+    a second that 'deep500 info' and every '--help' would otherwise wait for."""
+
+    def __init__(self, with_glue: bool = False):
+        self.with_glue = with_glue
+
+    def _names(self) -> list:
+        from deep500.frameworks import registry
+        return sorted(n for n in registry.names() if registry.get(n).glue) \
+            if self.with_glue else list(registry.names())
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __str__(self) -> str:
+        return ",".join(self._names())
 
 
 def _add_conformance(commands) -> None:
-    from deep500.frameworks import registry
     conformance = _subcommand(commands, "conformance", _conformance, "run ONNX's node "
                               "tests on the executors; write a table and the locked "
                               "passing set")
-    conformance.add_argument("--executors", default=",".join(registry.names()),
+    conformance.add_argument("--executors", default=_FrameworkNames(),
                              help="comma-separated executors (default: every registered "
                              "framework: %(default)s)")
     conformance.add_argument("--out", metavar="DIR", default=os.path.join("results",
@@ -845,12 +881,11 @@ def _add_compile(commands) -> None:
 
 
 def _add_build_glue(commands) -> None:
-    from deep500.frameworks import registry
     glue = _subcommand(commands, "build-glue", _build_glue, "build Deep500's framework "
                        "glue ahead of time (a Docker image, before an MPI job)")
-    glue.add_argument("--framework", choices=sorted(n for n in registry.names()
-                                                    if registry.get(n).glue),
-                      help="only this framework's (default: every installed framework's)")
+    glue.add_argument("--framework", choices=_FrameworkNames(with_glue=True),
+                      metavar="NAME", help="only this framework's, one of %(choices)s "
+                      "(default: every installed framework's)")
     _add_flag(glue, "--verbose", "show the compiler's output")
 
 
