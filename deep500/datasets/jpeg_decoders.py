@@ -139,8 +139,8 @@ class TensorFlowDecoder(JpegDecoder):
     remedy = "reinstall TensorFlow as pinned in constraints.txt (tensorflow-cpu)"
 
     def _import(self):
-        import tensorflow
-        return tensorflow
+        from deep500.utils.tensorflow_import import import_tensorflow
+        return import_tensorflow()
 
     def _decode_uint8(self, module, data, channels):
         with module.device("/CPU:0"):

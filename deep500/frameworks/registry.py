@@ -187,7 +187,8 @@ def _torch_gpus() -> int:
 
 
 def _tensorflow_gpus() -> int:
-    import tensorflow as tf
+    from deep500.utils.tensorflow_import import import_tensorflow
+    tf = import_tensorflow()
     return len(tf.config.list_physical_devices("GPU"))
 
 

@@ -126,8 +126,8 @@ class TensorDescriptor:
 
     # -- TensorFlow ----------------------------------------------------------------
     def tf_dtype(self):
-        import tensorflow as tf
-        return tf.as_dtype(self.dtype)
+        from deep500.utils.tensorflow_import import import_tensorflow
+        return import_tensorflow().as_dtype(self.dtype)
 
     @classmethod
     def from_tf(cls, tensor, layout: str | None = None) -> "TensorDescriptor":
