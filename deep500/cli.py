@@ -14,8 +14,10 @@
                                      --machine, the experiments read that machine
                                      file (the manifest records it)
     deep500 report DIR [--per-seed] [--figure-format svg|pdf|none] [--mlperf]
+                       [--samples violin|histogram]
                                      rebuild the report of a run folder (with --mlperf,
-                                     also MLPerf-style logs of its training runs)
+                                     also MLPerf-style logs of its training runs; with
+                                     --samples, raw times per call drawn too)
     deep500 runs [--db PATH] [--add DIR...]
                                      list the runs stored in the results database
     deep500 compare A B [--fail-above 5%] [--json]
@@ -342,7 +344,7 @@ def _report(args) -> int:
     figure_format = None if args.figure_format == "none" else args.figure_format
     try:
         paths = write_reports(args.directory, per_seed=args.per_seed,
-                              figure_format=figure_format)
+                              figure_format=figure_format, samples=args.samples)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         from deep500.results.files import RunFolderError
         raise RunFolderError(
@@ -678,6 +680,10 @@ def _add_report(commands) -> None:
     report.add_argument("--figure-format", choices=("svg", "pdf", "none"), default="svg",
                         help="every plot is written as PNG (embedded in report.html) and "
                         "also in this format (default svg)")
+    report.add_argument("--samples", choices=("violin", "histogram"), default=None,
+                        help="also draw raw times per call of up to 12 configurations (the "
+                        "widest spread first) as violins or histograms (default: not "
+                        "drawn)")
     _add_flag(report, "--mlperf", "also write each training configuration as an "
               "MLPerf-style log (:::MLLOG lines) in DIR/mlperf/")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
+from deep500.report import sample_plots
 from deep500.report.energy import energy_note, energy_text, has_energy
 from deep500.report.microbatch_choice import microbatch_tables
 from deep500.report.plots import cap_note, stacked_bars
@@ -139,4 +140,9 @@ def _plots(measured: list[dict], output_dir: str, settings: Settings, labels: di
         left_out = cap_note(len(bars))
         plots.append(("Where the time goes, per operator type" +
                       (f" ({left_out})" if left_out else ""), path))
+    if context.samples:
+        plots += sample_plots.samples_plot(
+            measured, lambda r: f"{labels[id(r)]} | {series_of(r)}",
+            os.path.join(output_dir, "plots", "level1_samples.png"), context.samples,
+            context.figure_format)
     return plots

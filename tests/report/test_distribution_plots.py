@@ -6,6 +6,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from deep500.cli import main
 from deep500.recipe import run_recipe
 from deep500.report import write_reports
 from deep500.report.reading import SAMPLES_KEPT, report_records, thinned
@@ -71,7 +72,8 @@ def test_the_report_shows_gemm_over_its_sampled_rows(tiny_run, tmp_path):
 
 def test_raw_samples_drawn_when_asked(tiny_run, tmp_path):
     run = copy_run(tiny_run, tmp_path / "run")
-    write_reports(str(run), figure_format=None, samples="histogram")
+    assert main(["report", str(run), "--figure-format", "none",
+                 "--samples", "histogram"]) == 0
     markdown = (run / "report.md").read_text()
     assert (f"![Raw samples of time per call as histograms, every configuration; more "
             f"than {SAMPLES_KEPT} samples are drawn as {SAMPLES_KEPT} evenly spaced "
