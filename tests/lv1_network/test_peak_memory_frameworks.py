@@ -36,6 +36,7 @@ def test_pytorch_backprop_peak_holds_at_least_the_gradients(lenet):
     assert summary["peak_bytes"] >= _parameter_bytes(model), summary
 
 
+@pytest.mark.slow   # a fresh Python process imports TensorFlow
 def test_tensorflow_peak_from_a_fresh_process(lenet):
     """TensorFlow's CPU allocator leaves small tensors out of its statistics, so its
     peak comes from the resident-set high-water mark of a fresh process."""
