@@ -19,6 +19,18 @@ FIGURE_FORMATS = ("svg", "pdf")
 MAX_GROUPS = 40
 MAX_SERIES = 12
 MAX_BARS = 160  # groups × series: fewer groups where there are many series
+PANEL_COLUMNS = 3  # line panels side by side at most; more go to further rows
+
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+_DASHES = ("-", "--", ":", "-.")
+
+
+def series_style(index: int) -> dict:
+    """Colour, marker and dash of the ``index``-th series of a line plot: ten colours,
+    and a marker per series, so that series stay apart in grey print and beyond ten
+    (the dash changes every ten)."""
+    return {"color": f"C{index % 10}", "marker": _MARKERS[index % len(_MARKERS)],
+            "linestyle": _DASHES[(index // 10) % len(_DASHES)]}
 
 
 def _pyplot():
@@ -91,6 +103,15 @@ def _width(labels) -> float:
     return max(9.0, 5.5 + 0.065 * max((len(str(t)) for t in labels), default=0))
 
 
+def _legend_below(figure, axes, entries: int) -> None:
+    """The legend under the chart, outside its axes (inside, it covers bars: a stacked
+    bar fills the whole width); ``save(..., bbox_inches="tight")`` keeps it whole."""
+    figure.tight_layout()
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                bbox_transform=figure.transFigure, ncol=max(1, min(entries, 4)),
+                frameon=False)
+
+
 def _finite(value) -> bool:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -134,9 +155,10 @@ def grouped_bars(path: str, title: str, groups: list[str], series: dict[str, lis
     axes.set_title(title)
     axes.grid(axis="x", alpha=0.3)
     if names:
-        axes.legend(fontsize=8, loc="best")
-    figure.tight_layout()
-    return save(figure, path, also)
+        _legend_below(figure, axes, len(names))
+    else:
+        figure.tight_layout()
+    return save(figure, path, also, bbox_inches="tight")
 
 
 def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, list],
@@ -168,9 +190,10 @@ def stacked_bars(path: str, title: str, bars: list[str], segments: dict[str, lis
     axes.set_xlabel(xlabel)
     axes.set_title(title)
     if shown:
-        axes.legend(fontsize=8, loc="best")
-    figure.tight_layout()
-    return save(figure, path, also)
+        _legend_below(figure, axes, len(shown))
+    else:
+        figure.tight_layout()
+    return save(figure, path, also, bbox_inches="tight")
 
 
 def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
@@ -183,10 +206,19 @@ def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
     ``i`` (e.g. the spread over seeds). A series is drawn in the same colour in every
     panel, and is in the legend once, if some panel has a point of it."""
     plt = _pyplot()
-    figure, axes_list = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2),
-                                     squeeze=False)
+    # At most PANEL_COLUMNS side by side: a row of five 5-inch panels is scaled to a
+    # third in the page and its text becomes unreadable.
+    columns_of_panels = min(len(panels), PANEL_COLUMNS)
+    rows_of_panels = -(-len(panels) // columns_of_panels)
+    figure, axes_grid = plt.subplots(rows_of_panels, columns_of_panels,
+                                     figsize=(5.2 * columns_of_panels,
+                                              3.9 * rows_of_panels + 0.3), squeeze=False)
+    axes_list = [list(axes_grid.flat)]
+    for unused in axes_list[0][len(panels):]:
+        unused.set_visible(False)
     names = list(dict.fromkeys(n for _, _, series in panels for n in series))
-    colours = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    styles = {n: series_style(i) for i, n in enumerate(names)}
+    colours = {n: style["color"] for n, style in styles.items()}
     handles = {}
     for index, (axes, (panel_title, ylabel, series)) in enumerate(zip(axes_list[0], panels)):
         for name, (xs, ys) in series.items():
@@ -196,8 +228,9 @@ def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
                 ys = np.where(ys > 0, ys, np.nan)
             if not np.isfinite(ys).any():
                 continue
-            (line,) = axes.plot(xs, ys, label=legend_name(name), linewidth=1.2,
-                                color=colours[name])
+            (line,) = axes.plot(xs, ys, label=legend_name(name), linewidth=1.3,
+                                markevery=max(1, len(xs) // 8), markersize=4,
+                                **styles[name])
             handles.setdefault(name, line)
             band = (bands[index] if bands and index < len(bands) else {}).get(name)
             if band is not None:
@@ -217,10 +250,11 @@ def line_panels(path: str, title: str, panels: list[tuple[str, str, dict]],
     labels = [legend_name(n) for n in names if n in handles]
     lines = [handles[n] for n in names if n in handles]
     # long series names: fewer legend columns than panels + 1 would overflow the figure
-    columns = min(len(panels) + 1, 3, max(len(labels), 1))
-    if lines:
-        figure.legend(lines, labels, fontsize=7, loc="lower center", ncol=columns)
+    columns = min(columns_of_panels + 1, 3, max(len(labels), 1))
     figure.suptitle(title)
-    rows = -(-len(labels) // columns)
-    figure.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
-    return save(figure, path, also, bbox_inches="tight")  # keeps a wide legend whole
+    figure.tight_layout()
+    if lines:
+        # under the panels, outside them; bbox_inches="tight" keeps it whole
+        figure.legend(lines, labels, fontsize=9, loc="upper center", ncol=columns,
+                      bbox_to_anchor=(0.5, 0.0), frameon=False)
+    return save(figure, path, also, bbox_inches="tight")

@@ -40,6 +40,8 @@ img { max-width: 100%; border: 1px solid #eee; } code { background: #f4f4f4; }
 .fail { color: #b00; font-weight: bold; } .ok { color: #070; font-weight: bold; }
 td.warn, p.warn { background: #fff3d6; color: #8a5300; }
 p.warn { padding: 0.5em; }
+td { overflow-wrap: anywhere; } td.warn { min-width: 10em; } table.wide { font-size: 0.8em; }
+table.keys td:first-child { white-space: nowrap; }
 """
 
 

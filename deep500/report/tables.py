@@ -5,6 +5,9 @@ import html
 from dataclasses import dataclass, field
 
 
+WIDE_COLUMNS = 12  # a table of this many columns gets a smaller font to fit the page
+
+
 @dataclass
 class Table:
     title: str
@@ -23,14 +26,18 @@ class Table:
         return "\n".join(lines) + "\n"
 
     def html(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        # a header may break after a slash ("Batch/rank", "Pred./meas."), not mid-word
+        head = "".join("<th>" + html.escape(c).replace("/", "/<wbr>") + "</th>"
+                       for c in self.columns)
         body = "".join("<tr>" + "".join(_cell_html(c) for c in row) + "</tr>"
                        for row in self.rows)
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
         # A key-value table (every column name empty) has no header row to show.
         thead = (f"<thead><tr>{head}</tr></thead>" if any(c.strip() for c in self.columns)
                  else "")
-        return (f"<h3>{html.escape(self.title)}</h3>{note}<table>{thead}"
+        wide = (" class='wide'" if len(self.columns) >= WIDE_COLUMNS
+                else "" if thead else " class='keys'")
+        return (f"<h3>{html.escape(self.title)}</h3>{note}<table{wide}>{thead}"
                 f"<tbody>{body}</tbody></table>")
 
 
