@@ -350,9 +350,15 @@ def _traffic_rows(layout: _Layout, record: dict) -> list[list]:
                       bytes_per_epoch(record, "bytes_received"))
     analytic = distributed(record).get("analytic_per_epoch") or []
     rows = []
+    first_model = None
     for rank, (s, r) in enumerate(zip(sent, received)):
         model = analytic[rank] if rank < len(analytic) else None
         model = model or {}
+        sentence = model.get("model", "none")
+        if rank == 0:
+            first_model = sentence
+        elif sentence == first_model:
+            sentence = "as rank 0"   # the model's sentence once per configuration
         ratio = (f"{s / model['bytes_sent']:.3f}" if model.get("bytes_sent")
                  else "n/a")
         counted = _counted(record, rank)
@@ -362,7 +368,7 @@ def _traffic_rows(layout: _Layout, record: dict) -> list[list]:
                      _measured_bytes(r, counted),
                      _bytes(model.get("bytes_sent")),
                      _bytes(model.get("bytes_received")), ratio,
-                     counted, model.get("model", "none")])
+                     counted, sentence])
     return rows
 
 
