@@ -1,9 +1,9 @@
 """The fenced code blocks of README.md and docs/*.md, as a reader would copy them.
 
-A block is a Markdown fence (CommonMark §4.5: three or more backticks, an info string
-whose first word is the language, closed by a fence at least as long, indented by up to
-three spaces plus whatever indent the opening fence carries inside a list item) with the
-file and line of its opening fence. HTML comments on the lines just above the fence
+A block is a fenced code block (CommonMark §4.5): a line of three or more backticks,
+indented or not (inside a list item), whose info string's first word is the language,
+closed by a line of at least as many backticks; it is kept with the file and line of
+its opening fence and its text without the fence's indent. HTML comments on the lines just above the fence
 (blank lines between them allowed) say how it is used:
 
 - ``<!-- not run: REASON -->``: the block is shown, never run (it needs a cluster, root,
