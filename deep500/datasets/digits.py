@@ -13,7 +13,10 @@ pure function of ``seed``: by default 1,437 training and 360 test images.
 from __future__ import annotations
 
 import functools
+import gzip
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -53,12 +56,35 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int = 0):
     return np.sort(order[cut:]), np.sort(order[:cut])
 
 
+def _bundled_csv() -> Path | None:
+    """scikit-learn's ``datasets/data/digits.csv.gz``, found without importing
+    scikit-learn; None when it is not installed or keeps the file elsewhere."""
+    spec = importlib.util.find_spec("sklearn")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder, "datasets", "data", "digits.csv.gz")
+        if path.is_file():
+            return path
+    return None
+
+
+def _digits_table() -> np.ndarray:
+    """The 1,797 × 65 table (64 pixels, then the label) that ``load_digits`` reads."""
+    path = _bundled_csv()
+    if path is None:
+        datasets = require("sklearn.datasets", "datasets", "The embedded digits dataset")
+        bunch = datasets.load_digits()
+        return np.column_stack([bunch.data, bunch.target])
+    # Read as sklearn.datasets.load_digits reads it: importing sklearn.datasets costs a
+    # process 2-3 s of CPU (scipy, pandas), paid again by every MPI rank of the tests.
+    with gzip.open(path, mode="rt", encoding="utf-8") as text:
+        return np.loadtxt(text, delimiter=",")
+
+
 @functools.lru_cache(maxsize=1)
 def _raw_digits() -> tuple[np.ndarray, np.ndarray]:
-    datasets = require("sklearn.datasets", "datasets", "The embedded digits dataset")
-    bunch = datasets.load_digits()
-    images = bunch.images.astype(np.float32).reshape((-1,) + IMAGE_SHAPE)
-    labels = bunch.target.astype(np.int64)
+    table = _digits_table()
+    images = table[:, :-1].astype(np.float32).reshape((-1,) + IMAGE_SHAPE)
+    labels = table[:, -1].astype(np.int64)
     images.setflags(write=False)
     labels.setflags(write=False)
     return images, labels

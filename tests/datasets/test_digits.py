@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -52,3 +55,27 @@ def test_options():
     assert set(train[0]) == {"x", "y"}
     with pytest.raises(Exception, match="normalize"):
         load_digits(normalize="max")
+
+
+def test_read_without_sklearn_equals_sklearn_load_digits(monkeypatch):
+    """The bundled CSV read directly gives scikit-learn's arrays exactly, as does the
+    fallback through ``sklearn.datasets`` when the file is not where it is expected."""
+    from deep500.datasets import digits
+    bunch = sklearn_datasets.load_digits()
+    for bundled in (digits._bundled_csv(), None):
+        assert bundled is None or bundled.name == "digits.csv.gz"
+        monkeypatch.setattr(digits, "_bundled_csv", lambda: bundled)
+        digits._raw_digits.cache_clear()
+        images, labels = digits._raw_digits()
+        np.testing.assert_array_equal(images, bunch.images[:, None].astype(np.float32))
+        np.testing.assert_array_equal(labels, bunch.target)
+        assert images.dtype == np.float32 and labels.dtype == np.int64
+    digits._raw_digits.cache_clear()
+
+
+def test_loading_digits_does_not_import_sklearn():
+    code = ("import sys; from deep500.datasets.digits import load_digits; load_digits(); "
+            "print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
