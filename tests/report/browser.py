@@ -19,7 +19,7 @@ import shutil
 import subprocess
 
 WIDTH = 1280
-MAX_ROW_LINES = 6   # a taller row is a column squeezed too narrow
+MAX_ROW_LINES = 8   # a taller row is a column squeezed too narrow
 
 _PROBE = """<script>
 window.__d5_errors = [];
