@@ -3,7 +3,9 @@ headless Chromium loads the page (``browser.probe``) and every image must load, 
 may overflow the 1280-pixel page or carry an empty header row, and no console error may
 appear. Runs of every experiment kind that one process can run: the report fixtures'
 operator and training runs, the stored records of a real ``deep500 run --np 2`` of a
-distributed recipe, and tiny networks, models and datasets runs made here."""
+distributed recipe, and tiny networks, models and datasets runs made here. (The
+parallelism experiment needs mpirun: its report is the distributed one's with a pipeline
+table.)"""
 import textwrap
 
 import pytest
@@ -30,6 +32,17 @@ TINY = {
         metrics:
           WallclockTime: {reruns: 3, warmup: 1}
           OperatorTimes: {}
+    """,
+    "datasets": """
+        name: browser-datasets
+        experiment: datasets
+        fixed: {dataset: digits, batch_size: 16, batches: 4, threads: 1, seed: 0}
+        mutable:
+          storage: [memory, jpeg-tar]
+          order: [sequential, shuffled]
+          decoder: [pil]
+        metrics:
+          DatasetLatency: {warmup: 1}
     """,
     "models": """
         name: browser-models
