@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 
 import numpy as np
 
 from deep500.datasets.idx import IDX_TYPES, read_idx
+from deep500.datasets.read_descriptor import SharedReadDescriptor
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error
 
@@ -45,7 +45,7 @@ def idx_layout(path: str) -> tuple[np.dtype, tuple[int, ...], int]:
     return dtype, shape, offset
 
 
-class IdxFileDataset(Dataset):
+class IdxFileDataset(SharedReadDescriptor, Dataset):
     """uint8 images N×H×W (one channel) or N×C×H×W in an IDX file, with labels in
     another; samples come out as float32 C×H×W ``pixel / 255`` in [0, 1], labels as
     int64, as ``load_mnist`` gives them.
@@ -77,8 +77,7 @@ class IdxFileDataset(Dataset):
                 classes = int(self.label_values.max()) + 1
         super().__init__(input_node, label_node if labels is not None else None, classes,
                          name or os.path.basename(images))
-        self._fd: int | None = None
-        self._lock = threading.Lock()
+        self._init_descriptor()
 
     def __len__(self) -> int:
         return self.count
@@ -114,29 +113,5 @@ class IdxFileDataset(Dataset):
                                f"truncated ({len(data)} of {size} bytes); the file changed")
         return np.frombuffer(data, np.uint8).reshape(count, self.sample_bytes)
 
-    def _descriptor(self) -> int:
-        if self._fd is None:
-            with self._lock:
-                if self._fd is None:
-                    self._fd = os.open(self.images, os.O_RDONLY)
-        return self._fd
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except (OSError, AttributeError):
-            pass
-
-    def __getstate__(self):  # a worker process opens its own descriptor
-        state = dict(self.__dict__)
-        state["_fd"], state["_lock"] = None, None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def _descriptor_path(self) -> str:
+        return self.images

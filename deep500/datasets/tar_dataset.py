@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import posixpath
 import tarfile
-import threading
 import warnings
 from typing import Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 from deep500.datasets.bounded_reads import BoundedTarInfo, tar_end_problem
 from deep500.datasets.images import stack_samples
 from deep500.datasets.jpeg_decoders import JpegDecoder, jpeg_decoder
+from deep500.datasets.read_descriptor import SharedReadDescriptor
 from deep500.lv2_training.dataset import Dataset
 from deep500.utils.errors import Deep500Error
 
@@ -112,7 +112,7 @@ def load_tar_index(archive: str, index_path: str | None = None,
     return index
 
 
-class IndexedTarDataset(Dataset):
+class IndexedTarDataset(SharedReadDescriptor, Dataset):
     """Labelled images in a tar archive of class folders, decoded on access.
 
     Samples are float32 C×H×W in [0, 1] (RGB or grayscale); labels int64.
@@ -168,8 +168,7 @@ class IndexedTarDataset(Dataset):
         self.image_size = None if image_size is None else tuple(int(s) for s in image_size)
         self.crop = crop
         self.channels = channels
-        self._fd: int | None = None
-        self._lock = threading.Lock()
+        self._init_descriptor()
 
     def __len__(self) -> int:
         return len(self.members)
@@ -215,29 +214,5 @@ class IndexedTarDataset(Dataset):
         return self.decoder.decode(self.read_member(i), f"{self.archive}:{self.members[i]}",
                                    self.image_size, self.crop, self.channels)
 
-    def _descriptor(self) -> int:
-        if self._fd is None:
-            with self._lock:
-                if self._fd is None:
-                    self._fd = os.open(self.archive, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        return self._fd
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except (OSError, AttributeError):
-            pass
-
-    def __getstate__(self):  # a worker process opens its own descriptor
-        state = dict(self.__dict__)
-        state["_fd"], state["_lock"] = None, None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def _descriptor_path(self) -> str:
+        return self.archive
