@@ -1,12 +1,19 @@
-"""Registry of reference operators by ONNX name (``Conv``, ``Gemm``, ...)."""
+"""Registry of reference operators by ONNX name (``Conv``, ``Gemm``, ...).
+
+An operator's ``op_*.py`` module is imported, and so registered, the first time the
+operator is asked for; ``OPERATOR_MODULES`` names the module and the operator set of each,
+so the names are known without importing any."""
 from __future__ import annotations
 
 import difflib
+import importlib
 
+from deep500.frameworks.reference.operators.operator_modules import OPERATOR_MODULES
 from deep500.lv0_operators.custom_op import CustomOp
 from deep500.utils.errors import Deep500Error, UnsupportedError
 
 _OPERATORS: dict[str, type] = {}
+_PACKAGE = __name__.rpartition(".")[0]
 
 
 class ReferenceOp(CustomOp):
@@ -41,7 +48,9 @@ def register(op_type: str, domain: str = ""):
     operator set ``domain`` ("" for ai.onnx; operator names are unique across the
     domains Deep500 reads, so the registry is keyed by name)."""
     def decorate(cls):
-        if op_type in _OPERATORS:
+        listed = OPERATOR_MODULES.get(op_type)
+        # A listed name belongs to its module even before that module is imported.
+        if op_type in _OPERATORS or (listed and cls.__module__ != f"{_PACKAGE}.{listed[0]}"):
             raise RuntimeError(f"Reference operator {op_type} registered twice")
         cls.op_type = op_type
         cls.domain = domain
@@ -52,13 +61,16 @@ def register(op_type: str, domain: str = ""):
 
 def get_operator_class(op_type: str) -> type:
     """The reference class of ONNX operator ``op_type``."""
+    if op_type not in _OPERATORS and op_type in OPERATOR_MODULES:
+        importlib.import_module(f"{_PACKAGE}.{OPERATOR_MODULES[op_type][0]}")
     try:
         return _OPERATORS[op_type]
     except KeyError:
-        close = difflib.get_close_matches(op_type, list(_OPERATORS), n=3)
+        names = operator_names()
+        close = difflib.get_close_matches(op_type, names, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise UnsupportedError(f"The reference framework has no operator {op_type!r}.{hint} "
-                               f"Supported: {', '.join(sorted(_OPERATORS))}") from None
+                               f"Supported: {', '.join(names)}") from None
 
 
 def create_operator(op_type: str, **attributes) -> ReferenceOp:
@@ -67,9 +79,10 @@ def create_operator(op_type: str, **attributes) -> ReferenceOp:
 
 
 def operator_names() -> list[str]:
-    return sorted(_OPERATORS)
+    return sorted(OPERATOR_MODULES.keys() | _OPERATORS.keys())
 
 
 def operator_keys() -> list[tuple[str, str]]:
     """``(domain, op_type)`` of every reference operator ("" for ai.onnx)."""
-    return sorted((cls.domain, name) for name, cls in _OPERATORS.items())
+    return sorted({(domain, name) for name, (_, domain) in OPERATOR_MODULES.items()}
+                  | {(cls.domain, name) for name, cls in _OPERATORS.items()})
