@@ -65,14 +65,12 @@ class LayerProfile:
         return self.forward if direction == "forward" else self.backward
 
 
-def measure_profile(model, executor, inputs: dict, loss: str = "loss", reruns: int = 5,
-                    warmup: int = 2, name: str = "model", executor_name: str = "executor",
-                    batch: int = 0, itemsize: int = 4) -> LayerProfile:
-    """Run ``executor.inference_and_backprop`` ``warmup + reruns`` times with an
-    OperatorTimes event and keep each node's median forward and backward seconds
-    over the ``reruns`` timed runs (``deep500.OperatorTimes``)."""
+def timed_backprop_runs(executor, inputs: dict, loss: str = "loss", reruns: int = 5,
+                        warmup: int = 2):
+    """The OperatorTimes event of ``reruns`` runs of ``executor.inference_and_backprop``
+    after ``warmup`` untimed ones: per run, each node's forward (``runs``) and backward
+    (``backward_runs``) seconds."""
     from deep500.lv1_network.metrics import OperatorTimes
-    costs = network_costs(model, itemsize=itemsize)
     times = OperatorTimes()
     executor.events.append(times)
     try:
@@ -82,6 +80,17 @@ def measure_profile(model, executor, inputs: dict, loss: str = "loss", reruns: i
             executor.inference_and_backprop(inputs, loss)
     finally:
         executor.events.remove(times)
+    return times
+
+
+def measure_profile(model, executor, inputs: dict, loss: str = "loss", reruns: int = 5,
+                    warmup: int = 2, name: str = "model", executor_name: str = "executor",
+                    batch: int = 0, itemsize: int = 4) -> LayerProfile:
+    """Run ``executor.inference_and_backprop`` ``warmup + reruns`` times with an
+    OperatorTimes event and keep each node's median forward and backward seconds
+    over the ``reruns`` timed runs (``deep500.OperatorTimes``)."""
+    costs = network_costs(model, itemsize=itemsize)
+    times = timed_backprop_runs(executor, inputs, loss, reruns, warmup)
 
     def medians(runs):
         names = {n for run in runs for n in run}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deep500.lv1_network.metrics import OperatorTimes
+from deep500.lv1_network.layer_profile import timed_backprop_runs
 
 
 def measure_node_seconds(executor, node_names, inputs: dict, loss: str = "loss",
@@ -17,15 +17,7 @@ def measure_node_seconds(executor, node_names, inputs: dict, loss: str = "loss",
     """Forward + backward seconds of each node of ``node_names`` (graph order) on
     ``executor`` (built from the same model) for the minibatch ``inputs``; a node the
     executor did not report (folded into another) counts zero."""
-    times = OperatorTimes()
-    executor.events.append(times)
-    try:
-        for run in range(warmup + reruns):
-            if run == warmup:
-                times.reset()
-            executor.inference_and_backprop(inputs, loss)
-    finally:
-        executor.events.remove(times)
+    times = timed_backprop_runs(executor, inputs, loss, reruns, warmup)
 
     def median(runs, name):
         return float(np.median([r.get(name, 0.0) for r in runs])) if runs else 0.0
