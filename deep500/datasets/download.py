@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import http.client
 import os
 import tempfile
 from typing import Sequence
-from urllib.request import urlopen
 
 from deep500.utils.errors import Deep500Error
 
@@ -60,6 +58,13 @@ def verify_sha256(path: str, expected: str) -> None:
             f"dataset again to download it anew.")
 
 
+def urlopen(url: str, timeout: float):
+    """``urllib.request.urlopen``, imported when a download starts: with it come ssl and
+    http.client, which every process that imports the datasets would otherwise load."""
+    from urllib.request import urlopen as open_url
+    return open_url(url, timeout=timeout)
+
+
 def download(url: str, destination: str, sha256: str | None = None, progress: bool = True,
              timeout: float = 60.0) -> str:
     """Downloads ``url`` to ``destination`` (a file path) with a tqdm progress bar and,
@@ -68,6 +73,8 @@ def download(url: str, destination: str, sha256: str | None = None, progress: bo
     Returns ``destination``. Raises a Deep500Error naming the URL if the transfer fails
     or the checksum does not match; no partial file is left behind in either case.
     """
+    import http.client
+
     from tqdm.auto import tqdm
 
     folder = os.path.dirname(os.path.abspath(destination)) or "."
