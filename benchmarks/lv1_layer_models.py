@@ -59,7 +59,8 @@ import time
 
 import numpy as np
 
-from benchmark_targets import TARGETS, add_check_option
+from benchmark_targets import TARGETS, add_check_option, expected_run_time
+import run_time_estimates
 
 # Whose matrix product each executor's GEMM times come from (gemm_rate.GemmRate) with
 # --torch-gemm; without it NumPy's for both.
@@ -246,6 +247,10 @@ def main() -> int:
         evaluated, auxiliary = EVALUATED[:2], AUXILIARY[:2]
         args.batch, train_batches, args.reruns, args.warmup, args.rounds = 2, [4], 1, 1, 1
     executors = _executors(only_reference=args.smoke)
+    batches = sorted({args.batch, *train_batches})
+    expected_run_time(*run_time_estimates.lv1_layer_models(
+        len(evaluated + auxiliary), len(evaluated), len(batches), len(executors),
+        args.rounds, args.reruns, args.warmup))
     threads = _limit_threads(args.threads)
     if args.machine:
         from deep500.utils.machine import load_machine
@@ -256,7 +261,6 @@ def main() -> int:
         print(f"# machine measured here (no machine file given), {threads} thread(s): "
               f"GEMM {machine.gemm / 1e9:.1f} GFLOP/s (NumPy float32 matmul), "
               f"triad {machine.memory_bandwidth / 1e9:.1f} GB/s")
-    batches = sorted({args.batch, *train_batches})
     t0 = time.perf_counter()
     profiles = profile_all(evaluated + auxiliary, batches, executors, args.reruns,
                            args.warmup, args.rounds, args.merge)

@@ -111,7 +111,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deep500.utils.allocator import fix_allocator_thresholds  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
 from lv1_executors import Measurement, agree, measure  # noqa: E402
-from benchmark_targets import TARGETS, add_check_option  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
+import run_time_estimates  # noqa: E402
 
 LOSS = "softmax_cross_entropy"
 OPTIMIZERS = {"momentum": ("MomentumOptimizer", {"learning_rate": 0.01, "momentum": 0.9}),
@@ -459,6 +460,11 @@ def _arguments():
 
 def main() -> int:
     args = _arguments()
+    expected_run_time(*run_time_estimates.lv2_training_overhead(
+        args.model, args.samples, args.batch,
+        len(args.optimizers) * (2 if args.handwritten else 1) + int(args.twin),
+        args.rounds, args.fixed_cost_steps if args.fixed_cost else None,
+        len(args.adam_models), args.round_seconds, args.max_seconds))
     # Before any framework is imported, so that each starts with these settings.
     malloc = ("glibc defaults (--system-malloc)" if args.system_malloc
               else fix_allocator_thresholds())

@@ -35,6 +35,9 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmark_targets import expected_run_time  # noqa: E402
+from run_time_estimates import lv3_cluster_links  # noqa: E402
+
 TCP_PAYLOAD = 1448 / 1514
 
 
@@ -121,6 +124,7 @@ def main() -> None:
         return _rank_part(args.rank_part, args.bytes, args.repeats)
     from deep500.lv3_distributed.cluster import parse_cluster
     rate = parse_cluster(f"nodes=1,rate={args.rate}").rate_bytes
+    expected_run_time(*lv3_cluster_links(rate, args.bytes, args.repeats))
     runs = [("shared memory", None, {}),
             ("nodes", f"nodes=2,rate={args.rate}", {}),
             ("loopback", f"nodes=1,rate={args.rate},mode=loopback", {}),

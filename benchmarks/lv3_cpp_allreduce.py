@@ -56,6 +56,8 @@ sys.path.insert(0, REPO)
 from deep500.frameworks.reference.distributed.cpp_allreduce import (  # noqa: E402
     INDEX_BYTES, allreduce_operator, sparse_topk_operator)
 from deep500.lv3_distributed import CommunicationNetwork, guarded_main, mpi_fork  # noqa: E402
+from benchmark_targets import expected_run_time  # noqa: E402
+from run_time_estimates import lv3_cpp_allreduce  # noqa: E402
 from lv3_allreduce import (KB, _label, _size, _us, per_call_times,  # noqa: E402
                            say)  # the same pairing, clock and formatting
 
@@ -188,6 +190,8 @@ def main() -> int:
             f"{MPI.Get_library_version().splitlines()[0].strip()}, float32 gradients, "
             f"top-k density {args.density}, OMP_NUM_THREADS="
             f"{os.environ.get('OMP_NUM_THREADS')}")
+        if comm.Get_rank() == 0:
+            expected_run_time(*lv3_cpp_allreduce(len(sizes), args.rounds, args.round_ms))
         say(comm, f"\n== Gradient exchange per step, {p} ranks: ratio = variant / "
             f"{BASELINE} (Python CommunicationNetwork ring), paired per round, medians "
             f"over {args.rounds} rounds ==")

@@ -202,9 +202,24 @@ def calibrate(folder: str, cluster: str | None) -> str:
     return out
 
 
+def _expected_run_time(args) -> None:
+    from benchmark_targets import expected_run_time
+    from run_time_estimates import lv3_overlap
+    steps, rounds = (12, 1) if args.smoke else (args.steps, args.rounds)
+    keys = list(MODELS) if args.models == "all" else args.models.split(",")
+    seconds, basis, _ = lv3_overlap(
+        keys, len([a for a in args.algorithms.split(",") if a.strip()]),
+        len([m for m in args.progress.split(",") if m.strip()]), rounds, steps,
+        args.batch, calibrate=not args.machine)
+    if args.cluster:
+        basis += "; the link's time per step on the emulated cluster not counted"
+    expected_run_time(seconds, basis)
+
+
 if __name__ == "__main__":
     arguments = parse()
     if not in_mpi_world():
+        _expected_run_time(arguments)
         import contextlib
         from deep500.lv3_distributed.cluster import emulated_cluster, parse_cluster
         with tempfile.TemporaryDirectory() as folder:

@@ -56,6 +56,8 @@ from deep500.lv3_distributed import (CommunicationNetwork, guarded_main,  # noqa
                                      mpi_fork)
 from deep500.networks import create_model  # noqa: E402
 from deep500.utils.threads import set_thread_counts  # noqa: E402
+from benchmark_targets import expected_run_time  # noqa: E402
+from run_time_estimates import lv3_scaling  # noqa: E402
 
 PHASES = ("data", "compute", "communication", "update", "other")
 
@@ -204,6 +206,9 @@ def main() -> int:
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     with guarded_main(comm):
+        if comm.Get_rank() == 0:
+            expected_run_time(*lv3_scaling(args.model, args.batch, args.steps,
+                                           args.rounds, args.warmup))
         set_thread_counts(1)
         p = comm.Get_size()
         train = in_memory(d5.load_dataset("synthetic", shape=(1, 28, 28),

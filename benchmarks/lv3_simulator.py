@@ -91,7 +91,8 @@ from deep500.lv3_distributed import allreduce_names  # noqa: E402
 from deep500.lv3_distributed.distributed_training import synchronous_step_times  # noqa: E402
 from deep500.results.files import read_results  # noqa: E402
 from deep500.lv3_distributed.calibration import Plan  # noqa: E402
-from benchmark_targets import TARGETS, add_check_option  # noqa: E402
+from benchmark_targets import TARGETS, add_check_option, expected_run_time  # noqa: E402
+import run_time_estimates  # noqa: E402
 
 DISTRIBUTED_RECIPE = os.path.join(REPO, "recipes", "distributed.yaml")
 
@@ -228,6 +229,28 @@ def measure(folder: str, settings: dict, ranks: int, batches, algorithms, epochs
     return measured
 
 
+def _cluster_expected_run_time(args, simulator_cluster) -> None:
+    """The sweep's own estimate (``simulator_cluster_cases.runtime_estimate``: launches,
+    configurations, steps at the link's rate, calibrations) of the arguments passed on,
+    as the line every benchmark starts with."""
+    import dataclasses
+
+    from deep500.utils.threads import usable_cpu_count
+    from simulator_cluster_cases import CASES, runtime_estimate
+    sweep = simulator_cluster.options(args)
+    rate = simulator_cluster.cluster_fields(args.cluster).get("rate")
+    cases = [dataclasses.replace(CASES[key], rate=rate) if rate else CASES[key]
+             for key in sweep["keys"]]
+    seconds = runtime_estimate(cases, sweep["nodes"], sweep["rounds"], sweep["steps"],
+                               sweep["reruns"], sweep["calibrations"], usable_cpu_count())
+    expected_run_time(seconds, f"{len(cases)} models x nodes {sweep['nodes']} x "
+                      f"{sweep['rounds']} rounds of {sweep['steps']} steps, "
+                      f"{' and '.join(sweep['calibrations'])} calibrations: launches, "
+                      f"configurations and steps at the link's rate, per-part times "
+                      f"measured on this machine (simulator_cluster_cases.py); under a "
+                      f"load of 4-6 runs took 1.0-1.6x this (docs/cluster_emulation.md)")
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:8.3f}"
 
@@ -273,6 +296,7 @@ def main() -> int:
             return simulator_cluster.profile_worker(
                 args.cluster_profile_worker, args.models.split(","), int(args.nodes),
                 args.steps, args.reruns)
+        _cluster_expected_run_time(args, simulator_cluster)
         return simulator_cluster.main(args)
     if args.profile_worker:
         return profile_worker(args.profile_worker,
@@ -283,6 +307,9 @@ def main() -> int:
                   else [a.strip() for a in args.algorithms.split(",") if a.strip()])
     epochs = 1 if args.smoke else args.epochs
     rounds = 1 if args.smoke else args.rounds or 5
+    expected_run_time(*run_time_estimates.lv3_simulator(
+        len(batches), len(algorithms), epochs, rounds, calibrate=not args.machine,
+        quick=args.smoke))
     settings = recipe_settings()
     predicted, measured = {}, {}   # (ranks, batch, algorithm) -> [seconds per round]
     parts = {}

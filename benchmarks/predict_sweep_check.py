@@ -56,6 +56,8 @@ from deep500.recipe.sweep_axes import base_link_bandwidth  # noqa: E402
 from deep500.results.files import read_results  # noqa: E402
 from deep500.utils.errors import Deep500Error  # noqa: E402
 from deep500.utils.machine import load_machine  # noqa: E402
+from benchmark_targets import expected_run_time  # noqa: E402
+from run_time_estimates import predict_sweep_check  # noqa: E402
 
 DEEP500 = [sys.executable, "-m", "deep500"]
 TCP_PAYLOAD = 1448 / 1514   # payload per frame byte: 1500-byte MTU, TCP timestamps
@@ -158,6 +160,8 @@ def check(folder: str, args) -> int:
     calibration_bits = parse_cluster(f"nodes=2,rate={args.calibration_rate}").rate_bits
     if args.smoke:
         rates = rates[:1]
+    expected_run_time(*predict_sweep_check(len(rates), 1 if args.smoke else args.epochs,
+                                           calibrate=not args.machine))
     recipe = write_recipe(folder, args)
     machine_path = args.machine or calibrate(folder, args.calibration_rate, args.smoke)
     machine = load_machine(machine_path)

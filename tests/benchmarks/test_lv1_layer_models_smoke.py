@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.benchmarks.run_time_line import says_expected_run_time_first
+
 pytest.importorskip("sklearn")
 
 
@@ -17,6 +19,7 @@ def test_smoke_run_prints_errors_and_last_line(repo_root):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
+    assert says_expected_run_time_first(out), out[:1000]
     for label in ("mlp (batch 2) on reference", "lenet (batch 2) on reference"):
         assert label in out
     assert len(re.findall(r"worst (analytic|learned) (forward|backward): \S+", out)) == 8

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 pytest.importorskip("torch")
 
@@ -25,6 +26,7 @@ def test_smoke_run_prints_both_tables(repo_root):
                             timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
+    assert says_expected_run_time_first(out), out[:1000]
     assert "torch " in out and "load average at start" in out
     for title in TITLES:
         assert f"== {title} ==" in out, out

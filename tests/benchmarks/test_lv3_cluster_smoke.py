@@ -13,6 +13,7 @@ from deep500.lv3_distributed import allreduce_names
 from tests.lv3_distributed.mpi_helpers import run_program
 from tests.lv3_distributed.test_cluster_emulation import (  # noqa: F401 (the skip)
     no_leftovers, pytestmark)
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 LAST = re.compile(r"allreduce model error on the emulated cluster: median (\d+\.\d)%, "
                   r"p90 (\d+\.\d)%$")
@@ -40,6 +41,7 @@ def test_the_links_benchmark_names_the_faithful_emulation(repo_root, no_leftover
                                                       "lv3_cluster_links.py"),
                                   "--bytes", "1048576", "--repeats", "3"], timeout=300)
     assert status == 0, out[-3000:]
+    assert says_expected_run_time_first(out), out[:1000]
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines()
             if line.startswith(("shared memory", "nodes", "loopback"))}
     assert set(rows) >= {"shared memory", "nodes", "loopback", "nodes, UCX"}, out

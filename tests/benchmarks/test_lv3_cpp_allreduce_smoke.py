@@ -6,6 +6,7 @@ benchmark)."""
 import pytest
 
 from tests.lv3_distributed.mpi_helpers import mpirun
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 
 @pytest.mark.mpi
@@ -15,6 +16,7 @@ def test_smoke_run_prints_the_table(repo_root):
     # only guards against a hang: six operator builds and the run take ~30 s
     status, out, _ = mpirun(2, script, "--smoke", timeout=400)
     assert status == 0, out[-3000:]
+    assert says_expected_run_time_first(out), out[:1000]
     assert "== Gradient exchange per step, 2 ranks: ratio = variant / d5 ring" in out, out
     for size in ("1 KB", "64 KB", "1 MB"):
         for variant in ("d5 ring", "d5 mpi", "cpp mpi", "cpp topk"):

@@ -13,6 +13,7 @@ import pytest
 
 from tests.benchmarks.quick_calibration import (calibration_command,
                                                 same_as_the_sessions)
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 LAST = re.compile(r"^overlap hides (-?\d+)% of communication$")
 ROW = re.compile(r"^(mlp .+?)\s+ring\s+(blocking|overlap/thread)\s+(-?[\d.]+)\s+([\d.]+)"
@@ -29,6 +30,7 @@ def test_smoke_prints_both_modes_per_model_and_the_verdict_last(repo_root, quick
                            "--progress", "thread", "--machine", str(machine)],
                           capture_output=True, text=True, timeout=400, cwd=repo_root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert says_expected_run_time_first(done.stdout), done.stdout[:1000]
     rows = ROW.findall(done.stdout)
     assert len(rows) == 4, done.stdout
     assert {(r[0].strip(), r[1]) for r in rows} == {

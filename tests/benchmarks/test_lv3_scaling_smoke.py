@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.lv3_distributed.mpi_helpers import run_program
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 
 @pytest.mark.mpi
@@ -15,6 +16,7 @@ def test_smoke_run_prints_both_sides_and_the_efficiency(repo_root):
     script = repo_root / "benchmarks" / "lv3_scaling.py"
     status, out, _ = run_program([sys.executable, str(script), "--smoke"], timeout=300)
     assert status == 0, out[-3000:]
+    assert says_expected_run_time_first(out), out[:1000]
     assert "== Weak scaling of ConsistentDecentralized(GradientDescent), 1 -> 2 ranks" in out
     for phase in ("data", "compute", "communication", "update", "other"):
         assert phase in out, phase

@@ -13,6 +13,7 @@ import pytest
 
 from tests.benchmarks.quick_calibration import (calibration_command,
                                                 same_as_the_sessions)
+from tests.benchmarks.run_time_line import says_expected_run_time_first
 
 LAST = re.compile(r"^simulator step-time error: (\d+\.\d)%$")
 ROW = re.compile(r"^\s*(\d)\s+(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -28,6 +29,7 @@ def test_smoke_prints_every_configuration_and_the_error_last(repo_root, quick_ma
     done = subprocess.run([sys.executable, str(script), "--smoke", "--machine", str(machine)],
                           capture_output=True, text=True, timeout=400, cwd=repo_root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert says_expected_run_time_first(done.stdout), done.stdout[:1000]
     rows = ROW.findall(done.stdout)
     assert {(r[0], r[2]) for r in rows} == {("1", "(none)"), ("2", "ring"), ("2", "mpi")}
     for row in rows:
