@@ -93,7 +93,8 @@ class LearnedLayerModel:
         context: add the context (network bytes) and GEMM-size features.
         context_cap_bytes: where the context feature saturates.
         gemm_rate: a ``gemm_rate.GemmRate``; adds the measured GEMM-time feature.
-        ensemble: regressors averaged per direction (seeds seed, seed + 1, ...).
+        ensemble: boosted regressors averaged per direction (seeds seed, seed + 1, ...);
+            the per-kernel MLP takes its own default (``per_kernel_mlp``).
         regressor: "boosting" (gradient-boosted trees over every operator type) or
             "per_kernel_mlp" (one MLP per operator type, ``per_kernel_mlp``).
     """
@@ -150,8 +151,8 @@ class LearnedLayerModel:
             weight = np.maximum(weight, 0.01 * weight.mean())
             X, y = np.vstack(blocks), np.asarray(target)
             if self.regressor == "per_kernel_mlp":
-                self.models[direction] = PerKernelMLP(
-                    seed=self.seed, ensemble=self.ensemble).fit(X, y, weight, kinds)
+                self.models[direction] = PerKernelMLP(seed=self.seed).fit(
+                    X, y, weight, kinds)
                 continue
             sklearn_ensemble = require("sklearn.ensemble", "datasets",
                                        "The learned layer model")

@@ -36,7 +36,7 @@ class PerKernelMLP:
     """
 
     def __init__(self, seed: int = 0, hidden: tuple = (32, 16), alpha: float = 1e-3,
-                 min_samples: int = 8, ensemble: int = 3, max_iter: int = 500):
+                 min_samples: int = 8, ensemble: int = 1, max_iter: int = 200):
         if ensemble < 1:
             raise Deep500Error(f"ensemble must be at least 1 network, got {ensemble}")
         if min_samples < 2:

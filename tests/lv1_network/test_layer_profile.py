@@ -182,7 +182,7 @@ def test_per_kernel_mlp_recovers_a_smooth_law_per_operator_type():
     machine = FakeMachine()
     train = [_synthetic("m", b, machine) for b in _TRAIN_BATCHES]
     test = _synthetic("m", 48, machine)
-    model = LearnedLayerModel(regressor="per_kernel_mlp", ensemble=1).fit(train)
+    model = LearnedLayerModel(regressor="per_kernel_mlp").fit(train)
     # 3 Gemm and 1 Relu node per profile: Gemm gets its own networks, Relu the pooled
     networks = model.models["forward"].networks
     assert set(networks) == {POOLED, "Gemm", "Relu"}
