@@ -24,11 +24,12 @@ class Estimate(NamedTuple):
 # executors) x 9 passes (7 timed + 2 warm-up): its whole time over those passes, the
 # fits and GEMM timing of then included.
 LAYER_PROFILE_PASS_S = 120.0 / (5 * 90 * 9)
-# Since then each evaluated model x executor also fits the per-kernel MLPs: timed on
-# this machine on 2026-11-29 (load average 3-5), lv1_layer_models.py --smoke took 6.6
-# minutes for its 2 evaluations, 1.3 s of it profiles and GEMM sizes. A larger training
-# set (the default run's) makes each fit longer.
-LAYER_MODEL_FIT_S = (6.6 * 60 - 1.3) / 2
+# Since then each evaluated model x executor also fits the per-kernel MLPs (one network
+# of 200 iterations per operator type since 9e2de0a): timed on this machine on
+# 2026-11-29, lv1_layer_models.py --smoke took 40.6 s of CPU time, 8.5 s of it profiles
+# and GEMM sizes and about 4 s the imports and machine measurement, over 2 evaluations.
+# A larger training set (the default run's) makes each fit longer.
+LAYER_MODEL_FIT_S = (40.6 - 8.5 - 4.0) / 2
 
 # Timed on this machine on 2026-11-29 (load average 7): `mpirun -np 2 python -c "from
 # mpi4py import MPI; import numpy, deep500"`, the start-up of a 2-rank world.
@@ -59,8 +60,8 @@ def lv1_layer_models(networks: int, evaluated: int, batches: int, executors: int
                     f"{rounds} rounds x {profiles} profiles x {reruns + warmup} passes x "
                     f"~{LAYER_PROFILE_PASS_S * 1e3:.0f} ms a pass (a default run's 2 min "
                     f"over its passes, docs/performance_models.md), and {evaluations} "
-                    f"evaluations x ~{LAYER_MODEL_FIT_S / 60:.1f} min of model fits (the "
-                    f"smoke run's here at load 3-5; more training profiles fit longer)")
+                    f"evaluations x ~{LAYER_MODEL_FIT_S:.0f} s of model fits (the smoke "
+                    f"run's CPU time here; more training profiles fit longer)")
 
 
 # Timed on this machine on 2026-11-29 (load average 6.4), lv2_training_overhead.py
