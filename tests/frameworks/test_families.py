@@ -27,6 +27,7 @@ BRIDGE_MODULES = {
     "native_ops": "ONNX operators as single framework calls (level 0)",
     "optimizers": "the framework's optimizers behind Deep500's optimizer interface",
     "distributed": "the framework's native distributed training",
+    "memory": "peak memory as the framework's own allocator reports it",
     "glue": "loading the bridge's C++ glue",
 }
 BRIDGE_FOLDERS = {"ops": "visitors, one file per family",
