@@ -148,20 +148,18 @@ def select_rows(entry: dict, table: list[dict], file: str, where: str,
                               f"from inference rows")
         indices = [i for i in indices if table[i]["set"] in sets]
         how.append("kind " + "/".join(kinds))
-    if "max_gflop" in entry:
-        bound = entry["max_gflop"]
+    for key, size_of, unit, said in (
+            ("max_gflop", gflop_of, "GFLOP", "at most {:g} GFLOP"),
+            ("max_elements", elements_of, "input elements",
+             "inputs of at most {:g} elements")):
+        if key not in entry:
+            continue
+        bound = entry[key]
         if not isinstance(bound, (int, float)) or isinstance(bound, bool) or not bound > 0:
-            raise RecipeError(f"{where}.max_gflop: expected a positive number of GFLOP, "
+            raise RecipeError(f"{where}.{key}: expected a positive number of {unit}, "
                               f"got {describe(bound)}")
-        indices = [i for i in indices if gflop_of(i) <= bound]
-        how.append(f"at most {bound:g} GFLOP")
-    if "max_elements" in entry:
-        bound = entry["max_elements"]
-        if not isinstance(bound, (int, float)) or isinstance(bound, bool) or not bound > 0:
-            raise RecipeError(f"{where}.max_elements: expected a positive number of input "
-                              f"elements, got {describe(bound)}")
-        indices = [i for i in indices if elements_of(i) <= bound]
-        how.append(f"inputs of at most {bound:g} elements")
+        indices = [i for i in indices if size_of(i) <= bound]
+        how.append(said.format(bound))
     if not indices:
         raise RecipeError(f"{where}: the selection ({', '.join(how)}) leaves no row of "
                           f"{file}; widen 'rows' or loosen the filters")
