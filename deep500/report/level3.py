@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import statistics as stats
 
+from deep500.lv3_distributed.exposed_communication import exposed_over_ranks
 from deep500.report import level3_plots
 from deep500.report.distributed_records import bytes_per_epoch, distributed, \
     global_epochs, median, ordered_phases, phase_medians, rank_epochs, \
@@ -123,18 +124,17 @@ def _counted(record: dict, rank: int) -> str:
 
 
 def _exposed_communication(record: dict):
-    """Median over epochs of the largest ``exposed_communication`` over the ranks
-    (seconds per step: step time minus compute-only time; ``DistributedOptimizer``),
-    or ``None`` where the scheme does not measure it."""
+    """Median over epochs of the exposed communication over the ranks (seconds per
+    step: the slowest rank's step beyond the slowest rank's compute,
+    ``exposed_over_ranks``), or ``None`` where the scheme does not measure it."""
     per_rank = rank_epochs(record)
     count = min((len(epochs) for epochs in per_rank), default=0)
     values = []
     for index in range(count):
-        ranks = [(epochs[index].get("optimizer_measurements") or {})
-                 .get("exposed_communication") for epochs in per_rank]
-        ranks = [v for v in ranks if v is not None]
-        if ranks:
-            values.append(max(ranks))
+        value = exposed_over_ranks([(epochs[index].get("optimizer_measurements") or {})
+                                    for epochs in per_rank])
+        if value is not None:
+            values.append(value)
     return median(values)
 
 
