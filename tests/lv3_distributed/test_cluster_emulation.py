@@ -120,6 +120,17 @@ def test_the_loopback_mode_carries_every_rank_on_one_namespace(no_leftovers):
     assert sent >= 2e6, output  # every byte between the ranks went through lo's bucket
 
 
+def test_the_namespaces_use_the_named_tcp_congestion_control(no_leftovers):
+    """Reno unless ``tcp=`` names another (the host's default here is BBR, which
+    slowed ring allreduces after a bulk transfer; docs/cluster_emulation.md)."""
+    for text, expected in (("nodes=1,rate=1gbit,mode=loopback", "reno"),
+                           ("nodes=1,rate=1gbit,mode=loopback,tcp=bbr", "bbr")):
+        status, output, _ = run_program([*DEEP500, "cluster", "exec", "--cluster", text,
+                                         "--", "sysctl", "-n",
+                                         "net.ipv4.tcp_congestion_control"], timeout=60)
+        assert status == 0 and expected in output.split(), (text, output)
+
+
 def _start_and_wait_for_namespaces(before: list):
     launcher = subprocess.Popen([*DEEP500, "cluster", "exec", "--cluster",
                                  "nodes=2,rate=1gbit", "--", "sleep", "600"], cwd=REPO,

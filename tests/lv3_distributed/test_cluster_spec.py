@@ -18,6 +18,25 @@ def test_the_text_of_a_cluster_gives_its_units_in_tc_terms():
     assert parse_cluster(spec.text()) == spec  # round trip
 
 
+def test_the_tcp_congestion_control_is_reno_unless_named():
+    assert parse_cluster("nodes=2,rate=1gbit").tcp == "reno"
+    spec = parse_cluster("nodes=2,rate=1gbit,tcp=BBR")
+    assert spec.tcp == "bbr" and "tcp=bbr" in spec.text() and parse_cluster(spec.text()) == spec
+    assert spec.describe().endswith("TCP bbr")
+    assert spec.as_dict()["tcp_congestion_control"] == "bbr"
+
+
+def test_a_congestion_control_the_host_does_not_allow_is_refused_with_the_fix(monkeypatch):
+    from deep500.lv3_distributed.cluster import commands, topology
+    monkeypatch.setattr(commands, "allowed_congestion_controls", lambda: ["reno", "bbr"])
+    topology._check_tcp(parse_cluster("nodes=2,rate=1gbit"))  # allowed: no error
+    with pytest.raises(Deep500Error) as raised:
+        topology._check_tcp(parse_cluster("nodes=2,rate=1gbit,tcp=cubic"))
+    message = str(raised.value)
+    assert "only reno, bbr" in message and "tcp_allowed_congestion_control" in message
+    assert 'sysctl -w net.ipv4.tcp_allowed_congestion_control="reno bbr cubic"' in message
+
+
 def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
     assert default_burst(1e9) == 8 * 1024
     assert default_burst(1e8) == 8 * 1024
@@ -37,6 +56,7 @@ def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
     ("nodes=2,,rate", "'rate' is not name=value"),
     ("nodes=2,nodes=3,rate=1gbit", "nodes is given twice"),
     ("nodes=2,rate=1gbit,latency=5", "latency='5': not a number"),
+    ("nodes=2,rate=1gbit,tcp=new reno", "give a TCP congestion control algorithm's name"),
 ])
 def test_a_bad_cluster_says_which_field_and_what_to_write(text, message):
     with pytest.raises(Deep500Error, match=None) as raised:

@@ -114,3 +114,14 @@ def qdisc_available(kind: str, namespace: str) -> bool:
         return False
     tc("qdisc", "del", "dev", "lo", "root", namespace=namespace, check=False)
     return True
+
+
+def allowed_congestion_controls(
+        path: str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control") -> list | None:
+    """The TCP congestion controls a network namespace other than the host's may choose
+    (None where the kernel does not say)."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().split()
+    except OSError:
+        return None

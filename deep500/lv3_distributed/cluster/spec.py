@@ -1,4 +1,5 @@
-"""What an emulated cluster is: ``nodes=N,rate=1gbit[,burst=...][,latency=...][,mode=...]``
+"""What an emulated cluster is: ``nodes=N,rate=1gbit[,burst=...][,latency=...][,mode=...]
+[,ppn=...][,tcp=...]``
 as ``deep500 run/calibrate --cluster`` and ``deep500 cluster exec --cluster`` take it,
 and a recipe's ``cluster:`` mapping with the same fields.
 
@@ -15,14 +16,22 @@ import re
 from deep500.utils.errors import Deep500Error
 
 MODES = ("nodes", "loopback")
-FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn")
+FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp")
+#: TCP congestion control in the cluster's namespaces unless ``tcp=`` names another.
+#: Reno: built into every kernel and allowed in every namespace; at a LAN's sub-ms RTT
+#: CUBIC (Linux's default) runs in its Reno-friendly region. BBR (this host's default)
+#: halved a 256 KiB ring allreduce's rate at 1 Gbit/s after one bulk transfer, for the
+#: rest of the run (docs/cluster_emulation.md, "TCP congestion control").
+DEFAULT_TCP = "reno"
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
                "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
 _SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
                "g": 1024 ** 3, "gb": 1024 ** 3}
 _TIME_UNITS = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec": 1e-6}
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$")
-_EXAMPLE = "nodes=2,rate=1gbit (optionally burst=256kb, latency=1ms, mode=loopback, ppn=2)"
+_EXAMPLE = ("nodes=2,rate=1gbit (optionally burst=256kb, latency=1ms, mode=loopback, ppn=2, "
+            "tcp=reno)")
+_TCP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
 
 def _quantity(field: str, text, units: dict, default_unit: str | None) -> float:
@@ -39,7 +48,8 @@ class ClusterSpec:
     """One emulated cluster: ``nodes`` nodes, each joined to a switch by a full-duplex
     link of ``rate_bits`` bit/s (a token bucket of ``burst_bytes``, tc-tbf(8)),
     ``latency_seconds`` of one-way delay added by netem where the kernel has it,
-    ``ranks_per_node`` slots per node in the MPI hostfile (Hydra fills them in order).
+    ``ranks_per_node`` slots per node in the MPI hostfile (Hydra fills them in order),
+    ``tcp`` the TCP congestion control of its namespaces (``DEFAULT_TCP``).
     ``mode="loopback"`` puts every rank in one namespace whose loopback carries the
     link (one token bucket shared by all traffic), the fallback of docs/cluster_emulation.md."""
     nodes: int
@@ -48,6 +58,7 @@ class ClusterSpec:
     latency_seconds: float = 0.0
     mode: str = "nodes"
     ranks_per_node: int = 1
+    tcp: str = DEFAULT_TCP
 
     def __post_init__(self):
         if not 1 <= self.nodes <= 64:
@@ -64,6 +75,10 @@ class ClusterSpec:
             raise Deep500Error(f"cluster mode={self.mode!r}: one of {', '.join(MODES)}")
         if not 1 <= self.ranks_per_node <= 256:
             raise Deep500Error(f"cluster ppn={self.ranks_per_node}: give 1 to 256")
+        if not _TCP_NAME.match(self.tcp):
+            raise Deep500Error(f"cluster tcp={self.tcp!r}: give a TCP congestion control "
+                               f"algorithm's name as sysctl net.ipv4.tcp_congestion_control "
+                               f"takes it (e.g. reno, cubic, bbr)")
         if self.mode == "loopback" and self.nodes != 1:
             raise Deep500Error("cluster mode=loopback is one namespace, one node: give "
                                "nodes=1 with it, or mode=nodes for one namespace per node")
@@ -82,6 +97,8 @@ class ClusterSpec:
             parts.append(f"mode={self.mode}")
         if self.ranks_per_node != 1:
             parts.append(f"ppn={self.ranks_per_node}")
+        if self.tcp != DEFAULT_TCP:
+            parts.append(f"tcp={self.tcp}")
         return ",".join(parts)
 
     def describe(self) -> str:
@@ -96,12 +113,13 @@ class ClusterSpec:
         delay = f", {self.latency_seconds * 1e3:g} ms one-way delay" \
             if self.latency_seconds else ""
         return (f"{where}; {shown} links (tc tbf, burst {self.burst_bytes / 1024:.0f} "
-                f"KiB){delay}")
+                f"KiB){delay}; TCP {self.tcp}")
 
     def as_dict(self) -> dict:
         return {"nodes": self.nodes, "rate_bits_per_second": self.rate_bits,
                 "burst_bytes": self.burst_bytes, "latency_seconds": self.latency_seconds,
-                "mode": self.mode, "ranks_per_node": self.ranks_per_node}
+                "mode": self.mode, "ranks_per_node": self.ranks_per_node,
+                "tcp_congestion_control": self.tcp}
 
 
 def default_burst(rate_bits: float) -> int:
@@ -136,7 +154,8 @@ def cluster_from_mapping(fields: dict, where: str = "cluster") -> ClusterSpec:
                if fields.get("latency") is not None else 0.0)
     return ClusterSpec(nodes=nodes, rate_bits=rate, burst_bytes=burst,
                        latency_seconds=latency, mode=str(fields.get("mode", "nodes")),
-                       ranks_per_node=_integer(where, "ppn", fields.get("ppn", 1)))
+                       ranks_per_node=_integer(where, "ppn", fields.get("ppn", 1)),
+                       tcp=str(fields.get("tcp", DEFAULT_TCP)).strip().lower())
 
 
 def _integer(where: str, name: str, value) -> int:

@@ -88,12 +88,28 @@ def _check_delay(topology: Topology) -> bool:
     return True
 
 
+def _check_tcp(spec: ClusterSpec) -> None:
+    """Deep500Error unless a namespace may use ``spec.tcp``: outside the host's own
+    namespace Linux lets a namespace choose only from
+    ``net.ipv4.tcp_allowed_congestion_control``, a host-wide setting."""
+    allowed = commands.allowed_congestion_controls()
+    if allowed is not None and spec.tcp not in allowed:
+        raise Deep500Error(
+            f"cluster tcp={spec.tcp}: this host lets network namespaces use only "
+            f"{', '.join(allowed) or 'none'} (sysctl net.ipv4."
+            f"tcp_allowed_congestion_control). Give one of those, or allow it for the "
+            f"whole host: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{' '.join(allowed)} "
+            f"{spec.tcp}\" (after 'modprobe tcp_{spec.tcp}' where it is a module)")
+
+
 def build(topology: Topology) -> None:
     """Create every namespace, link and qdisc of ``topology``; raise Deep500Error on
     the first command that fails (the caller removes what was made)."""
+    _check_tcp(topology.spec)
     for namespace in topology.namespaces:
         commands.ip("netns", "add", namespace)
         commands.ip("link", "set", "lo", "up", namespace=namespace)
+        commands.sysctl(namespace, f"net.ipv4.tcp_congestion_control={topology.spec.tcp}")
     delay = _check_delay(topology)
     if topology.switch is None:
         # An Ethernet frame on lo too: with lo's 64 KiB MTU a segment can exceed the
