@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from deep500.cli import main
 from deep500.lv3_distributed.mpi_launch import (LOCAL_RANK_VARIABLES, local_rank,
                                                 read_hostfile)
 from deep500.results.files import read_manifest, read_results
@@ -45,20 +46,26 @@ def test_a_hostfile_that_does_not_parse_says_which_line(tmp_path, text, message)
     assert message in str(error.value)
 
 
-def test_a_bad_hostfile_stops_deep500_run_before_mpirun(tmp_path):
+def test_a_bad_hostfile_stops_deep500_run_before_mpirun(tmp_path, capsys):
+    # The command's entry point in this process: each case stops before any rank starts,
+    # so three fresh interpreters would only add their start-up.
+    def deep500_here(*args):
+        status = main(["run", *map(str, args)])
+        captured = capsys.readouterr()
+        return status, captured.out + captured.err
+
     recipe = tmp_path / "r.yaml"
     recipe.write_text(RECIPE % '["ConsistentDecentralized"]')
     hosts = tmp_path / "hosts"
     hosts.write_text("node01 slots=2\n")
-    status, output, _ = deep500("run", "--np", 2, "--hostfile", hosts, recipe, "--out",
-                                tmp_path / "out", "--quiet", timeout=60)
+    status, output = deep500_here("--np", 2, "--hostfile", hosts, recipe, "--out",
+                                  tmp_path / "out", "--quiet")
     assert status != 0
     assert "line 1: 'node01 slots=2'" in output and "write 'node01:2'" in output, output
     assert not (tmp_path / "out").exists()
-    status, output, _ = deep500("run", "--hostfile", hosts, recipe, timeout=60)
+    status, output = deep500_here("--hostfile", hosts, recipe)
     assert status != 0 and "give the number of ranks too" in output, output
-    status, output, _ = deep500("run", "--np", 2, "--hostfile", tmp_path / "none", recipe,
-                                timeout=60)
+    status, output = deep500_here("--np", 2, "--hostfile", tmp_path / "none", recipe)
     assert status != 0 and "cannot read it" in output, output
 
 
