@@ -172,11 +172,6 @@ EXPORTERS = {
 """File name → (helper(folder) -> (path, inputs, expected), packages it imports)."""
 
 
-def export_all(folder, names=None) -> dict:
-    """Run the helpers ``names`` (default: all of :data:`EXPORTERS`) into ``folder``."""
-    return {name: EXPORTERS[name][0](folder) for name in (names or EXPORTERS)}
-
-
 # -- Sequence models and the newer CNN layers (issue 19) -------------------------------
 # Token sequences: (N, SEQUENCE) int64 ids in [1, VOCAB); id PAD marks padding, which the
 # encoder classifier masks. Keras sequence models take float (N, SEQUENCE, WIDTH) inputs.

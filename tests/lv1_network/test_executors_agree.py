@@ -85,16 +85,10 @@ def test_backprop_agrees_on_the_zoo(zoo_models_with_loss, model_name):
             assert relative_l2(got[grad], expected[grad]) <= GRADIENT_RTOL, (name, param)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("exported")
-    return exported_models.export_all(folder)
-
-
 @pytest.mark.parametrize("file_name", list(exported_models.EXPORTERS))
 @pytest.mark.parametrize("executor_name", list(EXECUTORS))
-def test_executors_run_exported_files(exported, file_name, executor_name):
-    path, inputs, expected = exported[file_name]
+def test_executors_run_exported_files(exported_files, file_name, executor_name):
+    path, inputs, expected = exported_files(file_name)
     outputs = executor(executor_name, str(path)).inference(inputs)
     for name, value in expected.items():
         assert relative_l2(outputs[name], value) <= OUTPUT_RTOL, (executor_name, name)

@@ -1,7 +1,5 @@
 """ONNX files written by PyTorch's exporters and tf2onnx load in Deep500 and reproduce
 their source framework's outputs in onnxruntime."""
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -9,29 +7,9 @@ from deep500.utils.onnx_interop import load_and_parse_model
 from tests.lv1_network.exported_models import EXPORTERS
 
 
-def _missing(packages) -> list[str]:
-    return [p for p in packages if importlib.util.find_spec(p) is None]
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """name → (path, inputs, expected), each exported once per test session."""
-    folder = tmp_path_factory.mktemp("exported_models")
-    cache = {}
-
-    def get(name):
-        missing = _missing(EXPORTERS[name][1])
-        if missing:
-            pytest.skip(f"{name} needs {missing}")
-        if name not in cache:
-            cache[name] = EXPORTERS[name][0](folder)
-        return cache[name]
-    return get
-
-
 @pytest.mark.parametrize("name", sorted(EXPORTERS))
-def test_exported_model_loads(exported, name):
-    path, inputs, expected = exported(name)
+def test_exported_model_loads(exported_files, name):
+    path, inputs, expected = exported_files(name)
     model = load_and_parse_model(path)
     assert [v.name for v in model.feed_inputs] == list(inputs)
     assert [v.name for v in model.outputs] == list(expected)
@@ -43,9 +21,9 @@ def test_exported_model_loads(exported, name):
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTERS))
-def test_onnxruntime_reproduces_source_framework(exported, name):
+def test_onnxruntime_reproduces_source_framework(exported_files, name):
     ort = pytest.importorskip("onnxruntime")
-    path, inputs, expected = exported(name)
+    path, inputs, expected = exported_files(name)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     outputs = dict(zip(names, session.run(None, inputs)))
