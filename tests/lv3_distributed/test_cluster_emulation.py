@@ -131,6 +131,15 @@ def test_the_namespaces_use_the_named_tcp_congestion_control(no_leftovers):
         assert status == 0 and expected in output.split(), (text, output)
 
 
+def test_jumbo_frames_set_the_mtu_of_every_port_and_the_switch(no_leftovers):
+    status, output, _ = run_program([*DEEP500, "cluster", "exec", "--cluster",
+                                     "nodes=2,rate=1gbit,mtu=9000", "--", "ip", "-o", "link",
+                                     "show"], timeout=60)
+    assert status == 0, output
+    mtus = dict(re.findall(r"^\d+: (br0|node\d)\S*: .* mtu (\d+)", output, re.M))
+    assert mtus == {"br0": "9000", "node0": "9000", "node1": "9000"}, output
+
+
 def _start_and_wait_for_namespaces(before: list):
     launcher = subprocess.Popen([*DEEP500, "cluster", "exec", "--cluster",
                                  "nodes=2,rate=1gbit", "--", "sleep", "600"], cwd=REPO,

@@ -37,6 +37,14 @@ def test_a_congestion_control_the_host_does_not_allow_is_refused_with_the_fix(mo
     assert 'sysctl -w net.ipv4.tcp_allowed_congestion_control="reno bbr cubic"' in message
 
 
+def test_jumbo_frames_get_a_bucket_of_two_frames_at_least():
+    spec = parse_cluster("nodes=2,rate=1gbit,mtu=9000")
+    assert spec.mtu == 9000 and spec.burst_bytes == 2 * 9014
+    assert "mtu=9000" in spec.text() and parse_cluster(spec.text()) == spec
+    assert spec.describe().endswith("MTU 9000") and spec.as_dict()["mtu"] == 9000
+    assert parse_cluster("nodes=2,rate=1gbit").mtu == 1500
+
+
 def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
     assert default_burst(1e9) == 8 * 1024
     assert default_burst(1e8) == 8 * 1024
@@ -56,6 +64,8 @@ def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
     ("nodes=2,,rate", "'rate' is not name=value"),
     ("nodes=2,nodes=3,rate=1gbit", "nodes is given twice"),
     ("nodes=2,rate=1gbit,latency=5", "latency='5': not a number"),
+    ("nodes=2,rate=1gbit,mtu=100", "give 1280 to 65535 bytes"),
+    ("nodes=2,rate=1gbit,mtu=9000,burst=8kb", "smaller than one frame of mtu=9000"),
     ("nodes=2,rate=1gbit,tcp=new reno", "give a TCP congestion control algorithm's name"),
 ])
 def test_a_bad_cluster_says_which_field_and_what_to_write(text, message):

@@ -1,5 +1,5 @@
 """What an emulated cluster is: ``nodes=N,rate=1gbit[,burst=...][,latency=...][,mode=...]
-[,ppn=...][,tcp=...]``
+[,ppn=...][,tcp=...][,mtu=...]``
 as ``deep500 run/calibrate --cluster`` and ``deep500 cluster exec --cluster`` take it,
 and a recipe's ``cluster:`` mapping with the same fields.
 
@@ -16,7 +16,12 @@ import re
 from deep500.utils.errors import Deep500Error
 
 MODES = ("nodes", "loopback")
-FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp")
+FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp", "mtu")
+#: Ethernet's MTU; ``mtu=9000`` gives jumbo frames, as HPC and data-centre Ethernet
+#: runs them (a sixth of the packets, so of the kernel's per-packet work on the cores).
+DEFAULT_MTU = 1500
+#: An Ethernet frame's header beyond the MTU (tbf counts whole frames).
+FRAME_HEADER = 14
 #: TCP congestion control in the cluster's namespaces unless ``tcp=`` names another.
 #: Reno: built into every kernel and allowed in every namespace; at a LAN's sub-ms RTT
 #: CUBIC (Linux's default) runs in its Reno-friendly region. BBR (this host's default)
@@ -30,7 +35,7 @@ _SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
 _TIME_UNITS = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec": 1e-6}
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$")
 _EXAMPLE = ("nodes=2,rate=1gbit (optionally burst=256kb, latency=1ms, mode=loopback, ppn=2, "
-            "tcp=reno)")
+            "tcp=reno, mtu=9000)")
 _TCP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
 
@@ -49,7 +54,8 @@ class ClusterSpec:
     link of ``rate_bits`` bit/s (a token bucket of ``burst_bytes``, tc-tbf(8)),
     ``latency_seconds`` of one-way delay added by netem where the kernel has it,
     ``ranks_per_node`` slots per node in the MPI hostfile (Hydra fills them in order),
-    ``tcp`` the TCP congestion control of its namespaces (``DEFAULT_TCP``).
+    ``tcp`` the TCP congestion control of its namespaces (``DEFAULT_TCP``), ``mtu`` its
+    links' MTU.
     ``mode="loopback"`` puts every rank in one namespace whose loopback carries the
     link (one token bucket shared by all traffic), the fallback of docs/cluster_emulation.md."""
     nodes: int
@@ -59,6 +65,7 @@ class ClusterSpec:
     mode: str = "nodes"
     ranks_per_node: int = 1
     tcp: str = DEFAULT_TCP
+    mtu: int = DEFAULT_MTU
 
     def __post_init__(self):
         if not 1 <= self.nodes <= 64:
@@ -75,6 +82,14 @@ class ClusterSpec:
             raise Deep500Error(f"cluster mode={self.mode!r}: one of {', '.join(MODES)}")
         if not 1 <= self.ranks_per_node <= 256:
             raise Deep500Error(f"cluster ppn={self.ranks_per_node}: give 1 to 256")
+        if not 1280 <= self.mtu <= 65535:
+            raise Deep500Error(f"cluster mtu={self.mtu}: give 1280 to 65535 bytes (1500 is "
+                               f"Ethernet's, 9000 jumbo frames)")
+        if self.burst_bytes < self.mtu + FRAME_HEADER:
+            raise Deep500Error(f"cluster burst={self.burst_bytes} B is smaller than one "
+                               f"frame of mtu={self.mtu} ({self.mtu + FRAME_HEADER} B): tbf "
+                               f"drops every such frame; give burst >= "
+                               f"{self.mtu + FRAME_HEADER}b or leave burst out")
         if not _TCP_NAME.match(self.tcp):
             raise Deep500Error(f"cluster tcp={self.tcp!r}: give a TCP congestion control "
                                f"algorithm's name as sysctl net.ipv4.tcp_congestion_control "
@@ -99,6 +114,8 @@ class ClusterSpec:
             parts.append(f"ppn={self.ranks_per_node}")
         if self.tcp != DEFAULT_TCP:
             parts.append(f"tcp={self.tcp}")
+        if self.mtu != DEFAULT_MTU:
+            parts.append(f"mtu={self.mtu}")
         return ",".join(parts)
 
     def describe(self) -> str:
@@ -113,24 +130,25 @@ class ClusterSpec:
         delay = f", {self.latency_seconds * 1e3:g} ms one-way delay" \
             if self.latency_seconds else ""
         return (f"{where}; {shown} links (tc tbf, burst {self.burst_bytes / 1024:.0f} "
-                f"KiB){delay}; TCP {self.tcp}")
+                f"KiB){delay}; TCP {self.tcp}"
+                + (f", MTU {self.mtu}" if self.mtu != DEFAULT_MTU else ""))
 
     def as_dict(self) -> dict:
         return {"nodes": self.nodes, "rate_bits_per_second": self.rate_bits,
                 "burst_bytes": self.burst_bytes, "latency_seconds": self.latency_seconds,
                 "mode": self.mode, "ranks_per_node": self.ranks_per_node,
-                "tcp_congestion_control": self.tcp}
+                "tcp_congestion_control": self.tcp, "mtu": self.mtu}
 
 
-def default_burst(rate_bits: float) -> int:
-    """The token bucket's size: 64 µs at the rate, at least 8 KiB.
+def default_burst(rate_bits: float, mtu: int = DEFAULT_MTU) -> int:
+    """The token bucket's size: 64 µs at the rate, at least 8 KiB and two frames.
 
     A NIC puts every frame on the wire at the line rate; a bucket lets ``burst`` bytes
     pass at once after an idle gap. At 1 Gbit/s with 122 KiB (1 ms) of bucket, 16-64 KiB
     ping-pongs took 0.4-0.5x their serialization time; with 8 KiB they are within 1% of
     it from 64 KiB up and the 8 MiB bandwidth is 0.96 of the TCP ceiling (tbf's
     refills are timer-driven; docs/cluster_emulation.md has the measurements)."""
-    return int(max(8 * 1024, rate_bits / 8.0 * 64e-6))
+    return int(max(8 * 1024, rate_bits / 8.0 * 64e-6, 2 * (mtu + FRAME_HEADER)))
 
 
 def cluster_from_mapping(fields: dict, where: str = "cluster") -> ClusterSpec:
@@ -148,14 +166,15 @@ def cluster_from_mapping(fields: dict, where: str = "cluster") -> ClusterSpec:
         raise Deep500Error(f"{where}: give {' and '.join(missing)}, e.g. {_EXAMPLE}")
     nodes = _integer(where, "nodes", fields["nodes"])
     rate = _quantity("rate", fields["rate"], _RATE_UNITS, None)
+    mtu = _integer(where, "mtu", fields.get("mtu", DEFAULT_MTU))
     burst = (int(_quantity("burst", fields["burst"], _SIZE_UNITS, "b"))
-             if fields.get("burst") is not None else default_burst(rate))
+             if fields.get("burst") is not None else default_burst(rate, mtu))
     latency = (_quantity("latency", fields["latency"], _TIME_UNITS, None)
                if fields.get("latency") is not None else 0.0)
     return ClusterSpec(nodes=nodes, rate_bits=rate, burst_bytes=burst,
                        latency_seconds=latency, mode=str(fields.get("mode", "nodes")),
                        ranks_per_node=_integer(where, "ppn", fields.get("ppn", 1)),
-                       tcp=str(fields.get("tcp", DEFAULT_TCP)).strip().lower())
+                       tcp=str(fields.get("tcp", DEFAULT_TCP)).strip().lower(), mtu=mtu)
 
 
 def _integer(where: str, name: str, value) -> int:

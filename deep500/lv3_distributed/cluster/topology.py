@@ -7,10 +7,13 @@ end of a veth pair; the other end is a port of the bridge. Each end has a token 
 full-duplex NIC does; with ``latency`` (and netem in the kernel) the node's egress
 delays every packet first. Node ``i`` is ``127.10.0.<i+1>``: loopback-range
 addresses, which no packet outside the host may carry (RFC 1122 3.2.1.3), and which
-exist only in these namespaces (``route_localnet`` lets them leave ``lo``).
+exist only in these namespaces (``route_localnet`` lets them leave ``lo``). Every link
+has the spec's MTU (1500, or e.g. 9000 for jumbo frames) and every namespace the
+spec's TCP congestion control.
 
 ``mode="loopback"``: one namespace; every rank runs in it and its ``lo`` (its MTU set
-to Ethernet's 1500 bytes) carries one token bucket that all traffic shares.
+to the spec's, by default Ethernet's 1500 bytes) carries one token bucket that all
+traffic shares.
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ SUBNET = "127.10.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
 NODE_DEVICE = "eth0"
 BRIDGE = "br0"
-ETHERNET_MTU = 1500
 _QUEUE_SECONDS = 0.2  # tbf's queue, in time at the rate: deep enough that TCP never drops
 
 
@@ -114,7 +116,8 @@ def build(topology: Topology) -> None:
     if topology.switch is None:
         # An Ethernet frame on lo too: with lo's 64 KiB MTU a segment can exceed the
         # bucket, which tbf drops every time it is retransmitted (the run hangs).
-        commands.ip("link", "set", "lo", "mtu", str(ETHERNET_MTU), namespace=topology.nodes[0])
+        commands.ip("link", "set", "lo", "mtu", str(topology.spec.mtu),
+                    namespace=topology.nodes[0])
         _shape(topology.nodes[0], "lo", topology.spec, delay)
         return
     switch = topology.switch
@@ -129,8 +132,10 @@ def build(topology: Topology) -> None:
                     "name", port, "netns", switch)
         commands.ip("addr", "add", f"{node_address(index)}/24", "dev", NODE_DEVICE,
                     namespace=node)
-        commands.ip("link", "set", NODE_DEVICE, "up", namespace=node)
-        commands.ip("link", "set", port, "master", BRIDGE, "up", namespace=switch)
+        commands.ip("link", "set", NODE_DEVICE, "mtu", str(topology.spec.mtu), "up",
+                    namespace=node)
+        commands.ip("link", "set", port, "mtu", str(topology.spec.mtu), "master", BRIDGE,
+                    "up", namespace=switch)
         commands.sysctl(node, "net.ipv4.conf.all.route_localnet=1",
                         f"net.ipv4.conf.{NODE_DEVICE}.route_localnet=1")
         _shape(node, NODE_DEVICE, topology.spec, delay)
