@@ -71,16 +71,31 @@ def test_model_averaging_training_reports_replica_divergence(tmp_path):
     assert distributed["epochs"][-1]["test_accuracy"] > 0.7
 
 
-@pytest.mark.parametrize("scheme", ["ConsistentDecentralized", "InconsistentParameterServer"])
-@pytest.mark.parametrize("when, rank", [("step", 1), ("epoch", 0)])
-def test_a_stop_on_one_rank_stops_every_rank_at_the_epoch_end(tmp_path, scheme, when, rank):
+STOP_SCHEMES = ["ConsistentDecentralized", "InconsistentParameterServer"]
+STOP_WHEN = [("step", 1), ("epoch", 0)]
+
+
+@pytest.fixture(scope="module")
+def stopped_runs(tmp_path_factory):
+    """Every (scheme, when, rank) case of the test below, trained one after the other in
+    one 2-rank job (one start-up of MPI and of the ranks instead of four)."""
+    out = tmp_path_factory.mktemp("stop_one_rank")
+    cases = [f"{scheme}:{when}:{rank}" for scheme in STOP_SCHEMES
+             for when, rank in STOP_WHEN]
+    status, output, _ = mpirun(2, "stop_one_rank.py", out, *cases, timeout=240)
+    assert status == 0, output[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("scheme", STOP_SCHEMES)
+@pytest.mark.parametrize("when, rank", STOP_WHEN)
+def test_a_stop_on_one_rank_stops_every_rank_at_the_epoch_end(stopped_runs, scheme, when,
+                                                               rank):
     """A StopTraining on one rank alone (a per-rank time limit) used to leave the other
     ranks waiting in the next collective forever; now the ranks agree at the epoch's
     end and all stop there, with that rank's reason."""
-    status, output, _ = mpirun(2, "stop_one_rank.py", tmp_path, scheme, "--when", when,
-                               "--rank", rank, timeout=120)
-    assert status == 0, output[-4000:]
-    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    out = stopped_runs / f"{scheme}-{when}-{rank}"
+    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     epochs = 2 if when == "step" else 1   # stopped in epoch 1, or after epoch 0 (of 4)
     reason = ("time is up here" if when == "step" else "accurate enough here") + \
         f" (on rank {rank})"
