@@ -43,6 +43,25 @@ def _private_build_cache(tmp_path_factory):
         os.environ["DEEP500_CACHE"] = previous
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_modules_of_the_session(tmp_path_factory):
+    """Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, as this
+    project's containers set it), every Python process a test starts (each ``deep500``
+    command, each MPI rank) would compile Deep500's modules from source again, about
+    half a CPU-second a process. The processes the tests start keep their compiled
+    modules in one session folder instead (PYTHONPYCACHEPREFIX, Python 3.8+), so the
+    repository still gets no __pycache__ folders."""
+    if not sys.flags.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX"):
+        yield
+        return
+    previous = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(tmp_path_factory.mktemp("pycache"))
+    yield
+    os.environ.pop("PYTHONPYCACHEPREFIX", None)
+    if previous is not None:
+        os.environ["PYTHONDONTWRITEBYTECODE"] = previous
+
+
 @pytest.fixture(scope="session")
 def quick_machine(tmp_path_factory):
     """One ``deep500 calibrate --np 2 --quick --quiet`` run of the session (it takes a
