@@ -37,8 +37,9 @@ def median_pooling(sample, dtype, shape, kernel=2, stride=2):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 # (2, 3, 9, 7) with a 2x2 window: the script's forward shape (an odd width: the last
 # column is dropped).
+# (2, 2, 6, 5) with a 3x3 window, stride 1: the finite-difference test's float64 shape.
 @pytest.mark.parametrize("kernel, stride, shape", [(2, 2, (2, 3, 9, 7)),
-                                                   (3, 1, (1, 2, 7, 6)),
+                                                   (3, 1, (2, 2, 6, 5)),
                                                    (4, 3, (2, 1, 11, 9))])
 def test_forward_matches_numpy(sample, dtype, kernel, stride, shape):
     op = median_pooling(sample, dtype, shape, kernel, stride)
@@ -49,29 +50,36 @@ def test_forward_matches_numpy(sample, dtype, kernel, stride, shape):
     np.testing.assert_array_equal(out, sample.median_pool_numpy(x, kernel, stride))
 
 
+# The rule tests run on the script's gradient shape (2, 3, 6, 6), float64, 2x2 window:
+# built once for the finite-difference test and the script.
+RULES_SHAPE = (2, 3, 6, 6)
+
+
 def test_even_window_takes_the_lower_median_and_nan_ranks_last(sample):
-    op = median_pooling(sample, "float64", (1, 1, 2, 4))
-    x = np.array([[[[4.0, 1.0, np.nan, 7.0],
-                    [2.0, 3.0, 5.0, 6.0]]]])
+    op = median_pooling(sample, "float64", RULES_SHAPE)
+    x = np.random.default_rng(3).standard_normal(RULES_SHAPE)
+    x[0, 0, :2, :4] = [[4.0, 1.0, np.nan, 7.0],
+                       [2.0, 3.0, 5.0, 6.0]]
     # windows {4, 1, 2, 3} -> 2 (of 1 2 3 4); {nan, 7, 5, 6} -> 6 (of 5 6 7 nan)
-    np.testing.assert_array_equal(op(x), [[[[2.0, 6.0]]]])
+    np.testing.assert_array_equal(op(x)[0, 0, 0, :2], [2.0, 6.0])
 
 
 def test_gradient_goes_to_the_median_and_ties_to_the_first_in_window_order(sample):
-    shape = (1, 2, 4, 4)
-    op = median_pooling(sample, "float64", shape)
-    x = np.zeros(shape)
-    x[0, 1] = np.arange(16).reshape(4, 4)[::-1]  # distinct values in channel 1
+    op = median_pooling(sample, "float64", RULES_SHAPE)
+    x = np.zeros(RULES_SHAPE)
+    x[0, 1] = np.arange(36).reshape(6, 6)[::-1]  # distinct values in channel 1
     out = op(x)
-    grad = np.arange(1.0, 9.0).reshape(1, 2, 2, 2)
+    grad = np.arange(1.0, 1.0 + out.size).reshape(out.shape)
     (dx,) = op.backward([grad], [x], [out])
-    # channel 0 is all ties: each window's first (top-left) element receives it
-    expected0 = np.zeros((4, 4))
-    expected0[::2, ::2] = grad[0, 0]
-    np.testing.assert_array_equal(dx[0, 0], expected0)
+    # every other channel is all ties: each window's first (top-left) element receives it
+    for n, c in np.ndindex(*RULES_SHAPE[:2]):
+        if (n, c) != (0, 1):
+            expected = np.zeros(RULES_SHAPE[2:])
+            expected[::2, ::2] = grad[n, c]
+            np.testing.assert_array_equal(dx[n, c], expected)
     # channel 1: each output's gradient lands on the one element equal to it
-    for i in range(2):
-        for j in range(2):
+    for i in range(3):
+        for j in range(3):
             window = x[0, 1, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
             dwindow = dx[0, 1, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
             np.testing.assert_array_equal(dwindow, (window == out[0, 1, i, j]) * grad[0, 1, i, j])
