@@ -53,14 +53,27 @@ def companion(path: str, also: str | None) -> str | None:
     return None if also is None else os.path.splitext(path)[0] + "." + also
 
 
+PNG_DPI = 110
+
+
 def save(figure, path: str, also: str | None = "svg", **options) -> str:
-    """Write ``figure`` to ``path`` (PNG) and to its ``also`` companion; close it."""
+    """Write ``figure`` to ``path`` (PNG) and to its ``also`` companion; close it.
+
+    ``bbox_inches="tight"`` crops both to the box savefig would crop the PNG to,
+    measured once: savefig would lay the figure out twice per file to find it, and
+    once more per file for the inert layout engine ``tight_layout`` leaves behind. The
+    PNG is the same to the byte; the SVG is cropped to the same box in inches (text
+    measured at 110 dpi, not 72). A 2-rank distributed run's report: 15-16.5 CPU-s
+    before, 8-9 after."""
     plt = _pyplot()
     check_figure_format(also)
     # a planted link (plots/ itself, or a plot's name) never gets written through
     prepare_folder(os.path.dirname(os.path.abspath(path)), "the report's plots")
+    if options.get("bbox_inches") == "tight":
+        options["bbox_inches"] = _tight_box(figure)
+    _drop_inert_layout_engine(figure)
     with atomic_file(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=110, **options)
+        figure.savefig(handle, format="png", dpi=PNG_DPI, **options)
     if also is not None:
         # svg.fonttype none: text stays <text>, not outlines
         with plt.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), \
@@ -68,6 +81,32 @@ def save(figure, path: str, also: str | None = "svg", **options) -> str:
             figure.savefig(handle, format=also, **options)
     plt.close(figure)
     return path
+
+
+def _tight_box(figure):
+    """The figure's tight bounding box (inches) as ``savefig(bbox_inches="tight")``
+    finds it for the PNG: laid out at the PNG's dpi, padded by ``savefig.pad_inches``."""
+    import matplotlib
+    dpi = figure.dpi
+    figure.set_dpi(PNG_DPI)  # text extents depend on the dpi
+    try:
+        figure.draw_without_rendering()  # titles and tick labels take their places
+        box = figure.get_tightbbox()
+    finally:
+        figure.set_dpi(dpi)
+    return box.padded(matplotlib.rcParams["savefig.pad_inches"])
+
+
+def _drop_inert_layout_engine(figure) -> None:
+    """``tight_layout`` leaves a placeholder engine that does nothing, but savefig lays
+    a figure with any engine out once more before drawing it."""
+    import matplotlib
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+    if isinstance(figure.get_layout_engine(), PlaceHolderLayoutEngine):
+        # None means "no engine" only while these rc settings are off
+        with matplotlib.rc_context({"figure.autolayout": False,
+                                    "figure.constrained_layout.use": False}):
+            figure.set_layout_engine(None)
 
 
 def legend_name(name) -> str:
