@@ -39,11 +39,17 @@ def block_environment() -> dict:
     """The environment blocks run in: the virtualenv's tools first on the PATH. The C++
     operator glue is not built (about 40 s of compiling for PyTorch and TensorFlow on 2
     cores, more than this test's budget): C++ operators take the Python path that the
-    docs describe for a machine without a compiler, with the same results."""
+    docs describe for a machine without a compiler, with the same results.
+
+    OpenMP threads (PyTorch's, MKL's) sleep while they wait instead of spinning: on the
+    test machine's two loaded cores a spinning thread waits for a peer that is not
+    running, and a digits MLP step took 35 ms instead of 2 (this test file: 63 CPU-s
+    instead of 43 at load 2.5). The blocks assert no times."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.update(DEEP500_TORCH_NATIVE_GLUE="0", DEEP500_TF_EAGER_GLUE="0",
                DEEP500_TF_NATIVE_KERNEL="0", MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 
