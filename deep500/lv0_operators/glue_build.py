@@ -66,7 +66,8 @@ def build(name: str, what: str, source: str, library_file: str, cxxflags: list[s
           framework_flags: list[str], key_fields: dict, expected_seconds: float,
           live_output: bool = False) -> GlueBuild:
     """Build ``source`` into ``library_file`` with
-    ``compiler cxxflags source -o library framework_flags``, or find it in the cache.
+    ``compiler cxxflags [-fuse-ld=gold] source -o library framework_flags``, or find it in
+    the cache (``toolchain.fast_linker_flags`` says whether gold is used).
 
     ``what`` names the library in messages ("Deep500's TensorFlow kernel");
     ``key_fields`` (JSON values) go into the cache key and the manifest. Raises
@@ -103,10 +104,14 @@ def build(name: str, what: str, source: str, library_file: str, cxxflags: list[s
                 return result(manifest, True)
             print(f"deep500: building {what} (once per installation, about "
                   f"{expected_seconds:.0f} s) into {final}", file=sys.stderr, flush=True)
-            command = [compiler, *cxxflags, source, "-o", None, *framework_flags]
+            # The linker is not in the key: gold and GNU ld give the same dependencies
+            # and symbols, and probing on every cache hit would cost each process ~0.1 s.
+            linker = list(toolchain.fast_linker_flags(compiler))
+            command = [compiler, *cxxflags, *linker, source, "-o", None, *framework_flags]
             manifest = _compile(what, command, library_file, final, {
                 "name": name, "library": library_file, "cache_key": key, "source": source,
-                **key_fields, "cxxflags": cxxflags, "compiler": identity}, live_output)
+                **key_fields, "cxxflags": cxxflags, "linker_flags": linker,
+                "compiler": identity}, live_output)
     except Timeout:
         raise Deep500Error(f"{what}: waited {cpp_compiler.LOCK_TIMEOUT_SECONDS} s for the "
                            f"lock {final}.lock held by another build; if no build is "

@@ -20,8 +20,9 @@ SOURCES = pathlib.Path(__file__).parent / "cpp_ops"
 F32 = d5.tensordesc("float32", [4, 5])
 NUMPY_FUNCTION_TYPES = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 # The manifest's fields that are not the caller's key fields.
+# linker_flags: gold or the default linker, same library either way (not in the key).
 _MANIFEST_FIELDS = {"name", "library", "cache_key", "source", "cxxflags", "compiler",
-                    "build_seconds", "built_at"}
+                    "linker_flags", "build_seconds", "built_at"}
 
 
 def check_pytorch_fallback(descriptor):
