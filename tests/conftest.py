@@ -7,6 +7,13 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+# OpenMP threads (PyTorch's libgomp) that wait for work sleep instead of spinning: on two
+# cores shared by MPI ranks and other CI jobs a spinning waiter holds a core its partner
+# needs (a digits MLP step: 35 ms wall, 2 ms with PASSIVE; docs/measurement.md). Set at
+# import, before any test imports torch; the processes the tests start inherit it. No
+# test asserts a time, so nothing it checks depends on the wait policy.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @pytest.fixture
 def repo_root() -> pathlib.Path:
