@@ -18,18 +18,20 @@ def test_the_text_of_a_cluster_gives_its_units_in_tc_terms():
     assert parse_cluster(spec.text()) == spec  # round trip
 
 
-def test_the_tcp_congestion_control_is_reno_unless_named():
-    assert parse_cluster("nodes=2,rate=1gbit").tcp == "reno"
-    spec = parse_cluster("nodes=2,rate=1gbit,tcp=BBR")
-    assert spec.tcp == "bbr" and "tcp=bbr" in spec.text() and parse_cluster(spec.text()) == spec
-    assert spec.describe().endswith("TCP bbr")
-    assert spec.as_dict()["tcp_congestion_control"] == "bbr"
+def test_the_tcp_congestion_control_is_the_hosts_unless_named():
+    spec = parse_cluster("nodes=2,rate=1gbit")
+    assert spec.tcp is None and "tcp=" not in spec.text() and "TCP" not in spec.describe()
+    spec = parse_cluster("nodes=2,rate=1gbit,tcp=Reno")
+    assert spec.tcp == "reno" and "tcp=reno" in spec.text() and parse_cluster(spec.text()) == spec
+    assert spec.describe().endswith("TCP reno")
+    assert spec.as_dict()["tcp_congestion_control"] == "reno"
 
 
 def test_a_congestion_control_the_host_does_not_allow_is_refused_with_the_fix(monkeypatch):
     from deep500.lv3_distributed.cluster import commands, topology
     monkeypatch.setattr(commands, "allowed_congestion_controls", lambda: ["reno", "bbr"])
-    topology._check_tcp(parse_cluster("nodes=2,rate=1gbit"))  # allowed: no error
+    topology._check_tcp(parse_cluster("nodes=2,rate=1gbit"))  # the host's: no check
+    topology._check_tcp(parse_cluster("nodes=2,rate=1gbit,tcp=reno"))  # allowed
     with pytest.raises(Deep500Error) as raised:
         topology._check_tcp(parse_cluster("nodes=2,rate=1gbit,tcp=cubic"))
     message = str(raised.value)

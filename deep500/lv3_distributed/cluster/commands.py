@@ -125,3 +125,9 @@ def allowed_congestion_controls(
             return handle.read().split()
     except OSError:
         return None
+
+
+def congestion_control(namespace: str) -> str:
+    """The TCP congestion control new sockets of ``namespace`` use."""
+    return _run(["ip", "netns", "exec", namespace, "sysctl", "-n",
+                 "net.ipv4.tcp_congestion_control"], True).strip()

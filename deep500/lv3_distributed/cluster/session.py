@@ -73,10 +73,14 @@ class EmulatedCluster:
         self.folder = folder
         self.hostfile = os.path.join(folder, "hosts")
         self.launcher = os.path.join(folder, "launch-node")
+        self.tcp = spec.tcp or commands.congestion_control(layout.nodes[0])
 
     def description(self) -> dict:
+        summary = self.spec.describe() + ("" if self.spec.tcp else
+                                          f"; TCP {self.tcp} (the host's default)")
         return {"emulated": True, "name": self.topology.name, **self.spec.as_dict(),
-                "text": self.spec.text(), "summary": self.spec.describe(),
+                "tcp_congestion_control": self.tcp,
+                "text": self.spec.text(), "summary": summary,
                 "namespaces": self.topology.namespaces, "transport": TRANSPORT_TEXT,
                 "qdisc": "tbf" + (" + netem" if self.spec.latency_seconds else "")}
 

@@ -22,12 +22,11 @@ FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp", "mtu")
 DEFAULT_MTU = 1500
 #: An Ethernet frame's header beyond the MTU (tbf counts whole frames).
 FRAME_HEADER = 14
-#: TCP congestion control in the cluster's namespaces unless ``tcp=`` names another.
-#: Reno: built into every kernel and allowed in every namespace; at a LAN's sub-ms RTT
-#: CUBIC (Linux's default) runs in its Reno-friendly region. BBR (this host's default)
-#: halved a 256 KiB ring allreduce's rate at 1 Gbit/s after one bulk transfer, for the
-#: rest of the run (docs/cluster_emulation.md, "TCP congestion control").
-DEFAULT_TCP = "reno"
+#: ``tcp=``: the TCP congestion control of the cluster's namespaces; without it they
+#: keep the host's default (recorded in the cluster's description). BBR, this host's
+#: default, halved a 256 KiB ring allreduce's rate at 1 Gbit/s after one bulk transfer,
+#: yet the simulator's sweeps fitted better under it than under Reno
+#: (docs/cluster_emulation.md, "TCP congestion control").
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
                "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
 _SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
@@ -54,8 +53,8 @@ class ClusterSpec:
     link of ``rate_bits`` bit/s (a token bucket of ``burst_bytes``, tc-tbf(8)),
     ``latency_seconds`` of one-way delay added by netem where the kernel has it,
     ``ranks_per_node`` slots per node in the MPI hostfile (Hydra fills them in order),
-    ``tcp`` the TCP congestion control of its namespaces (``DEFAULT_TCP``), ``mtu`` its
-    links' MTU.
+    ``tcp`` the TCP congestion control of its namespaces (None: the host's default),
+    ``mtu`` its links' MTU.
     ``mode="loopback"`` puts every rank in one namespace whose loopback carries the
     link (one token bucket shared by all traffic), the fallback of docs/cluster_emulation.md."""
     nodes: int
@@ -64,7 +63,7 @@ class ClusterSpec:
     latency_seconds: float = 0.0
     mode: str = "nodes"
     ranks_per_node: int = 1
-    tcp: str = DEFAULT_TCP
+    tcp: str | None = None
     mtu: int = DEFAULT_MTU
 
     def __post_init__(self):
@@ -90,7 +89,7 @@ class ClusterSpec:
                                f"frame of mtu={self.mtu} ({self.mtu + FRAME_HEADER} B): tbf "
                                f"drops every such frame; give burst >= "
                                f"{self.mtu + FRAME_HEADER}b or leave burst out")
-        if not _TCP_NAME.match(self.tcp):
+        if self.tcp is not None and not _TCP_NAME.match(self.tcp):
             raise Deep500Error(f"cluster tcp={self.tcp!r}: give a TCP congestion control "
                                f"algorithm's name as sysctl net.ipv4.tcp_congestion_control "
                                f"takes it (e.g. reno, cubic, bbr)")
@@ -112,7 +111,7 @@ class ClusterSpec:
             parts.append(f"mode={self.mode}")
         if self.ranks_per_node != 1:
             parts.append(f"ppn={self.ranks_per_node}")
-        if self.tcp != DEFAULT_TCP:
+        if self.tcp is not None:
             parts.append(f"tcp={self.tcp}")
         if self.mtu != DEFAULT_MTU:
             parts.append(f"mtu={self.mtu}")
@@ -130,8 +129,8 @@ class ClusterSpec:
         delay = f", {self.latency_seconds * 1e3:g} ms one-way delay" \
             if self.latency_seconds else ""
         return (f"{where}; {shown} links (tc tbf, burst {self.burst_bytes / 1024:.0f} "
-                f"KiB){delay}; TCP {self.tcp}"
-                + (f", MTU {self.mtu}" if self.mtu != DEFAULT_MTU else ""))
+                f"KiB){delay}" + (f"; TCP {self.tcp}" if self.tcp else "")
+                + (f"; MTU {self.mtu}" if self.mtu != DEFAULT_MTU else ""))
 
     def as_dict(self) -> dict:
         return {"nodes": self.nodes, "rate_bits_per_second": self.rate_bits,
@@ -174,7 +173,8 @@ def cluster_from_mapping(fields: dict, where: str = "cluster") -> ClusterSpec:
     return ClusterSpec(nodes=nodes, rate_bits=rate, burst_bytes=burst,
                        latency_seconds=latency, mode=str(fields.get("mode", "nodes")),
                        ranks_per_node=_integer(where, "ppn", fields.get("ppn", 1)),
-                       tcp=str(fields.get("tcp", DEFAULT_TCP)).strip().lower(), mtu=mtu)
+                       tcp=(str(fields["tcp"]).strip().lower()
+                            if fields.get("tcp") is not None else None), mtu=mtu)
 
 
 def _integer(where: str, name: str, value) -> int:

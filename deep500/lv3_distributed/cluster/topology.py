@@ -9,7 +9,7 @@ delays every packet first. Node ``i`` is ``127.10.0.<i+1>``: loopback-range
 addresses, which no packet outside the host may carry (RFC 1122 3.2.1.3), and which
 exist only in these namespaces (``route_localnet`` lets them leave ``lo``). Every link
 has the spec's MTU (1500, or e.g. 9000 for jumbo frames) and every namespace the
-spec's TCP congestion control.
+spec's TCP congestion control where it names one.
 
 ``mode="loopback"``: one namespace; every rank runs in it and its ``lo`` (its MTU set
 to the spec's, by default Ethernet's 1500 bytes) carries one token bucket that all
@@ -95,7 +95,7 @@ def _check_tcp(spec: ClusterSpec) -> None:
     namespace Linux lets a namespace choose only from
     ``net.ipv4.tcp_allowed_congestion_control``, a host-wide setting."""
     allowed = commands.allowed_congestion_controls()
-    if allowed is not None and spec.tcp not in allowed:
+    if spec.tcp is not None and allowed is not None and spec.tcp not in allowed:
         raise Deep500Error(
             f"cluster tcp={spec.tcp}: this host lets network namespaces use only "
             f"{', '.join(allowed) or 'none'} (sysctl net.ipv4."
@@ -111,7 +111,8 @@ def build(topology: Topology) -> None:
     for namespace in topology.namespaces:
         commands.ip("netns", "add", namespace)
         commands.ip("link", "set", "lo", "up", namespace=namespace)
-        commands.sysctl(namespace, f"net.ipv4.tcp_congestion_control={topology.spec.tcp}")
+        if topology.spec.tcp:
+            commands.sysctl(namespace, f"net.ipv4.tcp_congestion_control={topology.spec.tcp}")
     delay = _check_delay(topology)
     if topology.switch is None:
         # An Ethernet frame on lo too: with lo's 64 KiB MTU a segment can exceed the
