@@ -22,11 +22,6 @@ FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp", "mtu")
 DEFAULT_MTU = 1500
 #: An Ethernet frame's header beyond the MTU (tbf counts whole frames).
 FRAME_HEADER = 14
-#: ``tcp=``: the TCP congestion control of the cluster's namespaces; without it they
-#: keep the host's default (recorded in the cluster's description). BBR, this host's
-#: default, halved a 256 KiB ring allreduce's rate at 1 Gbit/s after one bulk transfer,
-#: yet the simulator's sweeps fitted better under it than under Reno
-#: (docs/cluster_emulation.md, "TCP congestion control").
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
                "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
 _SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
@@ -35,6 +30,11 @@ _TIME_UNITS = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$")
 _EXAMPLE = ("nodes=2,rate=1gbit (optionally burst=256kb, latency=1ms, mode=loopback, ppn=2, "
             "tcp=reno, mtu=9000)")
+#: A ``tcp=`` name: the TCP congestion control of the cluster's namespaces; without it they
+#: keep the host's default (recorded in the cluster's description). BBR, this host's
+#: default, halved a 256 KiB ring allreduce's rate at 1 Gbit/s after one bulk transfer,
+#: yet the simulator's sweeps fitted better under it than under Reno
+#: (docs/cluster_emulation.md, "TCP congestion control").
 _TCP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
 

@@ -94,8 +94,10 @@ def _check_tcp(spec: ClusterSpec) -> None:
     """Deep500Error unless a namespace may use ``spec.tcp``: outside the host's own
     namespace Linux lets a namespace choose only from
     ``net.ipv4.tcp_allowed_congestion_control``, a host-wide setting."""
+    if spec.tcp is None:
+        return  # the host's own default needs no permission
     allowed = commands.allowed_congestion_controls()
-    if spec.tcp is not None and allowed is not None and spec.tcp not in allowed:
+    if allowed is not None and spec.tcp not in allowed:
         raise Deep500Error(
             f"cluster tcp={spec.tcp}: this host lets network namespaces use only "
             f"{', '.join(allowed) or 'none'} (sysctl net.ipv4."
