@@ -144,6 +144,18 @@ def test_jumbo_frames_set_the_mtu_of_every_port_and_the_switch(no_leftovers):
     assert mtus == {"br0": "9000", "node0": "9000", "node1": "9000"}, output
 
 
+def test_each_nodes_offloaded_packets_fit_its_bucket(no_leftovers):
+    # tbf cuts a packet larger than its bucket into frames in software; a node's
+    # gso_max_size keeps its TCP packets within the bucket (spec.segment_bytes)
+    status, output, _ = run_program([*DEEP500, "cluster", "exec", "--cluster",
+                                     "nodes=2,rate=1gbit", "--", mpirun_executable(), "-np",
+                                     "2", "ip", "-d", "-o", "link", "show", "eth0"],
+                                    timeout=60)
+    assert status == 0, output
+    sizes = re.findall(r"gso_max_size (\d+)", output)
+    assert sizes == ["7500", "7500"], output
+
+
 def _start_and_wait_for_namespaces(before: list):
     launcher = subprocess.Popen([*DEEP500, "cluster", "exec", "--cluster",
                                  "nodes=2,rate=1gbit", "--", "sleep", "600"], cwd=REPO,

@@ -47,6 +47,21 @@ def test_jumbo_frames_get_a_bucket_of_two_frames_at_least():
     assert parse_cluster("nodes=2,rate=1gbit").mtu == 1500
 
 
+@pytest.mark.parametrize("burst, mtu, expected", [
+    (8192, 1500, 7500),       # 5 frames of 1514 B fit in 8 KiB, a sixth would not
+    (2 * 9014, 9000, 18000),  # the jumbo default: two frames
+    (9014, 9000, 9000),       # a bucket of one frame: one frame per packet
+    (1 << 20, 1500, 65536),   # Linux's largest offloaded packet
+])
+def test_offloaded_packets_hold_whole_frames_that_fit_the_bucket(burst, mtu, expected):
+    from deep500.lv3_distributed.cluster.spec import FRAME_HEADER, segment_bytes
+    size = segment_bytes(burst, mtu)
+    assert size == expected
+    assert (size // mtu) * (mtu + FRAME_HEADER) <= burst
+    spec = parse_cluster(f"nodes=2,rate=1gbit,burst={burst}b,mtu={mtu}")
+    assert spec.as_dict()["gso_max_size"] == expected
+
+
 def test_the_default_burst_is_64_microseconds_at_the_rate_and_at_least_8_kib():
     assert default_burst(1e9) == 8 * 1024
     assert default_burst(1e8) == 8 * 1024

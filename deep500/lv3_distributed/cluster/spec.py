@@ -136,7 +136,25 @@ class ClusterSpec:
         return {"nodes": self.nodes, "rate_bits_per_second": self.rate_bits,
                 "burst_bytes": self.burst_bytes, "latency_seconds": self.latency_seconds,
                 "mode": self.mode, "ranks_per_node": self.ranks_per_node,
-                "tcp_congestion_control": self.tcp, "mtu": self.mtu}
+                "tcp_congestion_control": self.tcp, "mtu": self.mtu,
+                "gso_max_size": segment_bytes(self.burst_bytes, self.mtu)}
+
+
+def segment_bytes(burst_bytes: int, mtu: int = DEFAULT_MTU) -> int:
+    """The largest TCP segment-offload packet (``gso_max_size``) a node may send: as
+    many whole frames of payload as fit in the bucket with their headers, at most
+    64 KiB (Linux's limit).
+
+    A NIC with TCP segmentation offload takes 64 KiB from the stack and cuts it into
+    frames itself; the veth of an emulated node hands the bucket 64 KiB packets too, but
+    tbf cuts every packet larger than its bucket into frames in software (tc-tbf(8)),
+    and each frame then crosses the switch and the receiver's TCP on the cores that
+    also compute. Packets no larger than the bucket pass whole: the rate is unchanged
+    (tbf charges a packet's every frame) and no burst exceeds the bucket, and the cores
+    handle one packet per five 1500 B frames (docs/cluster_emulation.md has what that
+    gives back to the compute)."""
+    frames = max(1, int(burst_bytes) // (mtu + FRAME_HEADER))
+    return int(min(65536, frames * mtu))
 
 
 def default_burst(rate_bits: float, mtu: int = DEFAULT_MTU) -> int:

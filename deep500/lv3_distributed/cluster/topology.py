@@ -9,7 +9,9 @@ delays every packet first. Node ``i`` is ``127.10.0.<i+1>``: loopback-range
 addresses, which no packet outside the host may carry (RFC 1122 3.2.1.3), and which
 exist only in these namespaces (``route_localnet`` lets them leave ``lo``). Every link
 has the spec's MTU (1500, or e.g. 9000 for jumbo frames) and every namespace the
-spec's TCP congestion control where it names one.
+spec's TCP congestion control where it names one. A node's TCP segmentation-offload
+packets are no larger than its bucket (``gso_max_size``, ``spec.segment_bytes``), so
+tbf passes them whole instead of cutting them into frames on the cores.
 
 ``mode="loopback"``: one namespace; every rank runs in it and its ``lo`` (its MTU set
 to the spec's, by default Ethernet's 1500 bytes) carries one token bucket that all
@@ -20,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from deep500.lv3_distributed.cluster import commands
-from deep500.lv3_distributed.cluster.spec import ClusterSpec
+from deep500.lv3_distributed.cluster.spec import ClusterSpec, segment_bytes
 from deep500.utils.errors import Deep500Error
 
 PREFIX = "d5c"
@@ -77,6 +79,12 @@ def _shape(namespace: str, device: str, spec: ClusterSpec, delay: bool) -> None:
                 namespace=namespace)
 
 
+def _segment_size(spec: ClusterSpec) -> list:
+    """``ip link`` arguments that keep a node's offloaded TCP packets within its bucket
+    (``spec.segment_bytes``: tbf would cut larger ones into frames in software)."""
+    return ["gso_max_size", str(segment_bytes(spec.burst_bytes, spec.mtu))]
+
+
 def _check_delay(topology: Topology) -> bool:
     if not topology.spec.latency_seconds:
         return False
@@ -120,7 +128,7 @@ def build(topology: Topology) -> None:
         # An Ethernet frame on lo too: with lo's 64 KiB MTU a segment can exceed the
         # bucket, which tbf drops every time it is retransmitted (the run hangs).
         commands.ip("link", "set", "lo", "mtu", str(topology.spec.mtu),
-                    namespace=topology.nodes[0])
+                    *_segment_size(topology.spec), namespace=topology.nodes[0])
         _shape(topology.nodes[0], "lo", topology.spec, delay)
         return
     switch = topology.switch
@@ -135,8 +143,8 @@ def build(topology: Topology) -> None:
                     "name", port, "netns", switch)
         commands.ip("addr", "add", f"{node_address(index)}/24", "dev", NODE_DEVICE,
                     namespace=node)
-        commands.ip("link", "set", NODE_DEVICE, "mtu", str(topology.spec.mtu), "up",
-                    namespace=node)
+        commands.ip("link", "set", NODE_DEVICE, "mtu", str(topology.spec.mtu),
+                    *_segment_size(topology.spec), "up", namespace=node)
         commands.ip("link", "set", port, "mtu", str(topology.spec.mtu), "master", BRIDGE,
                     "up", namespace=switch)
         commands.sysctl(node, "net.ipv4.conf.all.route_localnet=1",
