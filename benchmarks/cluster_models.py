@@ -12,7 +12,13 @@ benchmark under ``mpirun -np N`` inside it (one rank per node unless the spec sa
    once: the step of the ring, recursive doubling and Rabenseifner) and γ of
    ``numpy.add`` on every rank at once. No δ: ranks on different nodes share no cache
    lines.
-2. **Per-call overhead** o: a 4-byte allreduce's time minus its α-β-γ model.
+2. **Per-call overhead** o (LogP's o): a 4-byte allreduce's time minus its α-β-γ
+   model, measured beside each row: the same algorithm's 4-byte calls just before the
+   row (a third of its budget). A host's small-message latency can move by 1.6x
+   within seconds (2-vCPU VM, 2026-11-29: a ring's 4-byte call 119 µs, then 76 µs a
+   few seconds later, in one run), so an o measured once at the start priced the
+   1–16 KiB rows for another state of the host. o measured once, before all the rows
+   (what ``--save-machine`` keeps), gives the diagnostic line before the last.
 3. **Measured**: each algorithm (``allreduce_names()``) and float32 sums of 1 KiB …
    64 MiB (powers of 4), the result checked against NumPy's, then timed in place on
    zeros after a ``Barrier``; a call's time is the slower rank's. Repetitions fill
@@ -20,8 +26,8 @@ benchmark under ``mpirun -np N`` inside it (one rank per node unless the spec sa
 4. **Table** in the columns of nccl-tests (size, count, time, algbw = size / time,
    busbw = algbw · 2(p−1)/p, the bandwidth each rank's link carries in an optimal
    allreduce; nccl-tests' doc/PERFORMANCE.md) and the OSU micro-benchmarks (min, avg,
-   max), then the prediction (``predict_allreduce_call``, repeated) and
-   predicted/measured.
+   max), then the prediction (``predict_allreduce``, repeated, plus the row's o),
+   predicted/measured and the row's o.
 
 Last line: ``allreduce model error on the emulated cluster: median X%, p90 Y%`` over
 every row. Targets: median <= 5%, p90 <= 15%.
@@ -82,16 +88,19 @@ def calibrate_link(comm, smoke: bool) -> dict | None:
             "memory": {"bandwidth_bytes_per_s": triad}}
 
 
-def _overheads(comm, net, machine, algorithms, budget_s: float) -> dict:
+def _overhead(comm, net, machine, name: str, budget_s: float) -> float | None:
+    """o of ``name`` now: the median 4-byte call less its α-β-γ model (rank 0; None
+    elsewhere)."""
     tiny = np.zeros(1, dtype=np.float32)
-    overhead = {}
-    for name in algorithms:
-        seconds = float(np.median(slowest_call_times(
-            comm, lambda: net.allreduce(tiny, out=tiny, algorithm=name), budget_s, 5, 2000)))
-        if comm.Get_rank() == 0:
-            overhead[name] = max(0.0, seconds - predict_allreduce(name, 4, comm.Get_size(),
-                                                                  machine))
-    return overhead
+    seconds = float(np.median(slowest_call_times(
+        comm, lambda: net.allreduce(tiny, out=tiny, algorithm=name), budget_s, 5, 2000)))
+    if comm.Get_rank() != 0:
+        return None
+    return max(0.0, seconds - predict_allreduce(name, 4, comm.Get_size(), machine))
+
+
+def _overheads(comm, net, machine, algorithms, budget_s: float) -> dict:
+    return {name: _overhead(comm, net, machine, name, budget_s) for name in algorithms}
 
 
 def run_on_ranks(comm, args) -> None:
@@ -126,32 +135,41 @@ def run_on_ranks(comm, args) -> None:
             f"{name} {o * 1e6:.1f} us" for name, o in overhead.items()))
     _say(comm, f"{'size (B)':>10} {'count':>9} {'algorithm':<19} {'min (us)':>10} "
                f"{'avg (us)':>10} {'max (us)':>10} {'algbw GB/s':>10} {'busbw GB/s':>10} "
-               f"{'predicted':>10} {'ratio':>6}")
-    errors = []
+               f"{'predicted':>10} {'ratio':>6} {'o (us)':>7}")
+    errors, errors_first_o = [], []
     for nbytes in sizes:
         count = nbytes // 4
         zeros = np.zeros(count, dtype=np.float32)
         for name in algorithms:
             check_result(net, name, count, p, rank)
+            beside = _overhead(comm, net, machine, name, budget / 3)
             times = slowest_call_times(comm, lambda: net.allreduce(zeros, out=zeros,
                                                                    algorithm=name),
                                        budget, 5, 2000)
             if rank != 0:
                 continue
             median = float(np.median(times))
-            predicted = predict_allreduce_call(name, nbytes, p, machine, repeated=True)
+            model = predict_allreduce(name, nbytes, p, machine, repeated=True)
+            predicted = model + beside
             errors.append(abs(predicted - median) / median)
+            first = predict_allreduce_call(name, nbytes, p, machine, repeated=True)
+            errors_first_o.append(abs(first - median) / median)
             algbw = nbytes / median / 1e9
             _say(comm, f"{nbytes:>10} {count:>9} {name:<19} {times.min() * 1e6:>10.1f} "
                        f"{times.mean() * 1e6:>10.1f} {times.max() * 1e6:>10.1f} "
                        f"{algbw:>10.4f} {algbw * 2 * (p - 1) / p:>10.4f} "
-                       f"{predicted * 1e6:>10.1f} {predicted / median:>6.3f}")
+                       f"{predicted * 1e6:>10.1f} {predicted / median:>6.3f} "
+                       f"{beside * 1e6:>7.1f}")
     net.close()
     if rank == 0:
+        _say(comm, f"# with o measured once, before all the rows (the machine file's): "
+                   f"median {100 * float(np.median(errors_first_o)):.1f}%, p90 "
+                   f"{100 * float(np.percentile(errors_first_o, 90)):.1f}%")
         median, p90 = (float(np.percentile(errors, q)) for q in (50, 90))
         verdict = "MET" if median <= MEDIAN_TARGET and p90 <= P90_TARGET else "NOT MET"
         _say(comm, f"# time: the median over calls (avg is the mean); ratio = predicted / "
-                   f"median. Targets: median <= {MEDIAN_TARGET:.0%}, p90 <= "
+                   f"median; o: the row's per-call overhead, from 4-byte calls just before "
+                   f"it. Targets: median <= {MEDIAN_TARGET:.0%}, p90 <= "
                    f"{P90_TARGET:.0%}: {verdict}")
         _say(comm, f"allreduce model error on the emulated cluster: median "
                    f"{100 * median:.1f}%, p90 {100 * p90:.1f}%")
