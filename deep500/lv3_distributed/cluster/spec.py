@@ -150,9 +150,9 @@ def segment_bytes(burst_bytes: int, mtu: int = DEFAULT_MTU) -> int:
     tbf cuts every packet larger than its bucket into frames in software (tc-tbf(8)),
     and each frame then crosses the switch and the receiver's TCP on the cores that
     also compute. Packets no larger than the bucket pass whole: the rate is unchanged
-    (tbf charges a packet's every frame) and no burst exceeds the bucket, and the cores
-    handle one packet per five 1500 B frames (docs/cluster_emulation.md has what that
-    gives back to the compute)."""
+    (tbf charges a packet's every frame) and no burst exceeds the bucket, and with the
+    default 8 KiB bucket the cores handle one packet per five 1500 B frames
+    (docs/cluster_emulation.md has what that gives back to the compute)."""
     frames = max(1, int(burst_bytes) // (mtu + FRAME_HEADER))
     return int(min(65536, frames * mtu))
 
