@@ -22,6 +22,8 @@ FIELDS = ("nodes", "rate", "burst", "latency", "mode", "ppn", "tcp", "mtu")
 DEFAULT_MTU = 1500
 #: An Ethernet frame's header beyond the MTU (tbf counts whole frames).
 FRAME_HEADER = 14
+#: Linux's largest TCP segment-offload packet (``gso_max_size``'s default).
+LARGEST_OFFLOAD = 65536
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
                "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
 _SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
@@ -154,7 +156,7 @@ def segment_bytes(burst_bytes: int, mtu: int = DEFAULT_MTU) -> int:
     default 8 KiB bucket the cores handle one packet per five 1500 B frames
     (docs/cluster_emulation.md has what that gives back to the compute)."""
     frames = max(1, int(burst_bytes) // (mtu + FRAME_HEADER))
-    return int(min(65536, frames * mtu))
+    return int(min(LARGEST_OFFLOAD, frames * mtu))
 
 
 def default_burst(rate_bits: float, mtu: int = DEFAULT_MTU) -> int:
